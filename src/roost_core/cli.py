@@ -1,0 +1,269 @@
+"""The ``roost`` command line. Heavy imports stay inside commands so ``--help`` is instant."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from roost_core.protocol import ProtocolError
+
+SETTLED = ("idle", "needs_input", "done", "failed", "stopped")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="roost", description="Background agent sessions that talk to each other.")
+    parser.add_argument("--disable-plugin", action="append", default=[], metavar="NAME", help="block a plugin by name (repeatable)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    daemon = sub.add_parser("daemon", help="run the daemon in the foreground, or control it")
+    daemon.add_argument("action", nargs="?", choices=["run", "status", "stop"], default="run")
+    daemon.add_argument("--json", action="store_true")
+
+    start = sub.add_parser("start", help="start a background session (job)")
+    start.add_argument("task")
+    start.add_argument("--name")
+    start.add_argument("--cwd")
+    start.add_argument("--host")
+    start.add_argument("--scenario", help="scripted host: a scenario file, TOML text or a bundled name")
+    start.add_argument("--model")
+    start.add_argument("--thinking")
+    start.add_argument("--json", action="store_true")
+
+    jobs = sub.add_parser("jobs", help="list jobs")
+    jobs.add_argument("--json", action="store_true")
+
+    reply = sub.add_parser("reply", help="send a job a user reply")
+    reply.add_argument("id")
+    reply.add_argument("text")
+    reply.add_argument("--json", action="store_true")
+
+    for name, text in (("stop", "stop a job (it is not woken by messages)"), ("rm", "remove a job")):
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("id")
+        cmd.add_argument("--json", action="store_true")
+
+    log = sub.add_parser("log", help="show a job's transcript")
+    log.add_argument("id")
+    log.add_argument("--json", action="store_true")
+
+    wait = sub.add_parser("wait", help="wait until a job settles (not running)")
+    wait.add_argument("id")
+    wait.add_argument("--state", action="append", help="wait for this state (repeatable)")
+    wait.add_argument("--timeout", type=float, default=60.0)
+    wait.add_argument("--json", action="store_true")
+
+    plugins = sub.add_parser("plugins", help="list plugins")
+    plugins.add_argument("--json", action="store_true")
+
+    sub.add_parser("demo", help="play a small scenario end to end on a fresh temp home")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.disable_plugin:
+        existing = [n for n in os.environ.get("ROOST_DISABLE_PLUGINS", "").split(",") if n]
+        os.environ["ROOST_DISABLE_PLUGINS"] = ",".join(existing + args.disable_plugin)
+    handler = COMMANDS[args.command]
+    try:
+        return handler(args)
+    except ProtocolError as exc:
+        print(f"roost: {exc.code}: {exc.message}", file=sys.stderr)
+        return 1
+    except ConnectionError as exc:
+        print(f"roost: {exc}", file=sys.stderr)
+        return 1
+
+
+def disabled_plugins() -> tuple[str, ...]:
+    return tuple(n for n in os.environ.get("ROOST_DISABLE_PLUGINS", "").split(",") if n)
+
+
+def client() -> Any:
+    from roost_core.client import connect
+
+    return connect()
+
+
+def emit(args: argparse.Namespace, data: Any, text: str) -> None:
+    if getattr(args, "json", False):
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+    else:
+        print(text)
+
+
+def cmd_daemon(args: argparse.Namespace) -> int:
+    from roost_core.client import Client, DaemonUnavailable
+    from roost_core.paths import resolve_paths
+
+    paths = resolve_paths()
+    if args.action == "run":
+        from roost_core.daemon import run_daemon
+
+        return run_daemon(paths, disabled=disabled_plugins())
+    try:
+        with Client(paths.socket, timeout=10) as conn:
+            if args.action == "status":
+                status = conn.call("daemon_status")
+                emit(args, {"running": True, **status}, f"running: pid {status['pid']}, {status['jobs']} jobs, {status['live_workers']} live workers, socket {status['socket']}")
+                return 0
+            conn.call("daemon_stop")
+    except DaemonUnavailable:
+        emit(args, {"running": False}, "not running")
+        return 1 if args.action == "status" else 0
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            Client(paths.socket, timeout=1).close()
+        except DaemonUnavailable:
+            emit(args, {"stopped": True}, "stopped")
+            return 0
+        time.sleep(0.05)
+    print("roost: the daemon did not stop within 10s", file=sys.stderr)
+    return 1
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    from roost_core.hosts.scripted import load_scenario
+
+    request: dict[str, Any] = {"task": args.task, "cwd": str(Path(args.cwd or os.getcwd()).resolve())}
+    for key in ("name", "host", "model", "thinking"):
+        if getattr(args, key):
+            request[key] = getattr(args, key)
+    if args.scenario:
+        # Parsed here, so the job does not depend on the caller's cwd or files later.
+        request["scenario"] = load_scenario(args.scenario)
+    with client() as conn:
+        result = conn.call("start", **request)
+    emit(args, result, f"{result['id']}  {result['name']}")
+    return 0
+
+
+def format_jobs(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no jobs"
+    lines = []
+    for row in rows:
+        live = "live" if row.get("live") else "-"
+        detail = row.get("question") if row["state"] == "needs_input" else row.get("error") or row.get("summary") or ""
+        lines.append(f"{row['id']}  {row['state']:<11} {live:<4} {row['host']:<8} {row['name'][:30]:<30}  {detail or ''}".rstrip())
+    return "\n".join(lines)
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    with client() as conn:
+        rows = conn.call("jobs")["jobs"]
+    emit(args, rows, format_jobs(rows))
+    return 0
+
+
+def cmd_reply(args: argparse.Namespace) -> int:
+    with client() as conn:
+        result = conn.call("reply", job=args.id, text=args.text)
+    emit(args, result, f"{result['id']}: reply {result['seq']} {result['result']}")
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    with client() as conn:
+        result = conn.call("stop", job=args.id)
+    emit(args, result, f"{result['id']}: stopped (was {result['was']})")
+    return 0
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    with client() as conn:
+        result = conn.call("remove", job=args.id)
+    emit(args, result, f"{result['id']}: removed")
+    return 0
+
+
+def local_manager() -> Any:
+    from roost_core.config import load_user_config
+    from roost_core.paths import resolve_paths
+    from roost_core.plugins import make_plugin_manager
+
+    config = load_user_config(resolve_paths().config_file)
+    return make_plugin_manager(config, disabled=disabled_plugins())
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    from roost_core.transcript import iter_rendered, read_entries
+
+    with client() as conn:
+        result = conn.call("log", job=args.id)
+    if args.json:
+        print(json.dumps(read_entries(result["session"]), ensure_ascii=False, indent=2))
+        return 0
+    for text in iter_rendered(local_manager(), result["session"]):
+        print(text)
+    return 0
+
+
+def wait_for_job(conn: Any, job_id: str, states: tuple[str, ...] = SETTLED, timeout: float = 60.0) -> dict[str, Any]:
+    """Poll ``jobs`` until the job is in one of ``states`` and its queue is empty."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = {row["id"]: row for row in conn.call("jobs")["jobs"]}
+        named = [row for row in rows.values() if row["name"] == job_id]
+        row = rows.get(job_id) or (named[0] if len(named) == 1 else None)
+        if row is None:
+            raise ProtocolError("not_found", f"no job {job_id!r}")
+        if row["state"] in states and (row["pending"] == 0 or row["state"] == "stopped"):
+            return row
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"job {job_id} still {row['state']} after {timeout:.0f}s")
+        time.sleep(0.05)
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    with client() as conn:
+        try:
+            row = wait_for_job(conn, args.id, tuple(args.state) if args.state else SETTLED, args.timeout)
+        except TimeoutError as exc:
+            print(f"roost: {exc}", file=sys.stderr)
+            return 1
+    emit(args, row, f"{row['id']}: {row['state']}")
+    return 0
+
+
+def cmd_plugins(args: argparse.Namespace) -> int:
+    from roost_core.plugins import blocked_plugins, describe_plugins
+
+    pm = local_manager()
+    rows = describe_plugins(pm)
+    blocked = blocked_plugins(pm)
+    text = "\n".join(f"{row['name']:<10} {row['version'] or '-':<8} {row['source']:<24} {', '.join(row['hooks'])}" for row in rows)
+    if blocked:
+        text += "\nblocked: " + ", ".join(blocked)
+    emit(args, {"plugins": rows, "blocked": blocked}, text)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from roost_core.demo import run_demo
+
+    return run_demo()
+
+
+COMMANDS = {
+    "daemon": cmd_daemon,
+    "start": cmd_start,
+    "jobs": cmd_jobs,
+    "reply": cmd_reply,
+    "stop": cmd_stop,
+    "rm": cmd_rm,
+    "log": cmd_log,
+    "wait": cmd_wait,
+    "plugins": cmd_plugins,
+    "demo": cmd_demo,
+}
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""User config (``roost.json``, or ``roost.toml`` beside it) and project config.
+
+User config is the only place that sets reach and limits. Project config (a project's
+``.pi/roost.json``) may set a few defaults for jobs started in it; any other key there is
+ignored, so a repository can never widen what its agents may reach.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python < 3.11
+    import tomli as tomllib
+
+#: Keys a project config may set; everything else in it is ignored.
+PROJECT_KEYS = frozenset({"defaultHost", "defaultModel", "defaultThinking"})
+
+
+class ConfigError(ValueError):
+    """The config file cannot be read or holds a wrong type."""
+
+
+def _number(value: Any, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ConfigError(f"{key} must be a non-negative number")
+    return float(value)
+
+
+@attrs.frozen
+class Config:
+    """The user-level config, with the spec's defaults."""
+
+    agent_tools: bool = True
+    agent_external_messages: bool = False
+    reap_after_seconds: float = 600.0
+    agent_max_depth: int = 3
+    max_children_per_parent: int = 8
+    max_live_per_tree: int = 16
+    max_live_spawned: int = 32
+    spawns_per_tree_per_minute: int = 10
+    messages_per_minute: int = 30
+    max_message_chars: int = 8000
+    agent_max_hops: int = 8
+    disabled_plugins: tuple[str, ...] = ()
+    default_host: str = "scripted"
+    raw: dict[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any]) -> Config:
+        if not isinstance(data, dict):
+            raise ConfigError("config must be an object")
+        plugins = data.get("plugins", {}) or {}
+        if not isinstance(plugins, dict):
+            raise ConfigError("plugins must be an object")
+        disabled = plugins.get("disable", []) or []
+        if not isinstance(disabled, list) or not all(isinstance(n, str) for n in disabled):
+            raise ConfigError("plugins.disable must be a list of names")
+        kwargs: dict[str, Any] = {"raw": data, "disabled_plugins": tuple(disabled)}
+        for key, field in (("agentTools", "agent_tools"), ("agentExternalMessages", "agent_external_messages")):
+            if key in data:
+                if not isinstance(data[key], bool):
+                    raise ConfigError(f"{key} must be true or false")
+                kwargs[field] = data[key]
+        numbers = {
+            "reapAfterSeconds": "reap_after_seconds",
+            "agentMaxDepth": "agent_max_depth",
+            "agentMaxChildren": "max_children_per_parent",
+            "agentMaxPerTree": "max_live_per_tree",
+            "agentMaxSpawned": "max_live_spawned",
+            "agentSpawnsPerMinute": "spawns_per_tree_per_minute",
+            "agentMessagesPerMinute": "messages_per_minute",
+            "agentMaxMessageChars": "max_message_chars",
+            "agentMaxHops": "agent_max_hops",
+        }
+        for key, field in numbers.items():
+            if key in data:
+                number = _number(data[key], key)
+                kwargs[field] = number if field == "reap_after_seconds" else int(number)
+        if "defaultHost" in data:
+            if not isinstance(data["defaultHost"], str):
+                raise ConfigError("defaultHost must be a string")
+            kwargs["default_host"] = data["defaultHost"]
+        return cls(**kwargs)
+
+
+def read_mapping(path: Path) -> dict[str, Any]:
+    """Read a JSON (or, for ``.toml``, TOML) config file; a missing file is empty."""
+    try:
+        text = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    try:
+        if path.suffix == ".toml":
+            return tomllib.loads(text.decode("utf-8"))
+        data = json.loads(text or b"{}")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: config must be an object")
+    return data
+
+
+def load_user_config(config_file: Path) -> Config:
+    """The user config from ``config_file``, or ``roost.toml`` beside it."""
+    data = read_mapping(config_file)
+    if not data and config_file.suffix == ".json":
+        data = read_mapping(config_file.with_suffix(".toml"))
+    return Config.from_mapping(data)
+
+
+def load_project_config(cwd: str | Path | None) -> dict[str, Any]:
+    """The allowed keys of ``<cwd>/.pi/roost.json``; reach and limit keys are dropped."""
+    if not cwd:
+        return {}
+    try:
+        data = read_mapping(Path(cwd) / ".pi" / "roost.json")
+    except ConfigError:
+        return {}
+    return {key: value for key, value in data.items() if key in PROJECT_KEYS}

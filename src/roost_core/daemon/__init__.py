@@ -1,0 +1,36 @@
+"""The per-user daemon: ``roost daemon`` runs it in the foreground."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import anyio
+
+from roost_core.config import load_user_config
+from roost_core.paths import Paths, resolve_paths
+
+
+def run_daemon(paths: Paths | None = None, *, disabled: tuple[str, ...] = (), durable: bool = True) -> int:
+    """Run the daemon in this process until it is told to stop. Returns an exit code."""
+    from roost_core.daemon.server import DaemonRunning, serve
+    from roost_core.plugins import make_plugin_manager
+
+    paths = paths or resolve_paths()
+    paths.ensure()
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    config = load_user_config(paths.config_file)
+    import os
+
+    disabled = tuple(disabled) + tuple(n for n in os.environ.get("ROOST_DISABLE_PLUGINS", "").split(",") if n)
+    pm = make_plugin_manager(config, disabled=disabled)
+    try:
+        anyio.run(lambda: serve(paths, config, pm, durable=durable))
+    except DaemonRunning as exc:
+        print(f"roost: {exc}", file=sys.stderr)
+        return 1
+    return 0

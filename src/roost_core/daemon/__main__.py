@@ -1,0 +1,5 @@
+import sys
+
+from roost_core.daemon import run_daemon
+
+sys.exit(run_daemon())

@@ -1,0 +1,736 @@
+"""The daemon's state and ops: jobs, foreground peers, the queue journal, workers.
+
+Ops are plain async methods that take a connection and checked arguments and return a
+result dict or raise :class:`ProtocolError`; :mod:`roost_core.daemon.server` does the I/O.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from roost_core import identity, locks, policy, routing
+from roost_core.config import Config, load_project_config
+from roost_core.daemon.connection import Connection
+from roost_core.daemon.jobs import ENDED_STATES, Job
+from roost_core.daemon.peers import ForegroundPeer
+from roost_core.hosts import builtin_hosts
+from roost_core.paths import Paths
+from roost_core.protocol import (
+    BAD_ARGS,
+    CONFLICT,
+    NOT_ACCEPTED,
+    NOT_FOUND,
+    UNAUTHORIZED,
+    UNREACHABLE,
+    ProtocolError,
+)
+from roost_core.queue import Item
+from roost_core.protocol import Field, validate_args
+from roost_core.records import HostSpec, OutgoingItem, PeerInfo, ToolResult
+from roost_core.store import JobFiles, Journal, read_journal
+from roost_core.transcript import read_entries
+
+log = logging.getLogger("roost.daemon")
+
+#: After a daemon restart every job's seq counter jumps by this much, so an item that was
+#: pushed to a worker but not yet durable when the daemon died can never share a seq with
+#: a new one (the queue caps bound such items far below it).
+SEQ_RESTART_GAP = 1000
+#: A worker that crashes with work pending is started again at most this many times.
+MAX_CRASH_RESTARTS = 3
+#: How long a stopped worker gets to exit before its process group is killed.
+STOP_GRACE_SECONDS = 3.0
+MONITOR_INTERVAL = 0.1
+REPORT_CHARS = 6000
+
+
+class Daemon:
+    def __init__(self, paths: Paths, config: Config, pm: Any, *, durable: bool = True) -> None:
+        self.paths = paths
+        self.config = config
+        self.pm = pm
+        self.durable = durable
+        self.started = time.time()
+        self.jobs: dict[str, Job] = {}
+        self.foreground: dict[str, ForegroundPeer] = {}
+        self.connections: set[Connection] = set()
+        self.job_files = JobFiles(paths.jobs_dir, durable=durable)
+        self.hosts: dict[str, HostSpec] = {}
+        for contributed in pm.hook.roost_register_hosts():
+            for spec in contributed or ():
+                self.hosts[spec.name] = spec
+        self.hosts.update({spec.name: spec for spec in builtin_hosts()})
+        self.journal: Journal | None = None
+        self.stopping = anyio.Event()
+        self.clock = time.monotonic
+        self._kill_at: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def load(self) -> None:
+        """Job records, then the journal's items; then every seq counter jumps a gap."""
+        for job_id, data in self.job_files.load_all().items():
+            try:
+                self.jobs[job_id] = Job.from_json(data)
+            except TypeError:
+                log.warning("skipping unreadable job record %s", job_id)
+        for record in read_journal(self.paths.journal):
+            job = self.jobs.get(record.get("job"))
+            if job is None:
+                continue
+            op = record.get("op")
+            if op == "item" and isinstance(record.get("item"), dict):
+                job.queue.add(Item.from_json(record["item"]))
+            elif op == "ack" and isinstance(record.get("seq"), int):
+                job.queue.ack(record["seq"])
+            elif op == "seq":
+                job.queue.reply_seq = max(job.queue.reply_seq, int(record.get("replySeq", 0)))
+                job.queue.acked = max(job.queue.acked, int(record.get("acked", 0)))
+        for job in self.jobs.values():
+            job.queue.reply_seq += SEQ_RESTART_GAP
+        self.journal = Journal(self.paths.journal, durable=self.durable, snapshot=self.journal_snapshot)
+        self.journal.replace_with(self.journal.snapshot_bytes())
+
+    def journal_snapshot(self) -> list[dict[str, Any]]:
+        records: list[dict[str, Any]] = []
+        for job in self.jobs.values():
+            records.append({"op": "seq", "job": job.id, "replySeq": job.queue.reply_seq, "acked": job.queue.acked})
+            records.extend({"op": "item", "job": job.id, "item": item.to_json()} for item in job.queue.items)
+        return records
+
+    def reconcile_workers(self) -> None:
+        """After a (re)start: a recorded worker that is gone is handled as an exit."""
+        for job in list(self.jobs.values()):
+            if job.worker_pid is not None and not locks.is_alive(job.worker_pid, job.worker_create_time):
+                self.worker_gone(job, None)
+            elif job.worker_pid is None and job.queue.items and job.state not in ("stopped",):
+                if job.state == "running":
+                    job.state = "idle"
+                self.start_worker(job)
+
+    def save(self, job: Job) -> None:
+        job.updated = time.time()
+        self.job_files.save(job.id, job.to_json())
+
+    async def monitor(self) -> None:
+        """Notice worker exits, kill workers that outstay a stop, reap idle workers."""
+        while True:
+            await anyio.sleep(MONITOR_INTERVAL)
+            now = self.clock()
+            for job in list(self.jobs.values()):
+                self.check_worker(job, now)
+
+    def check_worker(self, job: Job, now: float) -> None:
+        if job.worker_pid is None:
+            return
+        if job.process is not None:
+            code = job.process.poll()
+            if code is not None:
+                self.worker_gone(job, code)
+                return
+        elif not locks.is_alive(job.worker_pid, job.worker_create_time):
+            self.worker_gone(job, None)
+            return
+        deadline = self._kill_at.get(job.id)
+        if deadline is not None and now >= deadline:
+            self.kill_worker(job)
+            self._kill_at[job.id] = now + STOP_GRACE_SECONDS
+        if (
+            job.conn is not None
+            and not job.reaping
+            and job.state != "running"
+            and not job.dialog
+            and job.queue.reapable()
+            and now - job.idle_since >= self.config.reap_after_seconds
+        ):
+            job.reaping = True
+            job.conn.send({"event": "shutdown", "reason": "reaped"})
+            self._kill_at[job.id] = now + STOP_GRACE_SECONDS
+
+    def kill_worker(self, job: Job) -> None:
+        if job.worker_pid is None:
+            return
+        try:
+            os.killpg(job.worker_pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            try:
+                os.kill(job.worker_pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def worker_gone(self, job: Job, code: int | None) -> None:
+        """A worker exited: clean (reaped, stopped) or a crash."""
+        clean = job.reaping or job.state == "stopped" or (code == 0 and job.state != "running")
+        self._kill_at.pop(job.id, None)
+        if job.conn is not None:
+            job.conn.job = None
+            job.conn.close()
+        job.conn = None
+        job.process = None
+        job.worker_pid = None
+        job.worker_create_time = None
+        job.reaping = False
+        job.dialog = False
+        if not clean:
+            job.crashes += 1
+            if job.state == "running":
+                job.state = "failed"
+                job.error = f"worker died during a run ({describe_exit(code)})"
+            log.warning("worker of %s died (%s)", job.id, describe_exit(code))
+        self.save(job)
+        if job.queue.items and job.state != "stopped":
+            if job.crashes <= MAX_CRASH_RESTARTS:
+                self.start_worker(job)
+            else:
+                job.state = "failed"
+                job.error = f"worker crashed {job.crashes} times; giving up"
+                self.save(job)
+
+    def start_worker(self, job: Job) -> None:
+        """Start the worker process of ``job`` in its own session (survives a daemon restart)."""
+        env = dict(os.environ)
+        env.update(
+            {
+                "PI_JOB_TOKEN": job.token,
+                "ROOST_JOB": job.id,
+                "ROOST_SOCKET": str(self.paths.socket),
+                "ROOST_HOME": str(self.paths.home) if os.environ.get("ROOST_HOME") else env.get("ROOST_HOME", ""),
+            }
+        )
+        if not env["ROOST_HOME"]:
+            env.pop("ROOST_HOME")
+        cwd = job.cwd if Path(job.cwd).is_dir() else str(self.paths.home)
+        log_path = self.paths.jobs_dir / f"{job.id}.log"
+        with open(log_path, "ab") as log_file:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "roost_core.worker"],
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=log_file,
+                start_new_session=True,
+                close_fds=True,
+            )
+        job.process = process
+        job.worker_pid = process.pid
+        job.worker_create_time = locks.create_time(process.pid)
+        job.reaping = False
+        if job.state in ENDED_STATES or job.state == "stopped":
+            job.error = None if job.state != "failed" else job.error
+        self.save(job)
+
+    async def shutdown(self) -> None:
+        """Close every connection once its last answers are written (a second at most)."""
+        for conn in list(self.connections):
+            conn.close()
+        with anyio.move_on_after(1):
+            for conn in list(self.connections):
+                await conn.flushed.wait()
+        if self.journal is not None:
+            await self.journal.aclose()
+
+    # ------------------------------------------------------------------ helpers
+
+    def job(self, job_id: Any) -> Job:
+        job = self.jobs.get(job_id) if isinstance(job_id, str) else None
+        if job is None:
+            raise ProtocolError(NOT_FOUND, f"no job {job_id!r}")
+        return job
+
+    def job_by_ref(self, ref: str) -> Job:
+        """A job by id, or by exact unique name (for the CLI)."""
+        if ref in self.jobs:
+            return self.jobs[ref]
+        named = [job for job in self.jobs.values() if job.name == ref]
+        if len(named) == 1:
+            return named[0]
+        if named:
+            raise ProtocolError(BAD_ARGS, f"several jobs are named {ref!r}; use an id")
+        raise ProtocolError(NOT_FOUND, f"no job {ref!r}")
+
+    def host_takes_messages(self, job: Job) -> bool:
+        spec = self.hosts.get(job.host)
+        return spec.takes_messages if spec else False
+
+    async def persist_item(self, job: Job, item: Item) -> None:
+        assert self.journal is not None
+        await self.journal.append({"op": "item", "job": job.id, "item": item.to_json()})
+
+    def push_pending(self, job: Job) -> None:
+        """Send every item the current worker connection has not had yet, in seq order."""
+        if job.conn is None:
+            return
+        for item in job.queue.pending(after=job.sent):
+            job.conn.send(deliver_event(item))
+            job.sent = item.seq
+
+    async def enqueue(self, job: Job, kind: str, content: str, *, wake: bool = True, **fields: Any) -> tuple[Item, str]:
+        """Queue an item durably and hand it on; returns the item and what happened:
+        ``delivered`` (pushed to a connected worker), ``queued`` (kept; the worker is
+        starting or reconnecting, or ``wake`` is False), ``started`` (a worker was started
+        for it) or ``stopped`` (kept; a stopped job is not woken)."""
+        item = job.queue.enqueue(kind, content, **fields)
+        # Push before the fsync (the receiver acks only what is in its transcript, and
+        # the restart seq gap keeps a lost undurable seq from ever being reused), but
+        # answer only once the item is durable.
+        self.push_pending(job)
+        try:
+            await self.persist_item(job, item)
+        except Exception:
+            job.queue.items = [it for it in job.queue.items if it.seq != item.seq]
+            raise
+        if job.conn is not None:
+            return item, "delivered"
+        if job.state == "stopped" and kind != "reply":
+            return item, "stopped"
+        if job.worker_pid is not None:
+            return item, "queued"
+        if not wake:
+            return item, "queued"
+        if job.state == "stopped":
+            job.state = "idle"
+        if job.crashes > MAX_CRASH_RESTARTS:
+            job.crashes = 0
+        self.start_worker(job)
+        return item, "started"
+
+    # ------------------------------------------------------------------ peers
+
+    def tree_record(self, session: str | None) -> Job | None:
+        """The job record that carries tree links for ``session``, if any."""
+        if session is None:
+            return None
+        best = None
+        for job in self.jobs.values():
+            if job.session == session and (best is None or job.created > best.created):
+                best = job
+        return best
+
+    def peer_infos(self) -> list[PeerInfo]:
+        infos = [job.peer_info(accepts_messages=self.host_takes_messages(job)) for job in self.jobs.values()]
+        for peer in self.foreground.values():
+            record = self.tree_record(peer.session)
+            infos.append(peer.peer_info(record.peer_info() if record else None))
+        return infos
+
+    def sender_info(self, conn: Connection) -> PeerInfo:
+        if conn.job is not None:
+            return conn.job.peer_info(accepts_messages=self.host_takes_messages(conn.job))
+        if conn.peer is not None:
+            record = self.tree_record(conn.peer.session)
+            return conn.peer.peer_info(record.peer_info() if record else None)
+        raise ProtocolError(UNAUTHORIZED, "this connection is not bound to a session (peer_register or worker hello first)")
+
+    def reach(self, sender: PeerInfo, target: PeerInfo, addressed_by: str):
+        return policy.decide_reach(self.pm, sender, target, addressed_by, self.config)
+
+    def peer_row(self, peer: PeerInfo, relation: str) -> dict[str, Any]:
+        job = self.jobs.get(peer.id) if peer.kind == "job" else None
+        return {
+            "id": peer.id,
+            "name": peer.name,
+            "kind": peer.kind,
+            "relation": relation,
+            "state": peer.state,
+            "status": peer.status,
+            "summary": peer.summary,
+            "question": peer.question,
+            "cwd": peer.cwd,
+            "live": peer.live,
+            "dialog": bool(job and job.dialog),
+        }
+
+    # ------------------------------------------------------------------ ops: daemon
+
+    async def op_daemon_status(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(),
+            "uptime": round(time.time() - self.started, 3),
+            "socket": str(self.paths.socket),
+            "home": str(self.paths.home),
+            "jobs": len(self.jobs),
+            "live_workers": sum(1 for job in self.jobs.values() if job.worker_pid is not None),
+            "foreground": sum(1 for peer in self.foreground.values() if peer.connected),
+            "connections": len(self.connections),
+        }
+
+    async def op_daemon_stop(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        self.stopping.set()
+        return {"stopping": True}
+
+    async def op_tools(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        return {"tools": [tool.to_json() for tool in policy.tool_definitions(self.pm, self.config)]}
+
+    async def op_tool_call(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        """Run an agent tool for a bound session: the op behind it, then the text the
+        model reads (tools plugin). A refused call is a normal, failed tool result."""
+        name, params = args["name"], args["args"]
+        if name not in {tool.name for tool in policy.tool_definitions(self.pm, self.config)}:
+            raise ProtocolError(NOT_FOUND, f"no agent tool {name!r}")
+        handler = TOOL_OPS.get(name)
+        try:
+            if handler is None:
+                raise ProtocolError(NOT_FOUND, f"agent tool {name!r} has no op")
+            op_name, schema = handler
+            data = await getattr(self, op_name)(conn, validate_args(schema, params, name))
+            result = ToolResult(tool=name, ok=True, data=data)
+        except ProtocolError as exc:
+            result = ToolResult(tool=name, ok=False, code=exc.code, message=exc.message)
+        return {"ok": result.ok, "text": policy.format_tool_result(self.pm, result), "data": result.data, "code": result.code}
+
+    # ------------------------------------------------------------------ ops: jobs
+
+    async def op_start(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        task = args["task"]
+        if not task.strip():
+            raise ProtocolError(BAD_ARGS, "start: task is empty")
+        cwd = args.get("cwd") or str(self.paths.home)
+        if not os.path.isabs(cwd) or not Path(cwd).is_dir():
+            raise ProtocolError(BAD_ARGS, f"start: cwd {cwd!r} is not an existing absolute directory")
+        project = load_project_config(cwd)
+        host = args.get("host") or project.get("defaultHost") or self.config.default_host
+        if host not in self.hosts:
+            raise ProtocolError(BAD_ARGS, f"start: unknown host {host!r} (known: {', '.join(sorted(self.hosts))})")
+        job = self.create_job(
+            task=task,
+            name=args.get("name"),
+            cwd=cwd,
+            host=host,
+            scenario=args.get("scenario"),
+            model=args.get("model") or project.get("defaultModel"),
+            thinking=args.get("thinking") or project.get("defaultThinking"),
+        )
+        self.save(job)
+        await self.enqueue(job, "reply", task, text=task, trace=args.get("trace") or f"t-{job.id}-1")
+        return {"id": job.id, "name": job.name}
+
+    def create_job(self, *, task: str, name: str | None, cwd: str, host: str, **fields: Any) -> Job:
+        job_id = identity.new_job_id(set(self.jobs) | set(self.foreground))
+        clean_name = policy.sanitize_name(self.pm, name or default_name(task))
+        job = Job(
+            id=job_id,
+            name=clean_name,
+            host=host,
+            cwd=cwd,
+            session=str(self.paths.sessions_dir / f"{job_id}.jsonl"),
+            token=identity.new_token(),
+            task=task,
+            state="running",
+            **fields,
+        )
+        self.jobs[job_id] = job
+        return job
+
+    async def op_jobs(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        rows = []
+        for job in sorted(self.jobs.values(), key=lambda j: j.created):
+            row = job.row()
+            parent = self.live_parent(job)
+            row["parent"] = parent.id if parent else None
+            rows.append(row)
+        return {"jobs": rows}
+
+    def live_parent(self, job: Job) -> PeerInfo | None:
+        if job.parent_session is None and job.parent_peer is None:
+            return None
+        table = routing.collapse(self.peer_infos())
+        if job.parent_session is not None:
+            holder = table.holders.get(job.parent_session)
+        else:
+            holder = table.holder_of(job.parent_peer or "")
+        return holder if holder is not None and holder.live else None
+
+    async def op_reply(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        job = self.job_by_ref(args["job"])
+        text = args["text"]
+        if not text.strip():
+            raise ProtocolError(BAD_ARGS, "reply: text is empty")
+        item, outcome = await self.enqueue(job, "reply", text, text=text, trace=f"t-{job.id}-{job.queue.reply_seq + 1}")
+        return {"id": job.id, "seq": item.seq, "result": outcome}
+
+    async def op_stop(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        job = self.job_by_ref(args["job"])
+        was = job.state
+        job.state = "stopped"
+        job.dialog = False
+        self.save(job)
+        if job.worker_pid is not None:
+            if job.conn is not None:
+                job.conn.send({"event": "shutdown", "reason": "stopped"})
+            else:
+                self.kill_worker(job)
+            self._kill_at[job.id] = self.clock() + STOP_GRACE_SECONDS
+        return {"id": job.id, "was": was, "state": job.state}
+
+    async def op_remove(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        job = self.job_by_ref(args["job"])
+        job.state = "stopped"
+        if job.worker_pid is not None:
+            self.kill_worker(job)
+        if job.conn is not None:
+            job.conn.job = None
+            job.conn.close()
+        self.jobs.pop(job.id, None)
+        self._kill_at.pop(job.id, None)
+        dropped = job.queue.clear()
+        assert self.journal is not None
+        await self.journal.append({"op": "drop", "job": job.id})
+        self.job_files.delete(job.id)
+        return {"id": job.id, "removed": True, "dropped": len(dropped)}
+
+    async def op_log(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        job = self.job_by_ref(args["job"])
+        return {"id": job.id, "session": job.session, "entries": read_entries(job.session) if args.get("entries") else None}
+
+    # ------------------------------------------------------------------ ops: workers
+
+    async def op_worker_hello(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        job = self.jobs.get(args["job"])
+        if job is None or not hmac.compare_digest(job.token.encode(), args["token"].encode()):
+            raise ProtocolError(UNAUTHORIZED, "bad job token")
+        if conn.bound:
+            raise ProtocolError(CONFLICT, "connection is already bound")
+        if job.worker_pid is None or conn.pid != job.worker_pid:
+            raise ProtocolError(UNAUTHORIZED, "only the job's own worker process may say hello")
+        if job.conn is not None and job.conn is not conn:
+            job.conn.job = None
+            job.conn.close()
+        conn.job = job
+        job.conn = conn
+        # Everything unacked is pushed again; the worker drops what its transcript holds.
+        job.sent = job.queue.acked
+        return {
+            "job": {
+                "id": job.id,
+                "name": job.name,
+                "host": job.host,
+                "cwd": job.cwd,
+                "session": job.session,
+                "task": job.task,
+                "scenario": job.scenario,
+                "model": job.model,
+                "thinking": job.thinking,
+                "state": job.state,
+                "parentSession": job.parent_session,
+            },
+            "acked": job.queue.acked,
+            "tools": [tool.to_json() for tool in policy.tool_definitions(self.pm, self.config)],
+        }
+
+    def after_hello(self, conn: Connection) -> None:
+        """Once the hello answer is queued: push everything not yet in the transcript."""
+        if conn.job is not None:
+            self.push_pending(conn.job)
+
+    async def op_job_status(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        job = conn.job
+        assert job is not None
+        for key in ("state", "status", "summary", "question", "error"):
+            if key in args:
+                setattr(job, key, args[key])
+        if "dialog" in args:
+            job.dialog = bool(args["dialog"])
+        if "state" in args and args["state"] != "failed" and "error" not in args:
+            job.error = None
+        if args.get("settled"):
+            job.crashes = 0
+        if job.state != "running":
+            job.idle_since = self.clock()
+        self.save(job)
+        return {"state": job.state}
+
+    async def op_ack(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        seq = args["seq"]
+        if conn.job is not None:
+            job = conn.job
+            if seq > job.queue.reply_seq:
+                raise ProtocolError(BAD_ARGS, f"ack: seq {seq} was never queued")
+            done = job.queue.ack(seq)
+            if done:
+                assert self.journal is not None
+                await self.journal.append({"op": "ack", "job": job.id, "seq": job.queue.acked})
+            return {"acked": job.queue.acked}
+        if conn.peer is not None:
+            for key in [s for s in conn.peer.in_flight if s <= seq]:
+                conn.peer.in_flight.pop(key)
+            return {"acked": seq}
+        raise ProtocolError(UNAUTHORIZED, "ack needs a bound connection")
+
+    # ------------------------------------------------------------------ ops: messaging
+
+    async def op_peer_register(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        if conn.job is not None:
+            raise ProtocolError(CONFLICT, "a worker connection cannot register as a foreground peer")
+        pid = args["pid"]
+        session = args.get("session")
+        if not locks.is_alive(pid):
+            raise ProtocolError(UNAUTHORIZED, f"pid {pid} is not a live process")
+        if not locks.is_descendant(conn.pid, pid):
+            raise ProtocolError(UNAUTHORIZED, "the connecting process is not that pid or one of its descendants")
+        session_id = args.get("sessionId")
+        if session is not None:
+            session = check_session_path(session)
+            holder = locks.lock_holder(session)
+            if holder != pid:
+                raise ProtocolError(UNAUTHORIZED, "the writer lock of that session does not name that pid")
+            if not session_id:
+                header = next((e for e in read_entries(session) if e.get("type") == "session"), None)
+                session_id = header.get("id") if header else None
+            peer_id = identity.foreground_id(session_id or session)
+        else:
+            existing = conn.peer.id if conn.peer is not None and conn.peer.session is None else None
+            peer_id = existing or identity.foreground_id(None)
+        if peer_id in self.jobs:
+            raise ProtocolError(CONFLICT, f"peer id {peer_id} is taken")
+        name = policy.sanitize_name(self.pm, args.get("name") or Path(session or "foreground").stem)
+        peer = self.foreground.get(peer_id)
+        if peer is not None and peer.conn is not None and peer.conn is not conn:
+            old = peer.conn
+            old.peer = None
+            old.send({"event": "replaced", "by": conn.number})
+        if conn.peer is not None and conn.peer.id != peer_id:
+            conn.peer.conn = None
+        if peer is None:
+            peer = ForegroundPeer(id=peer_id, name=name, session=session, cwd=args.get("cwd"), pid=pid)
+            self.foreground[peer_id] = peer
+        peer.name, peer.session, peer.cwd, peer.pid = name, session, args.get("cwd"), pid
+        peer.conn = conn
+        conn.peer = peer
+        return {
+            "id": peer.id,
+            "name": peer.name,
+            "tools": [tool.to_json() for tool in policy.tool_definitions(self.pm, self.config)],
+        }
+
+    def after_register(self, conn: Connection) -> None:
+        """Push again what a previous connection of this peer had not acked."""
+        peer = conn.peer
+        if peer is not None:
+            for seq in sorted(peer.in_flight):
+                conn.send(peer.in_flight[seq])
+
+    def peer_disconnected(self, conn: Connection) -> None:
+        if conn.peer is not None and conn.peer.conn is conn:
+            conn.peer.conn = None
+        if conn.job is not None and conn.job.conn is conn:
+            conn.job.conn = None
+
+    async def op_peers(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        sender = self.sender_info(conn)
+        table = routing.collapse(self.peer_infos())
+        own_key = routing.session_key(sender)
+        rows = []
+        for key, peer in table.holders.items():
+            if key == own_key or peer.id == sender.id:
+                continue
+            decision = self.reach(sender, peer, "list")
+            if decision.allowed:
+                rows.append(self.peer_row(peer, decision.relation))
+        rows.sort(key=lambda row: (row["relation"] != "parent", row["relation"], row["name"], row["id"]))
+        return {"self": {"id": sender.id, "name": sender.name}, "peers": rows}
+
+    async def op_send(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        sender = self.sender_info(conn)
+        text = args["message"]
+        table = routing.collapse(self.peer_infos())
+        target, addressed_by = routing.resolve_target(
+            args["to"], table, lambda peer: self.reach(sender, peer, "name").allowed
+        )
+        decision = self.reach(sender, target, addressed_by)
+        if not decision.allowed:
+            raise ProtocolError(UNREACHABLE, decision.reason or f"peer {target.id} is not reachable")
+        outgoing = OutgoingItem(sender=sender, target=target, text=text, kind="message", relation=decision.relation)
+        refusal = policy.check_send(self.pm, outgoing, self.clock(), self.config)
+        if refusal is not None:
+            raise ProtocolError(refusal.code, refusal.message)
+        if not target.accepts_messages:
+            raise ProtocolError(NOT_ACCEPTED, f"{target.id} is a {target.host} job; it takes no messages")
+        content = policy.frame_item(self.pm, outgoing)
+        result = await self.deliver_to(target, outgoing, content)
+        policy.note_sent(self.pm, outgoing, self.clock())
+        return result
+
+    async def deliver_to(self, target: PeerInfo, item: OutgoingItem, content: str) -> dict[str, Any]:
+        base = {"to": target.id, "name": target.name, "relation": item.relation}
+        fields = {
+            "text": item.text,
+            "sender": item.sender.id,
+            "sender_name": item.sender.name,
+            "relation": item.relation,
+        }
+        if target.kind == "foreground":
+            peer = self.foreground[target.id]
+            if peer.conn is None:
+                return {**base, "result": "not running"}
+            peer.seq += 1
+            event = deliver_event(Item(seq=peer.seq, kind=item.kind, content=content, **fields))
+            peer.in_flight[peer.seq] = event
+            peer.conn.send(event)
+            return {**base, "result": "delivered", "seq": peer.seq}
+        job = self.jobs[target.id]
+        queued, outcome = await self.enqueue(job, item.kind, content, **fields)
+        result = {**base, "result": outcome, "seq": queued.seq}
+        if job.dialog and outcome in ("delivered", "queued"):
+            result["waiting"] = "waiting on a dialog"
+        return result
+
+
+#: Agent tool -> (op handler, argument schema). The tool's JSON schema is the tools
+#: plugin's; this is the daemon's own check of what reaches the op.
+TOOL_OPS: dict[str, tuple[str, dict[str, Field]]] = {
+    "roost_agents": ("op_peers", {}),
+    "roost_send": ("op_send", {"to": Field(str, required=True, max_len=200), "message": Field(str, required=True, max_len=1_000_000)}),
+}
+
+
+def deliver_event(item: Item) -> dict[str, Any]:
+    return {
+        "event": "deliver",
+        "seq": item.seq,
+        "kind": item.kind,
+        "content": item.content,
+        "text": item.text,
+        "from": item.sender,
+        "fromName": item.sender_name,
+        "relation": item.relation,
+        "trace": item.trace,
+        "hops": item.hops,
+    }
+
+
+def default_name(task: str) -> str:
+    words = " ".join(task.split()[:6])
+    return words[:40] or "job"
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "exit status unknown"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def check_session_path(session: str) -> str:
+    """An absolute, normalised session path that is not a symlink."""
+    if "\x00" in session or not os.path.isabs(session):
+        raise ProtocolError(BAD_ARGS, "session must be an absolute path")
+    if os.path.normpath(session) != session:
+        raise ProtocolError(BAD_ARGS, "session path must be normalised (no '..' or '//')")
+    if os.path.islink(session):
+        raise ProtocolError(BAD_ARGS, "session path must not be a symlink")
+    return session

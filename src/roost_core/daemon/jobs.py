@@ -1,0 +1,123 @@
+"""The daemon's job record: what a background session is, where its transcript lives,
+and the runtime links (worker process, connection) that are never persisted."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import attrs
+
+from roost_core.queue import JobQueue
+from roost_core.records import PeerInfo
+
+#: States in which a job has ended its last run and a new item starts it again.
+ENDED_STATES = frozenset({"done", "failed", "idle", "needs_input"})
+
+PERSISTED = (
+    "id", "name", "host", "cwd", "session", "token", "task", "scenario", "model", "thinking",
+    "state", "status", "summary", "question", "error", "created", "updated",
+    "parent_session", "parent_peer", "root_session", "depth", "spawned",
+    "worker_pid", "worker_create_time", "crashes", "undelivered_report", "dialog",
+)
+
+
+@attrs.define(eq=False)
+class Job:
+    id: str
+    name: str
+    host: str
+    cwd: str
+    session: str
+    token: str
+    task: str
+    scenario: Any = None
+    model: str | None = None
+    thinking: str | None = None
+    state: str = "idle"
+    status: str | None = None
+    summary: str | None = None
+    question: str | None = None
+    error: str | None = None
+    created: float = attrs.field(factory=time.time)
+    updated: float = attrs.field(factory=time.time)
+    parent_session: str | None = None
+    parent_peer: str | None = None
+    root_session: str | None = None
+    depth: int = 0
+    spawned: bool = False
+    worker_pid: int | None = None
+    worker_create_time: float | None = None
+    crashes: int = 0
+    undelivered_report: dict[str, Any] | None = None
+    dialog: bool = False
+    # Runtime only.
+    queue: JobQueue = attrs.field(factory=JobQueue)
+    conn: Any = None
+    process: Any = None
+    reaping: bool = False
+    idle_since: float = attrs.field(factory=time.monotonic)
+    sent: int = 0  # items pushed to the current worker connection (seq watermark)
+
+    def to_json(self) -> dict[str, Any]:
+        data = {name: getattr(self, name) for name in PERSISTED}
+        data["replySeq"] = self.queue.reply_seq
+        data["acked"] = self.queue.acked
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Job:
+        fields = {name: data[name] for name in PERSISTED if name in data}
+        job = cls(**fields)
+        job.queue = JobQueue(reply_seq=int(data.get("replySeq", 0)), acked=int(data.get("acked", 0)))
+        return job
+
+    @property
+    def worker_connected(self) -> bool:
+        return self.conn is not None
+
+    @property
+    def has_worker(self) -> bool:
+        return self.worker_pid is not None
+
+    def peer_info(self, *, accepts_messages: bool = True) -> PeerInfo:
+        return PeerInfo(
+            id=self.id,
+            name=self.name,
+            kind="job",
+            state=self.state,
+            session=self.session,
+            cwd=self.cwd,
+            host=self.host,
+            parent_session=self.parent_session,
+            parent_peer=self.parent_peer,
+            root_session=self.root_session,
+            live=self.has_worker,
+            accepts_messages=accepts_messages,
+            status=self.status,
+            summary=self.summary,
+            question=self.question,
+        )
+
+    def row(self) -> dict[str, Any]:
+        """The JobRow of ``jobs``: never the token."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "host": self.host,
+            "state": self.state,
+            "status": self.status,
+            "summary": self.summary,
+            "question": self.question,
+            "error": self.error,
+            "cwd": self.cwd,
+            "session": self.session,
+            "live": self.has_worker,
+            "connected": self.worker_connected,
+            "dialog": self.dialog,
+            "pending": len(self.queue.items),
+            "parentSession": self.parent_session,
+            "rootSession": self.root_session,
+            "created": self.created,
+            "updated": self.updated,
+        }

@@ -1,0 +1,48 @@
+"""Foreground peers: connected sessions (a pi TUI, a Python client) that are not jobs.
+
+Liveness is the connection. There is no mailbox: a message to a foreground peer that is
+not connected answers ``not running``. Items pushed to a connected peer wait in
+``in_flight`` until it acks them, and are pushed again if it re-registers.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import attrs
+
+from roost_core.records import PeerInfo
+
+
+@attrs.define(eq=False)
+class ForegroundPeer:
+    id: str
+    name: str
+    session: str | None
+    cwd: str | None
+    pid: int
+    conn: Any = None
+    seq: int = 0
+    registered: float = attrs.field(factory=time.time)
+    in_flight: dict[int, dict[str, Any]] = attrs.field(factory=dict)
+
+    @property
+    def connected(self) -> bool:
+        return self.conn is not None
+
+    def peer_info(self, tree: PeerInfo | None = None) -> PeerInfo:
+        """As policy sees it; tree links come from a job record of the same session."""
+        return PeerInfo(
+            id=self.id,
+            name=self.name,
+            kind="foreground",
+            state="connected" if self.connected else "not running",
+            session=self.session,
+            cwd=self.cwd,
+            host="foreground",
+            parent_session=tree.parent_session if tree else None,
+            parent_peer=tree.parent_peer if tree else None,
+            root_session=tree.root_session if tree else None,
+            live=self.connected,
+        )

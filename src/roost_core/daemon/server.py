@@ -1,0 +1,284 @@
+"""The daemon's I/O: the per-user Unix socket, the accept loop, one task pair per
+connection, and the dispatch table from op name to handler, argument schema and who may
+call it.
+
+One daemon per user: an exclusive ``flock`` on ``daemon.lock`` (released by the kernel
+even on ``kill -9``) decides who owns the socket, and a connect probe refuses to steal the
+address of a live daemon. A socket file left by a dead daemon is removed.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import signal
+import socket
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import attrs
+
+from roost_core.config import Config
+from roost_core.daemon.connection import READ_SIZE, Connection
+from roost_core.daemon.core import Daemon
+from roost_core.paths import Paths
+from roost_core.protocol import (
+    INTERNAL,
+    UNAUTHORIZED,
+    UNKNOWN_OP,
+    Field,
+    FrameDecoder,
+    ProtocolError,
+    error,
+    ok,
+    parse_request,
+    validate_args,
+)
+
+log = logging.getLogger("roost.daemon")
+
+NAME = 200
+TEXT = 1_000_000
+PATH = 4096
+
+
+@attrs.frozen
+class Op:
+    handler: str
+    schema: dict[str, Field]
+    #: "any" (CLI), "bound" (worker or foreground peer), "worker"
+    who: str = "any"
+    after: str | None = None
+
+
+OPS: dict[str, Op] = {
+    "daemon_status": Op("op_daemon_status", {}),
+    "daemon_stop": Op("op_daemon_stop", {}),
+    "tools": Op("op_tools", {}),
+    "start": Op(
+        "op_start",
+        {
+            "task": Field(str, required=True, max_len=TEXT),
+            "name": Field(str, max_len=NAME),
+            "cwd": Field(str, max_len=PATH),
+            "host": Field(str, max_len=NAME),
+            "scenario": Field((str, dict), max_len=TEXT),
+            "model": Field(str, max_len=NAME),
+            "thinking": Field(str, max_len=NAME),
+            "trace": Field(str, max_len=NAME),
+        },
+    ),
+    "jobs": Op("op_jobs", {}),
+    "reply": Op("op_reply", {"job": Field(str, required=True, max_len=NAME), "text": Field(str, required=True, max_len=TEXT)}),
+    "stop": Op("op_stop", {"job": Field(str, required=True, max_len=NAME)}),
+    "remove": Op("op_remove", {"job": Field(str, required=True, max_len=NAME)}),
+    "log": Op("op_log", {"job": Field(str, required=True, max_len=NAME), "entries": Field(bool)}),
+    "worker_hello": Op(
+        "op_worker_hello",
+        {"job": Field(str, required=True, max_len=NAME), "token": Field(str, required=True, max_len=NAME), "pid": Field(int)},
+        after="after_hello",
+    ),
+    "job_status": Op(
+        "op_job_status",
+        {
+            "state": Field(str, check=lambda v: None if v in ("running", "idle", "needs_input", "done", "failed") else "is not a job state"),
+            "status": Field((str, type(None)), max_len=NAME * 5),
+            "summary": Field((str, type(None)), max_len=2000),
+            "question": Field((str, type(None)), max_len=8000),
+            "error": Field((str, type(None)), max_len=8000),
+            "dialog": Field(bool),
+            "settled": Field(bool),
+        },
+        who="worker",
+    ),
+    "ack": Op("op_ack", {"seq": Field(int, required=True, check=lambda v: None if v >= 0 else "must be >= 0")}, who="bound"),
+    "peer_register": Op(
+        "op_peer_register",
+        {
+            "session": Field((str, type(None)), max_len=PATH),
+            "name": Field(str, max_len=NAME),
+            "cwd": Field((str, type(None)), max_len=PATH),
+            "pid": Field(int, required=True),
+            "sessionId": Field(str, max_len=NAME),
+        },
+        after="after_register",
+    ),
+    "peers": Op("op_peers", {}, who="bound"),
+    "tool_call": Op(
+        "op_tool_call",
+        {"name": Field(str, required=True, max_len=NAME), "args": Field(dict, required=True)},
+        who="bound",
+    ),
+    "send": Op(
+        "op_send",
+        {"to": Field(str, required=True, max_len=NAME), "message": Field(str, required=True, max_len=TEXT)},
+        who="bound",
+    ),
+}
+
+
+class DaemonRunning(RuntimeError):
+    """Another daemon holds this user's socket."""
+
+
+def acquire_daemon_lock(paths: Paths) -> int:
+    """Take the one-daemon-per-user lock, or raise :class:`DaemonRunning`."""
+    paths.ensure()
+    fd = os.open(paths.runtime_dir / "daemon.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            raise DaemonRunning(f"a roost daemon is already running for {paths.home}") from exc
+        raise
+    return fd
+
+
+def socket_is_live(path: Path) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(0.5)
+        probe.connect(str(path))
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
+async def serve(
+    paths: Paths,
+    config: Config,
+    pm: Any,
+    *,
+    durable: bool = True,
+    task_status: anyio.abc.TaskStatus[Daemon] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run the daemon until SIGTERM/SIGINT or ``daemon_stop``; ``task_status`` gets the
+    :class:`Daemon` once the socket listens."""
+    lock_fd = acquire_daemon_lock(paths)
+    sock_path = paths.socket
+    try:
+        if sock_path.exists() or sock_path.is_symlink():
+            if socket_is_live(sock_path):
+                raise DaemonRunning(f"a roost daemon is already listening on {sock_path}")
+            sock_path.unlink()
+        daemon = Daemon(paths, config, pm, durable=durable)
+        daemon.load()
+        old_umask = os.umask(0o077)
+        try:
+            listener = await anyio.create_unix_listener(sock_path)
+        finally:
+            os.umask(old_umask)
+        os.chmod(sock_path, 0o600)
+        paths.daemon_pidfile.write_text(str(os.getpid()))
+        async with listener, anyio.create_task_group() as tg:
+            assert daemon.journal is not None
+            await tg.start(daemon.journal.run)
+            daemon.reconcile_workers()
+            tg.start_soon(daemon.monitor)
+            tg.start_soon(_accept_loop, daemon, listener, tg)
+            tg.start_soon(_signals, daemon)
+            task_status.started(daemon)
+            await daemon.stopping.wait()
+            await daemon.shutdown()
+            tg.cancel_scope.cancel()
+    finally:
+        try:
+            if paths.daemon_pidfile.read_text().strip() == str(os.getpid()):
+                paths.daemon_pidfile.unlink()
+                sock_path.unlink()
+        except OSError:
+            pass
+        os.close(lock_fd)
+
+
+async def _signals(daemon: Daemon) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for _ in signals:
+            daemon.stopping.set()
+            return
+
+
+async def _accept_loop(daemon: Daemon, listener: Any, tg: anyio.abc.TaskGroup) -> None:
+    number = 0
+    while True:
+        stream = await listener.accept()
+        number += 1
+        tg.start_soon(_connection, daemon, Connection(stream, number))
+
+
+async def _connection(daemon: Daemon, conn: Connection) -> None:
+    """One connection's error boundary: whatever happens here never reaches the others."""
+    daemon.connections.add(conn)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_writer, conn)
+            if not conn.same_user:
+                conn.send(error(None, ProtocolError(UNAUTHORIZED, "this daemon serves its own user only")))
+            else:
+                await _reader(daemon, conn)
+            conn.close()
+    except Exception:  # noqa: BLE001 - the boundary: log and drop this client only
+        log.exception("connection %s failed", conn.number)
+    finally:
+        conn.close()
+        daemon.connections.discard(conn)
+        daemon.peer_disconnected(conn)
+        with anyio.CancelScope(shield=True):
+            try:
+                await conn.stream.aclose()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+async def _writer(conn: Connection) -> None:
+    try:
+        await conn.writer()
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        conn.close()
+
+
+async def _reader(daemon: Daemon, conn: Connection) -> None:
+    decoder = FrameDecoder()
+    while not conn.closed:
+        try:
+            data = await conn.stream.receive(READ_SIZE)
+        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            return
+        for frame in decoder.feed(data):
+            if conn.closed:
+                return
+            await handle_frame(daemon, conn, frame)
+
+
+async def handle_frame(daemon: Daemon, conn: Connection, frame: dict[str, Any] | ProtocolError) -> None:
+    if isinstance(frame, ProtocolError):
+        conn.send(error(None, frame))
+        return
+    request_id = frame.get("id") if isinstance(frame.get("id"), (int, str)) and not isinstance(frame.get("id"), bool) else None
+    try:
+        request = parse_request(frame)
+        op = OPS.get(request.op)
+        if op is None:
+            raise ProtocolError(UNKNOWN_OP, f"unknown op {request.op!r}")
+        if op.who == "worker" and conn.job is None:
+            raise ProtocolError(UNAUTHORIZED, f"{request.op} is for an authenticated worker connection")
+        if op.who == "bound" and not conn.bound:
+            raise ProtocolError(UNAUTHORIZED, f"{request.op} needs a bound connection (peer_register or worker hello)")
+        args = validate_args(op.schema, request.args, request.op)
+        handler: Callable[[Connection, dict[str, Any]], Awaitable[dict[str, Any]]] = getattr(daemon, op.handler)
+        result = await handler(conn, args)
+        conn.send(ok(request.id, result))
+        if op.after:
+            getattr(daemon, op.after)(conn)
+    except ProtocolError as exc:
+        conn.send(error(request_id, exc))
+    except Exception as exc:  # noqa: BLE001 - an op bug answers `internal`, the daemon stays up
+        log.exception("op failed")
+        conn.send(error(request_id, ProtocolError(INTERNAL, f"internal error: {type(exc).__name__}")))

@@ -1,0 +1,166 @@
+"""Every roost hook spec, and nothing else.
+
+Two kinds of hook: *decide* hooks (``firstresult=True``; they return a record or None and
+the first non-None answer wins) and *contribute* hooks (every plugin adds something; the
+core combines the list). Default implementations of decide hooks are registered with
+``trylast=True`` so an installed team plugin wins. With a plugin blocked, the core does the
+neutral, safe thing described on each spec.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from roost_core.config import Config
+    from roost_core.records import (
+        HostSpec,
+        OutgoingItem,
+        PeerInfo,
+        ReachDecision,
+        Refusal,
+        ToolDef,
+        ToolResult,
+        TranscriptEntry,
+    )
+
+hookspec = pluggy.HookspecMarker("roost")
+
+
+# --------------------------------------------------------------------------- hosts
+
+
+@hookspec
+def roost_register_hosts() -> list[HostSpec]:
+    """Contribute agent hosts (``roost start --host NAME``).
+
+    Called once when a plugin manager is built, in the daemon (to validate ``--host``) and
+    in each worker (to build the host that runs the job).
+
+    :return: a list of :class:`~roost_core.records.HostSpec`; the core adds its own
+        ``scripted`` and ``shell`` hosts, which a plugin may not replace.
+    """
+
+
+# --------------------------------------------------------------------------- reach
+
+
+@hookspec(firstresult=True)
+def roost_decide_reach(
+    sender: PeerInfo, target: PeerInfo, addressed_by: str, config: Config
+) -> ReachDecision | None:
+    """Decide whether ``sender`` may reach ``target``, and what their relation is.
+
+    Called for every ``send`` (after the target is resolved) and for every peer that
+    ``peers`` might list.
+
+    :param sender: the peer bound to the calling connection.
+    :param target: the candidate receiver.
+    :param addressed_by: ``"id"`` (exact id), ``"name"`` (exact unique name) or
+        ``"list"`` (building the ``peers`` answer).
+    :param config: the user-level config (project config never reaches this hook).
+    :return: a :class:`~roost_core.records.ReachDecision`, or None when this plugin has
+        no opinion. Stops at the first non-None result. With no answer at all the core
+        treats the target as not reachable.
+    """
+
+
+# --------------------------------------------------------------------------- limits
+
+
+@hookspec
+def roost_check_send(item: OutgoingItem, now: float, config: Config) -> Refusal | None:
+    """Check an agent message before it is queued.
+
+    Called for every ``send`` that reach allowed, before anything is stored.
+
+    :param item: sender, target, text, kind and relation of the message.
+    :param now: the daemon's clock (monotonic seconds), so rate windows are testable.
+    :param config: the user-level config.
+    :return: a :class:`~roost_core.records.Refusal` to refuse the message, or None. The
+        core refuses on the first refusal in the list; with no limits plugin, only the
+        wire's frame limit applies.
+    """
+
+
+@hookspec
+def roost_note_sent(item: OutgoingItem, now: float) -> None:
+    """Observe an agent message that was accepted (stored or delivered).
+
+    Called once per accepted ``send``, after every check passed, so counters (rate
+    limits) count only what really went out.
+
+    :param item: the accepted item.
+    :param now: the daemon's clock (monotonic seconds).
+    :return: ignored.
+    """
+
+
+# --------------------------------------------------------------------------- envelope
+
+
+@hookspec(firstresult=True)
+def roost_sanitize_name(name: str) -> str | None:
+    """Make a peer name safe to put inside an envelope attribute and a listing.
+
+    Called when a peer registers or a job is named, and when an envelope is framed.
+
+    :param name: the name as given by a user or an agent.
+    :return: the sanitised name, or None for no opinion. Stops at the first non-None
+        result. The core's fallback keeps only ``[A-Za-z0-9_ .:@/-]``.
+    """
+
+
+@hookspec(firstresult=True)
+def roost_frame_item(item: OutgoingItem) -> str | None:
+    """Frame an agent item as the text the receiving agent will see.
+
+    Called once when a message or report is accepted; the framed text is what is stored
+    and delivered (the receiver never re-frames it).
+
+    :param item: the item; ``item.sender.name`` is already sanitised.
+    :return: the framed text, or None for no opinion. Stops at the first non-None result.
+        The core's fallback is a plain frame that neutralises ``<`` and still carries the
+        no-user-authority notice.
+    """
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+@hookspec(firstresult=True)
+def roost_render_entry(entry: TranscriptEntry) -> str | None:
+    """Render one transcript entry for a person (``roost log``, the view).
+
+    :param entry: the parsed session-file line.
+    :return: the text to show, ``""`` to hide the entry, or None for no opinion. Stops at
+        the first non-None result. The core's fallback prints ``role: text``.
+    """
+
+
+# --------------------------------------------------------------------------- tools
+
+
+@hookspec
+def roost_tool_definitions(config: Config) -> list[ToolDef]:
+    """Contribute the agent tools every session gets (``roost_agents``, ``roost_send``...).
+
+    Called when a worker or a foreground bridge asks the daemon for its tools (op
+    ``tools``), so a change here reaches every host with no change to the host.
+
+    :param config: the user-level config (``agentTools: false`` turns the tools off).
+    :return: a list of :class:`~roost_core.records.ToolDef`; an empty list (or no
+        tools plugin) means the agent gets no roost tools.
+    """
+
+
+@hookspec(firstresult=True)
+def roost_format_tool_result(result: ToolResult) -> str | None:
+    """Turn a tool's outcome into the text the model reads.
+
+    :param result: the tool name, ok flag and the op's result or error.
+    :return: the text, or None for no opinion. Stops at the first non-None result. The
+        core's fallback is the result as compact JSON.
+    """

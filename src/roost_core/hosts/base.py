@@ -1,0 +1,81 @@
+"""The interface between a worker and the agent it runs.
+
+A worker does not care which agent it runs. A host opens (or restores) a session file,
+runs a prompt made of queued items, applies steered items at tool boundaries, and says
+how each run settled. The worker owns the daemon connection, the queue and its gating;
+the host reaches them only through :class:`WorkerServices`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import attrs
+
+from roost_core.queue import Item
+
+
+@attrs.frozen
+class JobInfo:
+    """What a worker knows about its job (from the daemon's hello answer)."""
+
+    id: str
+    name: str
+    host: str
+    cwd: str
+    session: str
+    task: str
+    scenario: Any = None
+    model: str | None = None
+    thinking: str | None = None
+
+    @classmethod
+    def from_hello(cls, data: dict[str, Any]) -> JobInfo:
+        fields = {f.name for f in attrs.fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in fields})
+
+
+@attrs.frozen
+class RunOutcome:
+    """How a run settled: ``state`` is ``done``, ``idle``, ``needs_input``, ``failed`` or
+    ``aborted``; ``final_text`` is the run's last assistant text."""
+
+    state: str
+    final_text: str = ""
+    question: str | None = None
+    error: str | None = None
+
+
+class WorkerServices(Protocol):
+    """What a host may ask of its worker."""
+
+    def take_steer(self) -> list[Item]:
+        """Items to apply at this tool boundary (empty while a dialog is open)."""
+
+    def delivered(self, item: Item) -> None:
+        """The item's entry is in the transcript (its ``message_end``): it may be acked."""
+
+    async def call_tool(self, name: str, args: dict[str, Any]) -> tuple[bool, str]:
+        """Run a roost tool (``roost_agents``, ``roost_send``...) through the daemon:
+        ``(ok, text for the model)``."""
+
+    def tool_names(self) -> list[str]:
+        """The roost tools this session has (empty with ``agentTools: false``)."""
+
+    async def dialog(self, question: str) -> Item:
+        """Open a dialog and wait for the user's answer (a reply item, not yet delivered)."""
+
+    async def status(self, **fields: Any) -> None:
+        """Tell the daemon about a change (``status``, ``summary``...)."""
+
+
+class AgentHost(Protocol):
+    async def open(self, job: JobInfo, services: WorkerServices) -> set[int]:
+        """Create or restore the session; return the queue seqs already in its transcript."""
+
+    async def run(self, items: list[Item]) -> RunOutcome:
+        """Run a prompt made of ``items``; write each item's entry and call
+        ``services.delivered`` for it; apply ``services.take_steer()`` at tool boundaries."""
+
+    async def close(self) -> None:
+        """Release the session (writer lock, child processes)."""

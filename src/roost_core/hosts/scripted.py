@@ -1,0 +1,322 @@
+"""The scripted host: a deterministic agent loop driven by a scenario, no network.
+
+It behaves like a real agent loop: each step is one model call; a tool step is followed
+by its tool result and then a tool boundary, where steered items are written into the
+transcript before the next model call. A scenario (TOML or a dict)::
+
+    [[run]]                      # each run answers one input, in order
+    steps = [
+      { say = "Looking at it" },
+      { tool = "bash", args = { command = "ls" } },
+      { ask = "Which branch?" },  # ends the run needing input
+    ]
+    [[run]]
+    match = "main"               # only an input matching this regex takes this run
+    steps = [{ say = "Merged." }]
+    [default]                    # inputs with no run left
+    steps = [{ say = "ok: {input}" }]
+
+Steps: ``say``, ``tool`` (+``args``), ``wait`` (seconds of a slow tool), ``wait_for`` (a
+path to appear), ``touch`` (a path to create), ``send`` ({to, message}), ``agents``,
+``spawn`` ({task, ...}), ``shell`` (a command), ``ask``, ``dialog``, ``fail``, ``state``.
+Strings may use ``{input}``, ``{from}``, ``{from_name}``, ``{kind}``, ``{job}``,
+``{name}``, ``{run}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from roost_core import faults, locks
+from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
+from roost_core.queue import Item
+from roost_core.transcript import AGENT_MESSAGE_TYPE, SessionWriter, seqs_in
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover
+    import tomli as tomllib
+
+RUN_MARKER = "roost-run"
+WAIT_FOR_TIMEOUT = 120.0
+TOOL_OUTPUT_CHARS = 20_000
+
+DEFAULT_SCENARIO: dict[str, Any] = {
+    "default": {
+        "steps": [
+            {"say": "Working on: {input}"},
+            {"tool": "sleep", "args": {"seconds": 0}},
+            {"say": "Done: {input}"},
+        ]
+    }
+}
+
+SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be read."""
+
+
+def load_scenario(source: Any) -> dict[str, Any]:
+    """A scenario from a dict, TOML text, a file path, or a bundled scenario's name."""
+    if source is None:
+        return DEFAULT_SCENARIO
+    if isinstance(source, dict):
+        scenario = source
+    elif isinstance(source, str):
+        bundled = SCENARIO_DIR / f"{source}.toml"
+        if "\n" in source or "=" in source:
+            text = source
+        elif bundled.is_file():
+            text = bundled.read_text()
+        elif Path(source).is_file():
+            text = Path(source).read_text()
+        else:
+            raise ScenarioError(f"no scenario {source!r}")
+        try:
+            scenario = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ScenarioError(f"scenario is not valid TOML: {exc}") from exc
+    else:
+        raise ScenarioError("scenario must be a table, TOML text or a path")
+    runs = scenario.get("run", [])
+    if not isinstance(runs, list) or not all(isinstance(run, dict) for run in runs):
+        raise ScenarioError("scenario: run must be an array of tables")
+    for run in runs + [scenario.get("default") or {}]:
+        if not isinstance(run.get("steps", []), list):
+            raise ScenarioError("scenario: steps must be an array")
+    return scenario
+
+
+def substitute(value: Any, variables: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        for key, replacement in variables.items():
+            value = value.replace("{" + key + "}", replacement)
+        return value
+    if isinstance(value, dict):
+        return {key: substitute(item, variables) for key, item in value.items()}
+    if isinstance(value, list):
+        return [substitute(item, variables) for item in value]
+    return value
+
+
+class ScriptedHost:
+    def __init__(self) -> None:
+        self.writer: SessionWriter | None = None
+        self.lock: locks.WriterLock | None = None
+        self.services: WorkerServices | None = None
+        self.job: JobInfo | None = None
+        self.scenario: dict[str, Any] = DEFAULT_SCENARIO
+        self.used_runs: set[int] = set()
+        self.run_count = 0
+
+    async def open(self, job: JobInfo, services: WorkerServices) -> set[int]:
+        self.job = job
+        self.services = services
+        self.scenario = load_scenario(job.scenario)
+        self.lock = locks.WriterLock(job.session)
+        self.lock.acquire()
+        self.writer = SessionWriter(job.session, cwd=job.cwd)
+        for entry in self.writer.entries:
+            if entry.get("type") == "custom" and entry.get("customType") == RUN_MARKER:
+                self.run_count += 1
+                index = (entry.get("data") or {}).get("index")
+                if isinstance(index, int):
+                    self.used_runs.add(index)
+        return seqs_in(self.writer.entries)
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        if self.lock is not None:
+            self.lock.release()
+
+    # ------------------------------------------------------------------ entries
+
+    def write_item(self, item: Item) -> None:
+        """Write an input item as its own transcript entry, then let it be acked."""
+        assert self.writer is not None and self.services is not None
+        if item.kind == "reply":
+            self.writer.message("user", [{"type": "text", "text": item.content}], roost={"seq": item.seq, "kind": item.kind})
+        else:
+            self.writer.append(
+                "custom_message",
+                customType=AGENT_MESSAGE_TYPE,
+                content=item.content,
+                display=True,
+                details={
+                    "seq": item.seq,
+                    "from": item.sender,
+                    "fromName": item.sender_name,
+                    "relation": item.relation,
+                    "kind": item.kind,
+                    "trace": item.trace,
+                    "hops": item.hops,
+                },
+            )
+        faults.point("worker.after_message_end_before_ack")
+        self.services.delivered(item)
+
+    def boundary(self) -> None:
+        """A tool boundary: steered items land here, before the next model call."""
+        assert self.services is not None
+        for item in self.services.take_steer():
+            faults.point("worker.after_steer_before_message_end")
+            self.write_item(item)
+
+    def assistant(self, content: list[dict[str, Any]], stop: str) -> None:
+        assert self.writer is not None
+        self.writer.message("assistant", content, message_extra={"stopReason": stop, "model": "scripted"})
+
+    # ------------------------------------------------------------------ runs
+
+    def pick_run(self, text: str, kind: str) -> tuple[int | None, list[dict[str, Any]]]:
+        for index, run in enumerate(self.scenario.get("run", [])):
+            if index in self.used_runs:
+                continue
+            if run.get("kind") and run["kind"] != kind:
+                continue
+            if run.get("match") and not re.search(run["match"], text):
+                continue
+            return index, list(run.get("steps", []))
+        default = self.scenario.get("default")
+        if isinstance(default, dict):
+            return None, list(default.get("steps", []))
+        return None, [{"say": "ok"}]
+
+    async def run(self, items: list[Item]) -> RunOutcome:
+        assert self.writer is not None and self.job is not None
+        first = items[0]
+        text = "\n".join(item.text or item.content for item in items)
+        index, steps = self.pick_run(text, first.kind)
+        if index is not None:
+            self.used_runs.add(index)
+        self.run_count += 1
+        agent_item = next((item for item in items if item.sender), None)
+        variables = {
+            "input": text,
+            "from": (agent_item.sender or "") if agent_item else "",
+            "from_name": (agent_item.sender_name or "") if agent_item else "",
+            "kind": first.kind,
+            "job": self.job.id,
+            "name": self.job.name,
+            "run": str(self.run_count),
+        }
+        self.writer.append(
+            "custom",
+            customType=RUN_MARKER,
+            data={"index": index, "causes": [{"seq": item.seq, "kind": item.kind, "from": item.sender} for item in items]},
+        )
+        for item in items:
+            self.write_item(item)
+        final_text = ""
+        for raw_step in steps:
+            step = substitute(raw_step, variables)
+            outcome = await self.step(step)
+            if isinstance(outcome, RunOutcome):
+                return RunOutcome(outcome.state, outcome.final_text or final_text, outcome.question, outcome.error)
+            if isinstance(outcome, str):
+                final_text = outcome
+        return RunOutcome("done" if first.kind == "reply" else "idle", final_text)
+
+    async def step(self, step: dict[str, Any]) -> RunOutcome | str | None:
+        """One model call. Returns a settled outcome, the assistant text, or None."""
+        if "say" in step:
+            self.assistant([{"type": "text", "text": str(step["say"])}], "stop")
+            return str(step["say"])
+        if "ask" in step:
+            question = str(step["ask"])
+            self.assistant([{"type": "text", "text": question}], "stop")
+            return RunOutcome("needs_input", question, question=question)
+        if "fail" in step:
+            error = str(step["fail"])
+            self.assistant([{"type": "text", "text": ""}], "error")
+            return RunOutcome("failed", "", error=error)
+        if "state" in step:
+            return RunOutcome(str(step["state"]), str(step.get("text", "")))
+        tool, args = tool_of(step)
+        if tool is None:
+            raise ValueError(f"unknown scenario step {step!r}")
+        await self.tool_call(tool, args)
+        return None
+
+    async def tool_call(self, name: str, args: dict[str, Any]) -> None:
+        assert self.writer is not None and self.services is not None
+        call_id = "call_" + uuid.uuid4().hex[:8]
+        self.assistant([{"type": "toolCall", "id": call_id, "name": name, "arguments": args}], "toolUse")
+        ok, output, answer = await self.execute(name, args)
+        extra = {"roost": {"seq": answer.seq, "kind": answer.kind, "dialog": True}} if answer else {}
+        self.writer.message(
+            "toolResult",
+            [{"type": "text", "text": output[:TOOL_OUTPUT_CHARS]}],
+            message_extra={"toolCallId": call_id, "toolName": name, "isError": not ok},
+            **extra,
+        )
+        if answer is not None:
+            self.services.delivered(answer)
+        self.boundary()
+
+    async def execute(self, name: str, args: dict[str, Any]) -> tuple[bool, str, Item | None]:
+        """Run a tool: ``(ok, output, the dialog answer item if the tool opened a dialog)``."""
+        assert self.services is not None
+        if name in self.services.tool_names():
+            ok, text = await self.services.call_tool(name, args)
+            return ok, text, None
+        if name == "sleep":
+            await anyio.sleep(float(args.get("seconds", 0)))
+            return True, "slept", None
+        if name == "wait_for":
+            path = Path(str(args["path"]))
+            deadline = time.monotonic() + float(args.get("timeout", WAIT_FOR_TIMEOUT))
+            while not path.exists():
+                if time.monotonic() > deadline:
+                    return False, f"timed out waiting for {path}", None
+                await anyio.sleep(0.02)
+            return True, f"{path} exists", None
+        if name == "touch":
+            Path(str(args["path"])).write_text(json.dumps({"pid": os.getpid(), "time": time.time()}))
+            return True, "touched", None
+        if name == "bash":
+            result = await anyio.run_process(["bash", "-c", str(args.get("command", ""))], check=False, cwd=self.job.cwd if self.job else None)
+            output = (result.stdout + result.stderr).decode("utf-8", "replace")
+            return result.returncode == 0, output, None
+        if name == "confirm":
+            answer = await self.services.dialog(str(args.get("question", "Continue?")))
+            return True, answer.text or answer.content, answer
+        return False, f"unknown tool {name!r}", None
+
+
+SHORTHANDS = {
+    "send": "roost_send",
+    "spawn": "roost_spawn",
+    "agents": "roost_agents",
+}
+
+
+def tool_of(step: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    if "tool" in step:
+        return str(step["tool"]), dict(step.get("args") or {})
+    if "wait" in step:
+        return "sleep", {"seconds": float(step["wait"])}
+    if "wait_for" in step:
+        return "wait_for", {"path": step["wait_for"]}
+    if "touch" in step:
+        return "touch", {"path": step["touch"]}
+    if "shell" in step:
+        return "bash", {"command": step["shell"]}
+    if "dialog" in step:
+        return "confirm", {"question": step["dialog"]}
+    for key, tool in SHORTHANDS.items():
+        if key in step:
+            value = step[key]
+            return tool, dict(value) if isinstance(value, dict) else {}
+    return None, {}

@@ -1,0 +1,44 @@
+"""Peer ids.
+
+A job id is 8 hex characters that never starts with ``f``; a foreground peer's id is
+``f`` + 7 hex characters taken from its session id (random for a no-session peer). The
+first character alone therefore tells the two apart, and they can never collide.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+
+_JOB_ID = re.compile(r"^[0-9a-e][0-9a-f]{7}$")
+_FOREGROUND_ID = re.compile(r"^f[0-9a-f]{7}$")
+
+
+def new_job_id(taken: set[str] | frozenset[str] = frozenset()) -> str:
+    while True:
+        candidate = secrets.token_hex(4)
+        if candidate[0] != "f" and candidate not in taken:
+            return candidate
+
+
+def foreground_id(session_id: str | None) -> str:
+    """``f`` + 7 hex from the session id; random when there is none (``--no-session``)."""
+    if not session_id:
+        return "f" + secrets.token_hex(4)[:7]
+    digits = re.sub(r"[^0-9a-f]", "", session_id.lower())
+    if len(digits) < 7:
+        digits = hashlib.sha256(session_id.encode()).hexdigest()
+    return "f" + digits[:7]
+
+
+def is_job_id(value: str) -> bool:
+    return bool(_JOB_ID.match(value))
+
+
+def is_foreground_id(value: str) -> bool:
+    return bool(_FOREGROUND_ID.match(value))
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(32)

@@ -1,0 +1,111 @@
+"""Writer locks beside session files, and process liveness.
+
+A writer lock is ``<session file>.lock`` holding ``{"pid", "createTime"}``. Liveness is
+pid alive **and** create time equal, so a reused pid is never mistaken for the holder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import psutil
+
+
+def lock_path(session: str | Path) -> Path:
+    return Path(str(session) + ".lock")
+
+
+def create_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.Error, ValueError, OverflowError):
+        return None
+
+
+
+
+def is_alive(pid: int | None, expected_create_time: float | None = None) -> bool:
+    """True when ``pid`` runs and, if given, started at ``expected_create_time``."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:
+        if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            return False
+    except psutil.Error:
+        return False
+    if expected_create_time is None:
+        return True
+    actual = create_time(pid)
+    return actual is not None and abs(actual - expected_create_time) < 0.01
+
+
+def read_lock(session: str | Path) -> dict | None:
+    try:
+        data = json.loads(lock_path(session).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def lock_holder(session: str | Path) -> int | None:
+    """The pid holding the writer lock of ``session``, if that process is alive."""
+    data = read_lock(session)
+    if not data:
+        return None
+    pid = data.get("pid")
+    if is_alive(pid, data.get("createTime")):
+        return pid
+    return None
+
+
+class WriterLock:
+    """Take the writer lock of a session file for this process (or ``pid``)."""
+
+    def __init__(self, session: str | Path, pid: int | None = None) -> None:
+        self.session = Path(session)
+        self.pid = pid or os.getpid()
+
+    def acquire(self) -> None:
+        holder = lock_holder(self.session)
+        if holder is not None and holder != self.pid:
+            raise RuntimeError(f"{self.session} is held by pid {holder}")
+        self.session.parent.mkdir(parents=True, exist_ok=True)
+        path = lock_path(self.session)
+        tmp = path.with_name(path.name + f".{self.pid}.tmp")
+        tmp.write_text(json.dumps({"pid": self.pid, "createTime": create_time(self.pid)}))
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+
+    def release(self) -> None:
+        data = read_lock(self.session)
+        if data and data.get("pid") == self.pid:
+            try:
+                lock_path(self.session).unlink()
+            except FileNotFoundError:
+                pass
+
+    def __enter__(self) -> WriterLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def is_descendant(pid: int, ancestor: int) -> bool:
+    """True when ``pid`` is ``ancestor`` or one of its descendants."""
+    try:
+        process = psutil.Process(pid)
+        if process.pid == ancestor:
+            return True
+        return any(parent.pid == ancestor for parent in process.parents())
+    except psutil.Error:
+        return False

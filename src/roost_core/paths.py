@@ -1,0 +1,104 @@
+"""Where roost keeps its socket, state and config.
+
+``ROOST_HOME`` puts everything in one folder (tests, users who want that). Otherwise the
+socket lives in platformdirs' runtime dir and state in its state dir. A Unix socket path
+must fit in 108 bytes; a longer one is moved to a short, per-user, 0700 folder under the
+temp dir, named by a hash of the long path so every process finds the same one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+import attrs
+
+#: sun_path is 108 bytes including the terminating NUL.
+MAX_SOCKET_PATH = 107
+
+
+@attrs.frozen
+class Paths:
+    """The folders and files of one roost home."""
+
+    home: Path
+    runtime_dir: Path
+    state_dir: Path
+    config_file: Path
+
+    @property
+    def socket(self) -> Path:
+        preferred = self.runtime_dir / "roost.sock"
+        if len(os.fsencode(str(preferred))) <= MAX_SOCKET_PATH:
+            return preferred
+        digest = hashlib.sha256(os.fsencode(str(preferred))).hexdigest()[:16]
+        return short_socket_dir() / f"{digest}.sock"
+
+    @property
+    def jobs_dir(self) -> Path:
+        return self.state_dir / "jobs"
+
+    @property
+    def sessions_dir(self) -> Path:
+        return self.state_dir / "sessions"
+
+    @property
+    def journal(self) -> Path:
+        return self.state_dir / "queue.journal"
+
+    @property
+    def daemon_pidfile(self) -> Path:
+        return self.runtime_dir / "daemon.pid"
+
+    @property
+    def daemon_log(self) -> Path:
+        return self.state_dir / "daemon.log"
+
+    def ensure(self) -> None:
+        """Create the folders owner-only (0700)."""
+        for folder in (self.runtime_dir, self.state_dir, self.jobs_dir, self.sessions_dir):
+            private_dir(folder)
+        private_dir(self.socket.parent)
+
+
+def short_socket_dir() -> Path:
+    return Path(tempfile.gettempdir()) / f"roost-{os.getuid()}"
+
+
+def private_dir(folder: Path) -> Path:
+    """Make ``folder`` (and parents) and insist it is ours and 0700."""
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    info = folder.stat()
+    if info.st_uid != os.getuid():
+        raise PermissionError(f"{folder} belongs to another user")
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(folder, 0o700)
+    return folder
+
+
+def resolve_paths(env: dict[str, str] | None = None) -> Paths:
+    """The paths for this process, from ``ROOST_HOME`` or platformdirs."""
+    env = os.environ if env is None else env
+    config_override = env.get("ROOST_CONFIG")
+    home = env.get("ROOST_HOME")
+    if home:
+        root = Path(home).expanduser().absolute()
+        return Paths(
+            home=root,
+            runtime_dir=root,
+            state_dir=root / "state",
+            config_file=Path(config_override) if config_override else root / "roost.json",
+        )
+    import platformdirs
+
+    agent_dir = env.get("PI_CODING_AGENT_DIR")
+    default_config = Path(agent_dir) if agent_dir else Path.home() / ".pi" / "agent"
+    return Paths(
+        home=Path(platformdirs.user_state_dir("roost")),
+        runtime_dir=Path(platformdirs.user_runtime_dir("roost")),
+        state_dir=Path(platformdirs.user_state_dir("roost")),
+        config_file=Path(config_override) if config_override else default_config / "roost.json",
+    )

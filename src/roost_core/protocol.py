@@ -1,0 +1,194 @@
+"""The wire protocol: newline-delimited JSON frames, with no I/O.
+
+Request ``{"id": <int|str>, "op": "<name>", ...}``; answer ``{"id", "ok": true, "result"}``
+or ``{"id", "ok": false, "error": {"code", "message"}}``; pushed events
+``{"event": "<name>", ...}``. A frame is at most :data:`MAX_FRAME` bytes (newline
+excluded); a longer one is discarded up to its newline and answered ``frame_too_large``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+import attrs
+
+MAX_FRAME = 1024 * 1024
+
+# Stable error codes. Clients match on these, never on messages.
+BAD_JSON = "bad_json"
+FRAME_TOO_LARGE = "frame_too_large"
+UNKNOWN_OP = "unknown_op"
+BAD_ARGS = "bad_args"
+NOT_FOUND = "not_found"
+UNAUTHORIZED = "unauthorized"
+CONFLICT = "conflict"
+QUEUE_FULL = "queue_full"
+NOT_ACCEPTED = "not_accepted"
+AMBIGUOUS = "ambiguous"
+UNREACHABLE = "unreachable"
+INTERNAL = "internal"
+
+
+class ProtocolError(Exception):
+    """An error answer: a stable ``code`` and a human ``message``."""
+
+    def __init__(self, code: str, message: str, **data: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_json(self) -> dict[str, Any]:
+        error = {"code": self.code, "message": self.message}
+        error.update(self.data)
+        return error
+
+
+def encode(frame: dict[str, Any]) -> bytes:
+    return json.dumps(frame, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def ok(request_id: Any, result: dict[str, Any]) -> dict[str, Any]:
+    return {"id": request_id, "ok": True, "result": result}
+
+
+def error(request_id: Any, exc: ProtocolError) -> dict[str, Any]:
+    return {"id": request_id, "ok": False, "error": exc.to_json()}
+
+
+class FrameDecoder:
+    """Split a byte stream into decoded frames.
+
+    ``feed`` returns a list holding, per complete line, a dict or a :class:`ProtocolError`
+    (``bad_json`` or ``frame_too_large``); blank lines are ignored. An oversize line is
+    dropped as it streams in, so memory stays bounded by :data:`MAX_FRAME`.
+    """
+
+    def __init__(self, max_frame: int = MAX_FRAME) -> None:
+        self.max_frame = max_frame
+        self._buffer = bytearray()
+        self._discarding = False
+
+    @property
+    def pending_bytes(self) -> int:
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> list[dict[str, Any] | ProtocolError]:
+        out: list[dict[str, Any] | ProtocolError] = []
+        start = 0
+        while True:
+            newline = data.find(b"\n", start)
+            if newline < 0:
+                break
+            chunk = data[start:newline]
+            start = newline + 1
+            if self._discarding:
+                self._discarding = False
+                self._buffer.clear()
+                continue
+            if self._buffer:
+                self._buffer += chunk
+                line = bytes(self._buffer)
+                self._buffer.clear()
+            else:
+                line = chunk
+            if len(line) > self.max_frame:
+                out.append(ProtocolError(FRAME_TOO_LARGE, f"frame larger than {self.max_frame} bytes"))
+                continue
+            if line.strip():
+                out.append(decode_line(line))
+        rest = data[start:]
+        if rest and not self._discarding:
+            self._buffer += rest
+            if len(self._buffer) > self.max_frame:
+                self._buffer.clear()
+                self._discarding = True
+                out.append(ProtocolError(FRAME_TOO_LARGE, f"frame larger than {self.max_frame} bytes"))
+        return out
+
+
+def decode_line(line: bytes) -> dict[str, Any] | ProtocolError:
+    try:
+        frame = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError:
+        return ProtocolError(BAD_JSON, "frame is not valid UTF-8")
+    except RecursionError:
+        return ProtocolError(BAD_JSON, "frame nests too deeply")
+    except ValueError as exc:
+        return ProtocolError(BAD_JSON, f"frame is not JSON: {exc}")
+    if not isinstance(frame, dict):
+        return ProtocolError(BAD_JSON, "frame must be a JSON object")
+    return frame
+
+
+@attrs.frozen
+class Request:
+    id: Any
+    op: str
+    args: dict[str, Any]
+
+
+def parse_request(frame: dict[str, Any]) -> Request:
+    """Check the envelope of a request (not its op's arguments)."""
+    request_id = frame.get("id")
+    if request_id is None or isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
+        raise ProtocolError(BAD_ARGS, "request needs an id (integer or string)")
+    op = frame.get("op")
+    if not isinstance(op, str) or not op:
+        raise ProtocolError(BAD_ARGS, "request needs an op (string)")
+    args = {key: value for key, value in frame.items() if key not in ("id", "op")}
+    return Request(id=request_id, op=op, args=args)
+
+
+# --------------------------------------------------------------------------- argument checks
+
+#: A field type: a python type, a tuple of types, or a callable check returning an error or None.
+FieldType = Any
+
+
+@attrs.frozen
+class Field:
+    type: FieldType
+    required: bool = False
+    max_len: int | None = None
+    check: Callable[[Any], str | None] | None = None
+
+
+def _type_name(spec: FieldType) -> str:
+    if isinstance(spec, tuple):
+        return " or ".join(_type_name(t) for t in spec)
+    return {str: "string", int: "integer", bool: "boolean", dict: "object", list: "array", float: "number", type(None): "null"}.get(spec, str(spec))
+
+
+def _is_instance(value: Any, spec: FieldType) -> bool:
+    types = spec if isinstance(spec, tuple) else (spec,)
+    if isinstance(value, bool) and bool not in types:
+        return False
+    if float in types and isinstance(value, int) and not isinstance(value, bool):
+        return True
+    return isinstance(value, types)
+
+
+def validate_args(schema: dict[str, Field], args: dict[str, Any], op: str) -> dict[str, Any]:
+    """Check ``args`` against ``schema``; unknown fields are refused so typos surface."""
+    unknown = sorted(set(args) - set(schema))
+    if unknown:
+        raise ProtocolError(BAD_ARGS, f"{op}: unknown field(s) {', '.join(unknown)}")
+    clean: dict[str, Any] = {}
+    for name, field in schema.items():
+        if name not in args or args[name] is None and not _is_instance(None, field.type):
+            if field.required:
+                raise ProtocolError(BAD_ARGS, f"{op}: missing field {name!r}")
+            continue
+        value = args[name]
+        if not _is_instance(value, field.type):
+            raise ProtocolError(BAD_ARGS, f"{op}: field {name!r} must be {_type_name(field.type)}")
+        if field.max_len is not None and isinstance(value, (str, list, dict)) and len(value) > field.max_len:
+            raise ProtocolError(BAD_ARGS, f"{op}: field {name!r} is longer than {field.max_len}")
+        if field.check is not None:
+            problem = field.check(value)
+            if problem:
+                raise ProtocolError(BAD_ARGS, f"{op}: field {name!r} {problem}")
+        clean[name] = value
+    return clean

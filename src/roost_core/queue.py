@@ -1,0 +1,107 @@
+"""The one ordered queue of a job: user replies, agent messages and reports.
+
+Every item takes its ``seq`` from one ``reply_seq`` counter, so a single cumulative ack
+(``ack(n)``: everything up to ``n`` is in the transcript) settles all kinds at once, and
+the reaper, wake-ups and the restore check need not know about kinds.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import attrs
+
+from roost_core.protocol import QUEUE_FULL, ProtocolError
+from roost_core.records import AGENT_KINDS, ITEM_KINDS
+
+#: Separate caps, so agents can never crowd out the user (or the other way round).
+MAX_USER_REPLIES = 50
+MAX_AGENT_ITEMS = 20
+
+
+@attrs.define
+class Item:
+    """One queued item. ``content`` is what the agent sees (framed for agent items)."""
+
+    seq: int
+    kind: str
+    content: str
+    text: str = ""
+    sender: str | None = None
+    sender_name: str | None = None
+    relation: str | None = None
+    created: float = attrs.field(factory=time.time)
+    trace: str | None = None
+    hops: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Item:
+        fields = {f.name for f in attrs.fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in fields})
+
+    @property
+    def is_agent_item(self) -> bool:
+        return self.kind in AGENT_KINDS
+
+
+class JobQueue:
+    """Pending items of one job, in seq order, with the cumulative ack watermark."""
+
+    def __init__(self, reply_seq: int = 0, acked: int = 0) -> None:
+        self.reply_seq = reply_seq
+        self.acked = acked
+        self.items: list[Item] = []
+
+    def next_seq(self) -> int:
+        return self.reply_seq + 1
+
+    def check_room(self, kind: str) -> None:
+        """Raise ``queue_full`` when an item of ``kind`` would pass its cap."""
+        if kind not in ITEM_KINDS:
+            raise ValueError(f"unknown item kind {kind!r}")
+        agent = kind in AGENT_KINDS
+        count = sum(1 for item in self.items if item.is_agent_item == agent)
+        cap = MAX_AGENT_ITEMS if agent else MAX_USER_REPLIES
+        if count >= cap:
+            who = "agent items" if agent else "user replies"
+            raise ProtocolError(QUEUE_FULL, f"queue full: {cap} {who} already wait for this job")
+
+    def enqueue(self, kind: str, content: str, **fields: Any) -> Item:
+        self.check_room(kind)
+        item = Item(seq=self.next_seq(), kind=kind, content=content, **fields)
+        self.add(item)
+        return item
+
+    def add(self, item: Item) -> None:
+        """Put an item back (journal replay): keeps order, ignores one already acked or held."""
+        self.reply_seq = max(self.reply_seq, item.seq)
+        if item.seq <= self.acked or any(existing.seq == item.seq for existing in self.items):
+            return
+        self.items.append(item)
+        self.items.sort(key=lambda it: it.seq)
+
+    def ack(self, seq: int) -> list[Item]:
+        """Cumulative: everything with ``seq`` or lower is done. Returns what was removed."""
+        if seq <= self.acked:
+            return []
+        self.acked = min(seq, self.reply_seq)
+        done = [item for item in self.items if item.seq <= self.acked]
+        self.items = [item for item in self.items if item.seq > self.acked]
+        return done
+
+    def pending(self, after: int = 0) -> list[Item]:
+        return [item for item in self.items if item.seq > after]
+
+    def reapable(self) -> bool:
+        """True when nothing waits: a worker may be ended without losing an item."""
+        return not self.items
+
+    def clear(self) -> list[Item]:
+        dropped, self.items = self.items, []
+        if dropped:
+            self.acked = max(self.acked, dropped[-1].seq)
+        return dropped

@@ -1,0 +1,137 @@
+"""The attrs records that cross hook boundaries and the daemon's API.
+
+Hooks take and return these records, never bare dicts or tuples, so a plugin author can
+read every field's meaning here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+#: Kinds of queued item. ``reply`` is user input (the task, CLI replies); the other two
+#: come from agents.
+ITEM_KINDS = ("reply", "message", "report")
+AGENT_KINDS = ("message", "report")
+
+#: Relations between two peers, as the reach plugin names them.
+RELATIONS = ("parent", "child", "sibling", "tree", "external")
+
+#: Job states.
+JOB_STATES = ("running", "idle", "needs_input", "done", "failed", "stopped")
+
+
+@attrs.frozen
+class PeerInfo:
+    """One peer as policy sees it: a background job or a connected foreground session.
+
+    ``session`` is the routing key (the session file path, absolute) or None for a
+    no-session foreground peer. ``root_session``/``parent_session`` link the tree.
+    """
+
+    id: str
+    name: str
+    kind: str  # "job" | "foreground"
+    state: str
+    session: str | None = None
+    cwd: str | None = None
+    host: str | None = None
+    parent_session: str | None = None
+    parent_peer: str | None = None
+    root_session: str | None = None
+    live: bool = False
+    accepts_messages: bool = True
+    status: str | None = None
+    summary: str | None = None
+    question: str | None = None
+
+
+@attrs.frozen
+class ReachDecision:
+    """The answer of ``roost_decide_reach``.
+
+    ``allowed`` False refuses the send (``reason`` says why, shown to the sender).
+    ``relation`` is one of :data:`RELATIONS` and is framed into the envelope.
+    """
+
+    allowed: bool
+    relation: str
+    reason: str | None = None
+
+
+@attrs.frozen
+class Refusal:
+    """A limit that refuses an action: a stable snake_case ``code`` and a message."""
+
+    code: str
+    message: str
+
+
+@attrs.frozen
+class OutgoingItem:
+    """An agent item about to be queued: who sends it, to whom, what it says."""
+
+    sender: PeerInfo
+    target: PeerInfo
+    text: str
+    kind: str  # "message" | "report"
+    relation: str
+
+
+@attrs.frozen
+class ToolDef:
+    """An agent tool: name, short description, JSON-schema ``parameters``."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+
+@attrs.frozen
+class ToolResult:
+    """What an agent tool call returned, before it is turned into text for the model.
+
+    ``tool`` is the tool's name, ``ok`` False for an error (``code`` then says which),
+    ``data`` the op's result fields.
+    """
+
+    tool: str
+    ok: bool
+    data: dict[str, Any] = attrs.field(factory=dict)
+    code: str | None = None
+    message: str | None = None
+
+
+@attrs.frozen
+class TranscriptEntry:
+    """One line of a session file, as the render hook sees it.
+
+    ``type`` is the entry type (``message``, ``custom_message``, ``session``...),
+    ``role`` the message role where there is one, ``text`` its plain text,
+    ``custom_type``/``details`` for custom messages, ``raw`` the whole parsed line.
+    """
+
+    type: str
+    role: str | None = None
+    text: str = ""
+    custom_type: str | None = None
+    details: dict[str, Any] = attrs.field(factory=dict)
+    raw: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class HostSpec:
+    """An agent host a plugin contributes: ``name`` (``--host NAME``) and a factory.
+
+    ``factory`` is called in the worker process as ``factory(job, services)`` and returns
+    an object implementing :class:`roost_core.hosts.base.AgentHost`. ``takes_messages``
+    False means agents cannot message jobs on this host (as for ``shell``).
+    """
+
+    name: str
+    factory: Any
+    takes_messages: bool = True

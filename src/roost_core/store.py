@@ -1,0 +1,206 @@
+"""Durable state: job records by atomic replace, queue items in one shared journal.
+
+Job records change rarely (state, worker pid), so each is written atomically: temp file,
+fsync, rename, fsync dir. Queue items change per message, so they go to one append-only
+journal with group commit: appends that arrive while an fsync is in flight join the next
+one, which keeps the cost per item near the cost of ``write``. Replay is idempotent (an
+item already held or acked is ignored), which lets compaction run between commits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+import anyio
+
+COMPACT_AFTER_BYTES = 8 * 1024 * 1024
+
+
+def fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` so a reader sees the old or the new file, never a mix."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if durable:
+        fsync_dir(path.parent)
+
+
+def write_json(path: Path, data: dict[str, Any], *, durable: bool = True) -> None:
+    atomic_write(path, json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True).encode("utf-8"), durable=durable)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class JobFiles:
+    """One JSON file per job under ``jobs/``."""
+
+    def __init__(self, folder: Path, *, durable: bool = True) -> None:
+        self.folder = folder
+        self.durable = durable
+
+    def save(self, job_id: str, data: dict[str, Any]) -> None:
+        write_json(self.folder / f"{job_id}.json", data, durable=self.durable)
+
+    def delete(self, job_id: str) -> None:
+        try:
+            (self.folder / f"{job_id}.json").unlink()
+        except FileNotFoundError:
+            return
+        if self.durable:
+            fsync_dir(self.folder)
+
+    def load_all(self) -> dict[str, dict[str, Any]]:
+        jobs = {}
+        for path in sorted(self.folder.glob("*.json")):
+            data = read_json(path)
+            if data and isinstance(data.get("id"), str):
+                jobs[data["id"]] = data
+        return jobs
+
+
+def read_journal(path: Path) -> Iterator[dict[str, Any]]:
+    """The journal's records; a torn last line (crash mid-append) is ignored."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    for line in data.split(b"\n"):
+        if not line:
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            yield record
+
+
+def encode_record(record: dict[str, Any]) -> bytes:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+class JournalError(RuntimeError):
+    """The journal could not be written; the records of that commit are not durable."""
+
+
+class Journal:
+    """The shared append-only queue journal, with adaptive group commit.
+
+    ``run`` is the one committer task. ``append`` returns once its records are on disk
+    (fsynced when ``durable``). ``snapshot`` returns the live records used to compact the
+    file when it grows past :data:`COMPACT_AFTER_BYTES`.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        durable: bool = True,
+        snapshot: Callable[[], Iterable[dict[str, Any]]] | None = None,
+        compact_after: int = COMPACT_AFTER_BYTES,
+    ) -> None:
+        self.path = path
+        self.durable = durable
+        self.snapshot = snapshot
+        self.compact_after = compact_after
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._size = os.fstat(self._fd).st_size
+        self._buffer: list[bytes] = []
+        self._batch: _Batch = _Batch()
+        self._wakeup = anyio.Event()
+        self._closed = False
+        self.commits = 0
+        self.records = 0
+
+    def snapshot_bytes(self) -> bytes:
+        """The live records, encoded; taken on the event loop so state does not move under it."""
+        assert self.snapshot is not None
+        return b"".join(encode_record(record) for record in self.snapshot())
+
+    def replace_with(self, data: bytes) -> None:
+        """Rewrite the journal as ``data`` (atomic replace) and append after it."""
+        atomic_write(self.path, data, durable=self.durable)
+        os.close(self._fd)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._size = len(data)
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while not self._closed:
+            await self._wakeup.wait()
+            self._wakeup = anyio.Event()
+            await self._commit()
+
+    async def _commit(self) -> None:
+        if not self._buffer:
+            return
+        lines, batch = self._buffer, self._batch
+        self._buffer, self._batch = [], _Batch()
+        try:
+            await anyio.to_thread.run_sync(self._write, b"".join(lines))
+            if self.snapshot is not None and self._size > self.compact_after:
+                # Replay ignores duplicates, so records still in the next buffer may
+                # repeat what the snapshot holds.
+                await anyio.to_thread.run_sync(self.replace_with, self.snapshot_bytes())
+        except OSError as exc:
+            batch.error = JournalError(str(exc))
+        self.commits += 1
+        self.records += len(lines)
+        batch.done.set()
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view):]
+        if self.durable:
+            os.fsync(self._fd)
+        self._size += len(data)
+
+    async def append(self, *records: dict[str, Any]) -> None:
+        if self._closed:
+            raise JournalError("journal is closed")
+        self._buffer.extend(encode_record(record) for record in records)
+        batch = self._batch
+        self._wakeup.set()
+        await batch.done.wait()
+        if batch.error is not None:
+            raise batch.error
+
+    async def aclose(self) -> None:
+        await self._commit()
+        self._closed = True
+        self._wakeup.set()
+        os.close(self._fd)
+
+
+class _Batch:
+    __slots__ = ("done", "error")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.error: Exception | None = None

@@ -1,0 +1,1 @@
+"""The worker process of one background session (``python -m roost_core.worker``)."""

@@ -1,0 +1,5 @@
+import sys
+
+from roost_core.worker.main import run
+
+sys.exit(run())

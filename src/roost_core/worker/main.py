@@ -1,0 +1,292 @@
+"""The worker: the process that runs one background session.
+
+It takes its token from ``PI_JOB_TOKEN`` and removes it from the environment before
+anything else can inherit it, authenticates on its own connection, runs the job's agent
+host, keeps the ReplyQueue, acks items once they are in the transcript, and reconnects
+when the daemon comes back (it runs in its own session, so a daemon restart does not
+kill it).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+import anyio
+
+from roost_core.client import AsyncClient, DaemonUnavailable
+from roost_core.hosts import builtin_hosts
+from roost_core.hosts.base import JobInfo, RunOutcome
+from roost_core.protocol import ProtocolError
+from roost_core.queue import Item
+from roost_core.worker.reply_queue import ReplyQueue
+
+log = logging.getLogger("roost.worker")
+
+#: A worker with no daemon for this long gives up (its job shows as ended on restart).
+ORPHAN_SECONDS = float(os.environ.get("ROOST_WORKER_ORPHAN_SECONDS", "300"))
+SUMMARY_CHARS = 200
+
+
+def item_from_event(event: dict[str, Any]) -> Item:
+    return Item(
+        seq=int(event["seq"]),
+        kind=str(event.get("kind", "reply")),
+        content=str(event.get("content", "")),
+        text=str(event.get("text") or ""),
+        sender=event.get("from"),
+        sender_name=event.get("fromName"),
+        relation=event.get("relation"),
+        trace=event.get("trace"),
+        hops=int(event.get("hops") or 0),
+    )
+
+
+class Worker:
+    def __init__(self, job_id: str, token: str, socket_path: str) -> None:
+        self.job_id = job_id
+        self.token = token
+        self.socket_path = socket_path
+        self.queue = ReplyQueue()
+        self.client: AsyncClient | None = None
+        self.connected = anyio.Event()
+        self.hello: dict[str, Any] | None = None
+        self.first_hello = anyio.Event()
+        self.tools: list[dict[str, Any]] = []
+        self.host: Any = None
+        self.job: JobInfo | None = None
+        self.status_fields: dict[str, Any] = {}
+        self.acked_sent = 0
+        self.ack_wanted = anyio.Event()
+        self.shutdown = anyio.Event()
+        self.shutdown_reason: str | None = None
+        self.run_scope: anyio.CancelScope | None = None
+        self.exit_code = 0
+
+    # ------------------------------------------------------------------ daemon link
+
+    async def link(self) -> None:
+        """Keep one authenticated connection, reconnecting with backoff."""
+        delay = 0.02
+        lost_since = time.monotonic()
+        while not self.shutdown.is_set():
+            try:
+                client = await AsyncClient.open(self.socket_path, self.on_event)
+            except DaemonUnavailable:
+                if time.monotonic() - lost_since > ORPHAN_SECONDS:
+                    log.error("no daemon for %.0fs; giving up", ORPHAN_SECONDS)
+                    self.exit_code = 3
+                    self.stop("orphaned")
+                    return
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(client.run)
+                try:
+                    hello = await client.call("worker_hello", job=self.job_id, token=self.token, pid=os.getpid())
+                except ProtocolError as exc:
+                    log.error("daemon refused this worker: %s %s", exc.code, exc.message)
+                    self.exit_code = 2
+                    self.stop("refused")
+                    tg.cancel_scope.cancel()
+                    return
+                except DaemonUnavailable:
+                    tg.cancel_scope.cancel()
+                    continue
+                self.hello = hello
+                self.tools = hello.get("tools") or []
+                self.client = client
+                self.connected.set()
+                self.first_hello.set()
+                delay = 0.02
+                await self.resync()
+                await client.closed.wait()
+                self.client = None
+                self.connected = anyio.Event()
+                lost_since = time.monotonic()
+                tg.cancel_scope.cancel()
+            await client.aclose()
+
+    async def resync(self) -> None:
+        """After a (re)connect the daemon hears our state and ack watermark again."""
+        self.acked_sent = min(self.acked_sent, (self.hello or {}).get("acked", 0))
+        if self.status_fields:
+            await self.send_status()
+        self.ack_wanted.set()
+
+    async def on_event(self, event: dict[str, Any]) -> None:
+        name = event.get("event")
+        if name == "deliver":
+            self.queue.push(item_from_event(event))
+        elif name == "shutdown":
+            self.stop(str(event.get("reason", "shutdown")))
+
+    def stop(self, reason: str) -> None:
+        self.shutdown_reason = reason
+        self.shutdown.set()
+        self.queue.wake()
+        if self.run_scope is not None and reason in ("stopped", "refused", "orphaned"):
+            self.run_scope.cancel()
+
+    async def call(self, op: str, **args: Any) -> dict[str, Any]:
+        client = self.client
+        if client is None:
+            raise DaemonUnavailable("not connected to the daemon")
+        return await client.call(op, **args)
+
+    async def ack_sender(self) -> None:
+        while not self.shutdown.is_set():
+            await self.ack_wanted.wait()
+            self.ack_wanted = anyio.Event()
+            watermark = self.queue.watermark
+            if watermark > self.acked_sent and self.client is not None:
+                try:
+                    await self.call("ack", seq=watermark)
+                    self.acked_sent = watermark
+                except (DaemonUnavailable, ProtocolError) as exc:
+                    log.warning("ack %s not sent: %s", watermark, exc)
+
+    async def send_status(self) -> None:
+        try:
+            await self.call("job_status", **self.status_fields)
+        except DaemonUnavailable:
+            pass  # resent by resync() on reconnect
+
+    # ------------------------------------------------------------------ services for the host
+
+    def take_steer(self) -> list[Item]:
+        return self.queue.take_all()
+
+    def delivered(self, item: Item) -> None:
+        self.queue.mark_done(item.seq)
+        self.ack_wanted.set()
+
+    def tool_names(self) -> list[str]:
+        return [tool["name"] for tool in self.tools]
+
+    async def call_tool(self, name: str, args: dict[str, Any]) -> tuple[bool, str]:
+        try:
+            result = await self.call("tool_call", name=name, args=args)
+        except (DaemonUnavailable, ProtocolError) as exc:
+            return False, f"error: {exc}"
+        return bool(result.get("ok")), str(result.get("text", ""))
+
+    async def dialog(self, question: str) -> Item:
+        self.queue.dialog_open = True
+        await self.status(state="needs_input", question=question, dialog=True)
+        while True:
+            answer = self.queue.take_reply()
+            if answer is not None:
+                break
+            await self.queue.changed()
+        self.queue.dialog_open = False
+        await self.status(state="running", question=None, dialog=False)
+        return answer
+
+    async def status(self, **fields: Any) -> None:
+        settled = fields.pop("settled", False)
+        self.status_fields.update(fields)
+        extra = {"settled": True} if settled else {}
+        try:
+            await self.call("job_status", **self.status_fields, **extra)
+        except DaemonUnavailable:
+            pass  # resent by resync() on reconnect
+
+    # ------------------------------------------------------------------ main
+
+    async def main(self) -> int:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.link)
+            tg.start_soon(self.ack_sender)
+            with anyio.move_on_after(60) as scope:
+                await self.first_hello.wait()
+            if scope.cancelled_caught or self.shutdown.is_set() and self.hello is None:
+                tg.cancel_scope.cancel()
+                return self.exit_code or 3
+            assert self.hello is not None
+            self.job = JobInfo.from_hello(self.hello["job"])
+            self.host = self.build_host(self.job)
+            in_transcript = await self.host.open(self.job, self)
+            self.queue.start(in_transcript)
+            self.ack_wanted.set()
+            try:
+                await self.run_loop()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self.host.close()
+                    await anyio.sleep(0)
+                    # Let the last ack go out before the connection closes.
+                    if self.queue.watermark > self.acked_sent and self.client is not None:
+                        try:
+                            with anyio.move_on_after(2):
+                                await self.call("ack", seq=self.queue.watermark)
+                        except (DaemonUnavailable, ProtocolError):
+                            pass
+                tg.cancel_scope.cancel()
+        return self.exit_code
+
+    def build_host(self, job: JobInfo) -> Any:
+        hosts = {spec.name: spec for spec in builtin_hosts()}
+        if job.host not in hosts:
+            from roost_core.config import load_user_config
+            from roost_core.paths import resolve_paths
+            from roost_core.plugins import make_plugin_manager
+
+            pm = make_plugin_manager(load_user_config(resolve_paths().config_file))
+            for contributed in pm.hook.roost_register_hosts():
+                for spec in contributed or ():
+                    hosts.setdefault(spec.name, spec)
+        return hosts[job.host].factory(job, self)
+
+    async def run_loop(self) -> None:
+        while not self.shutdown.is_set():
+            if not self.queue.runnable():
+                await self.queue.changed()
+                continue
+            items = self.queue.take_all()
+            if not items:
+                continue
+            await self.status(state="running", question=None, error=None, status=None)
+            outcome = RunOutcome("aborted")
+            with anyio.CancelScope() as scope:
+                self.run_scope = scope
+                try:
+                    outcome = await self.host.run(items)
+                except Exception as exc:  # noqa: BLE001 - a host bug fails the run, not the worker
+                    log.exception("run failed")
+                    outcome = RunOutcome("failed", error=f"{type(exc).__name__}: {exc}")
+            self.run_scope = None
+            if outcome.state == "aborted":
+                return
+            summary = first_line(outcome.final_text) or first_line(outcome.question or "") or None
+            await self.status(
+                state=outcome.state,
+                question=outcome.question,
+                error=outcome.error,
+                summary=summary,
+                settled=True,
+            )
+
+
+def first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:SUMMARY_CHARS]
+    return ""
+
+
+def run() -> int:
+    # Scrub the token first: nothing this process starts may inherit it.
+    token = os.environ.pop("PI_JOB_TOKEN", None)
+    job_id = os.environ.get("ROOST_JOB")
+    socket_path = os.environ.get("ROOST_SOCKET")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s worker %(levelname)s %(message)s", stream=sys.stderr)
+    if not token or not job_id or not socket_path:
+        log.error("a worker needs PI_JOB_TOKEN, ROOST_JOB and ROOST_SOCKET")
+        return 2
+    worker = Worker(job_id, token, socket_path)
+    return anyio.run(worker.main)

@@ -1,0 +1,92 @@
+"""The worker's ReplyQueue: the single ordered queue of everything the daemon delivers.
+
+Items arrive in seq order (and again after a reconnect). The queue drops what the
+transcript already holds, keeps the rest in order, and gates it: nothing is applied
+while the session is starting (``awaiting_start``) or compacting, and agent items wait
+while a dialog is open (a user reply answers the dialog). The ack watermark is
+cumulative: the largest seq such that every item received up to it is in the transcript.
+"""
+
+from __future__ import annotations
+
+import anyio
+
+from roost_core.queue import Item
+
+
+class ReplyQueue:
+    def __init__(self) -> None:
+        self.items: list[Item] = []
+        self.in_transcript: set[int] = set()
+        self._received: list[int] = []
+        self.watermark = 0
+        self.awaiting_start = True
+        self.compacting = False
+        self.dialog_open = False
+        self._changed = anyio.Event()
+
+    def start(self, in_transcript: set[int]) -> None:
+        """The session is open: ``in_transcript`` are the seqs its file already holds."""
+        self.in_transcript |= in_transcript
+        self.items = [item for item in self.items if item.seq not in self.in_transcript]
+        self.awaiting_start = False
+        self._advance()
+        self._notify()
+
+    def push(self, item: Item) -> None:
+        if item.seq <= self.watermark or any(held.seq == item.seq for held in self.items):
+            return
+        if item.seq not in self._received:
+            self._received.append(item.seq)
+            self._received.sort()
+        if not self.awaiting_start and item.seq in self.in_transcript:
+            self._advance()  # a resend of what the transcript holds: dropped, acked
+        else:
+            self.items.append(item)
+            self.items.sort(key=lambda it: it.seq)
+        self._notify()
+
+    @property
+    def gated(self) -> bool:
+        return self.awaiting_start or self.compacting
+
+    def runnable(self) -> bool:
+        return not self.gated and not self.dialog_open and bool(self.items)
+
+    def take_all(self) -> list[Item]:
+        """Everything deliverable now (a new run's prompt, or a tool boundary's steer)."""
+        if self.gated or self.dialog_open:
+            return []
+        taken, self.items = self.items, []
+        return taken
+
+    def take_reply(self) -> Item | None:
+        """The first user reply, which answers an open dialog; agent items stay."""
+        for index, item in enumerate(self.items):
+            if item.kind == "reply":
+                return self.items.pop(index)
+        return None
+
+    def mark_done(self, seq: int) -> int:
+        """``seq`` is in the transcript. Returns the new ack watermark."""
+        self.in_transcript.add(seq)
+        self._advance()
+        return self.watermark
+
+    def _advance(self) -> None:
+        while self._received and self._received[0] in self.in_transcript:
+            self.watermark = max(self.watermark, self._received.pop(0))
+
+    async def changed(self) -> None:
+        await self._changed.wait()
+
+    def wake(self) -> None:
+        """Wake whoever waits in :meth:`changed` (shutdown)."""
+        self._notify()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def has_reply(self) -> bool:
+        return any(item.kind == "reply" for item in self.items)

@@ -1,0 +1,1 @@
+"""The default roost policy plugins (reach, limits, envelope, render, tools), one package each."""

@@ -1,0 +1,106 @@
+"""Default envelope: sanitised names and the ``<agent-message>`` frame with the
+no-user-authority notice.
+
+The body is *neutralised* so it cannot open or close a frame of its own, and the
+neutralising is exactly reversible (:func:`restore`), so :func:`parse_envelopes` gives back
+the body as sent.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import TYPE_CHECKING
+
+from roost_core import hookimpl
+from roost_core.policy import NO_USER_AUTHORITY
+
+if TYPE_CHECKING:
+    from roost_core.records import OutgoingItem
+
+MAX_NAME_CHARS = 64
+_FALLBACK_NAME = "agent"
+#: Categories dropped from names even where ``\w`` might not already exclude them.
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Zl", "Zp"})
+_NAME_CHAR = re.compile(r"[\w .:@/-]")
+_SPACES = re.compile(r"\s+")
+
+_TAG = r"(?i:agent-message)"
+# Step 1 of neutralising: an ``&`` that already spells an escaped tag gets one more ``amp;``,
+# so the ``&lt;`` made in step 2 can be told apart from one that was in the body.
+_ESCAPED_TAG_AMP = re.compile(rf"&(?=(?:amp;)*lt;/?{_TAG})")
+_ESCAPED_TAG_AMP_ONCE_MORE = re.compile(rf"&amp;(?=(?:amp;)*lt;/?{_TAG})")
+_RAW_TAG = re.compile(rf"<(/?{_TAG})")
+_NEUTRAL_TAG = re.compile(rf"&lt;(/?{_TAG})")
+
+_ENVELOPE = re.compile(
+    r'<agent-message from="([^"<>]*)" id="([^"<>]*)" relation="([^"<>]*)" kind="([^"<>]*)">\n'
+    r"(.*?)\n</agent-message>",
+    re.DOTALL,
+)
+
+
+def _sanitize_once(name: str) -> str:
+    normal = unicodedata.normalize("NFKC", name)
+    kept = "".join(
+        ch for ch in normal if unicodedata.category(ch) not in _UNSAFE_CATEGORIES and _NAME_CHAR.fullmatch(ch)
+    )
+    return _SPACES.sub(" ", kept).strip()[:MAX_NAME_CHARS].strip()
+
+
+def sanitize(name: str) -> str:
+    """``name`` reduced to ``[\\w .:@/-]``, one space at a time, at most 64 chars."""
+    cleaned = _sanitize_once(name)
+    # Dropping a character can let its neighbours compose under NFKC; repeat so the result
+    # is stable when the core sanitises a name that was sanitised before.
+    for _ in range(3):
+        again = _sanitize_once(cleaned)
+        if again == cleaned:
+            break
+        cleaned = again
+    return cleaned or _FALLBACK_NAME
+
+
+def neutralise(body: str) -> str:
+    """``body`` with every ``<agent-message`` / ``</agent-message`` made inert (reversibly)."""
+    return _RAW_TAG.sub(r"&lt;\1", _ESCAPED_TAG_AMP.sub("&amp;", body))
+
+
+def restore(body: str) -> str:
+    """The exact inverse of :func:`neutralise`."""
+    return _ESCAPED_TAG_AMP_ONCE_MORE.sub("&", _NEUTRAL_TAG.sub(r"<\1", body))
+
+
+def frame(name: str, peer_id: str, relation: str, kind: str, body: str) -> str:
+    """The framed text of one agent item (the spec's Envelope)."""
+    return (
+        f'<agent-message from="{sanitize(name)}" id="{sanitize(peer_id)}" '
+        f'relation="{sanitize(relation)}" kind="{sanitize(kind)}">\n'
+        f"{neutralise(body)}\n</agent-message>\n{NO_USER_AUTHORITY}"
+    )
+
+
+def parse_envelopes(text: str) -> list[dict[str, str]]:
+    """Every envelope in ``text``: ``from``, ``id``, ``relation``, ``kind`` and the restored ``body``."""
+    return [
+        {
+            "from": match[1],
+            "id": match[2],
+            "relation": match[3],
+            "kind": match[4],
+            "body": restore(match[5]),
+        }
+        for match in _ENVELOPE.finditer(text)
+    ]
+
+
+@hookimpl(trylast=True)
+def roost_sanitize_name(name: str) -> str:
+    """Keep ``[\\w .:@/-]`` after NFKC; no quotes, brackets, controls or invisible marks."""
+    return sanitize(name)
+
+
+@hookimpl(trylast=True)
+def roost_frame_item(item: OutgoingItem) -> str:
+    """Frame ``item`` in ``<agent-message ...>`` followed by the no-user-authority notice."""
+    return frame(item.sender.name, item.sender.id, item.relation, item.kind, item.text)

@@ -1,0 +1,112 @@
+"""The default tools plugin: definitions and the text the model reads back."""
+
+from __future__ import annotations
+
+import pytest
+
+from roost_core.records import ToolDef, ToolResult
+from roost_core.testing import make_config
+from roost_plugins import tools
+
+
+@pytest.fixture
+def pm(roost_plugin_manager):
+    return roost_plugin_manager(tools)
+
+
+def definitions(pm, **config) -> list[ToolDef]:
+    contributed = pm.hook.roost_tool_definitions(config=make_config(**config))
+    return [tool for tools_of_one_plugin in contributed for tool in tools_of_one_plugin]
+
+
+def formatted(pm, tool: str, ok: bool = True, **fields) -> str | None:
+    return pm.hook.roost_format_tool_result(result=ToolResult(tool=tool, ok=ok, **fields))
+
+
+def test_tools_off(pm) -> None:
+    assert definitions(pm, agent_tools=False) == []
+
+
+def test_two_tools_by_default(pm) -> None:
+    agents, send = definitions(pm)
+    assert agents.name == "roost_agents"
+    assert agents.parameters == {"type": "object", "properties": {}, "additionalProperties": False}
+    assert send.name == "roost_send"
+    assert send.parameters["required"] == ["to", "message"]
+    assert send.parameters["additionalProperties"] is False
+    assert send.parameters["properties"]["to"]["type"] == "string"
+    assert send.parameters["properties"]["message"] == {"type": "string", "maxLength": 8000}
+    assert "roost_spawn" not in {tool.name for tool in definitions(pm)}
+
+
+def test_descriptions_say_what_the_spec_requires(pm) -> None:
+    agents, send = definitions(pm)
+    assert "not from the user" in agents.description
+    assert "do not poll" in agents.description
+    assert "roost_send" in send.description
+    assert "do not poll" in send.description
+    # They cost tokens in every request.
+    assert len(agents.description) < 250 and len(send.description) < 300
+
+
+def test_to_json(pm) -> None:
+    assert definitions(pm)[0].to_json()["name"] == "roost_agents"
+
+
+@pytest.mark.parametrize(
+    ("result", "text"),
+    [
+        ("delivered", "delivered to Checkout (a1b2c3d4, relation child)"),
+        ("queued", "queued for Checkout (a1b2c3d4, relation child)"),
+        ("started", "started Checkout (a1b2c3d4, relation child)"),
+        ("not running", "not running: Checkout (a1b2c3d4, relation child)"),
+        ("stopped", "stopped: Checkout (a1b2c3d4, relation child)"),
+    ],
+)
+def test_send_results(pm, result: str, text: str) -> None:
+    data = {"result": result, "to": "a1b2c3d4", "name": "Checkout", "relation": "child"}
+    assert formatted(pm, "roost_send", data=data) == text
+
+
+def test_send_waiting_on_a_dialog(pm) -> None:
+    data = {"result": "queued", "to": "b0000001", "name": "w", "relation": "sibling", "waiting": "waiting on a dialog"}
+    assert formatted(pm, "roost_send", data=data) == "queued for w (b0000001, relation sibling) — waiting on a dialog"
+
+
+def test_agents_listing(pm) -> None:
+    peers = [
+        {"id": "a1b2c3d4", "name": "Checkout", "relation": "child", "state": "running", "status": None,
+         "summary": "refactoring cart.py", "question": None, "cwd": "/w"},
+        {"id": "f0000001", "name": "main", "relation": "parent", "state": "needs_input", "status": "dialog",
+         "summary": None, "question": "Which branch?", "cwd": "/w"},
+    ]
+    assert formatted(pm, "roost_agents", data={"peers": peers}) == (
+        "a1b2c3d4  Checkout  [child]  running — refactoring cart.py\n"
+        "f0000001  main  [parent]  needs_input (dialog)\n"
+        "    question: Which branch?"
+    )
+
+
+def test_agents_empty(pm) -> None:
+    assert formatted(pm, "roost_agents", data={"peers": []}) == "no reachable agent sessions"
+
+
+@pytest.mark.parametrize("tool", ["roost_send", "roost_agents"])
+def test_errors(pm, tool: str) -> None:
+    text = formatted(pm, tool, ok=False, code="not_reachable", message="outside your session tree")
+    assert text == "error (not_reachable): outside your session tree"
+
+
+def test_other_tools_have_no_opinion(pm) -> None:
+    assert formatted(pm, "roost_spawn", data={"id": "x"}) is None
+    assert formatted(pm, "read", ok=False, code="x", message="y") is None
+
+
+def test_format_is_trylast(pm) -> None:
+    (impl,) = pm.hook.roost_format_tool_result.get_hookimpls()
+    assert impl.trylast
+
+
+def test_message_limit_follows_the_config(pm) -> None:
+    send = definitions(pm, max_message_chars=500)[1]
+    assert send.parameters["properties"]["message"]["maxLength"] == 500
