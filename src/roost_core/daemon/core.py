@@ -536,6 +536,9 @@ class Daemon:
     async def op_job_status(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         job = conn.job
         assert job is not None
+        if job.state == "stopped":
+            # The user's stop wins over a status the worker sent before it heard of it.
+            args = {key: value for key, value in args.items() if key not in ("state", "dialog")}
         for key in ("state", "status", "summary", "question", "error"):
             if key in args:
                 setattr(job, key, args[key])

@@ -1,0 +1,191 @@
+"""Fixtures that run the real thing: a daemon process on a real Unix socket in a temp
+``ROOST_HOME``, real worker subprocesses, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from roost_core.client import Client, DaemonUnavailable, wait_for_daemon
+from roost_core.paths import Paths, resolve_paths
+from roost_core.transcript import read_entries
+
+WAIT_TIMEOUT = 30.0
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = WAIT_TIMEOUT, interval: float = 0.02, what: str = "condition") -> Any:
+    """Poll ``predicate`` until it returns something truthy (never a blind sleep)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class DaemonHandle:
+    """A daemon process for one test, and helpers to talk to it and to break it."""
+
+    def __init__(self, home: Path, env: dict[str, str]) -> None:
+        self.home = home
+        self.env = env
+        self.paths: Paths = resolve_paths(env)
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> DaemonHandle:
+        self.paths.ensure()
+        log = open(self.paths.daemon_log, "ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "roost_core.daemon"],
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+        log.close()
+        wait_for_daemon(self.paths, timeout=20)
+        return self
+
+    def client(self, timeout: float = 20) -> Client:
+        return Client(self.paths.socket, timeout=timeout)
+
+    def call(self, op: str, **args: Any) -> dict[str, Any]:
+        with self.client() as conn:
+            return conn.call(op, **args)
+
+    def kill9(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(10)
+
+    def terminate(self) -> int:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(15)
+
+    def restart(self) -> DaemonHandle:
+        return self.start()
+
+    # -------------------------------------------------------------- job helpers
+
+    def start_job(self, task: str, **args: Any) -> str:
+        args.setdefault("cwd", str(self.home))
+        return self.call("start", task=task, **args)["id"]
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        rows = {row["id"]: row for row in self.call("jobs")["jobs"]}
+        return rows[job_id]
+
+    def wait_job(self, job_id: str, *states: str, timeout: float = WAIT_TIMEOUT) -> dict[str, Any]:
+        states = states or ("idle", "needs_input", "done", "failed", "stopped")
+
+        def settled() -> dict[str, Any] | None:
+            row = self.job(job_id)
+            if row["state"] in states and (row["pending"] == 0 or row["state"] == "stopped"):
+                return row
+            return None
+
+        return wait_until(settled, timeout, what=f"job {job_id} in {states}")
+
+    def wait_reaped(self, job_id: str) -> dict[str, Any]:
+        return wait_until(lambda: (row := self.job(job_id)) and not row["live"] and row, what=f"job {job_id} reaped")
+
+    def entries(self, job_id: str) -> list[dict[str, Any]]:
+        return read_entries(self.paths.sessions_dir / f"{job_id}.jsonl")
+
+    def record(self, job_id: str) -> dict[str, Any]:
+        return json.loads((self.paths.jobs_dir / f"{job_id}.json").read_text())
+
+    def worker_pids(self) -> list[int]:
+        pids = []
+        for path in self.paths.jobs_dir.glob("*.json"):
+            try:
+                pid = json.loads(path.read_text()).get("worker_pid")
+            except ValueError:
+                continue
+            if pid:
+                pids.append(pid)
+        return pids
+
+    def cleanup(self) -> None:
+        pids = self.worker_pids()
+        if self.process is not None and self.process.poll() is None:
+            try:
+                self.call("daemon_stop")
+            except (DaemonUnavailable, OSError):
+                pass
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        for pid in set(pids + self.worker_pids()):
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+
+def user_messages(entries: list[dict[str, Any]]) -> list[str]:
+    from roost_core.transcript import content_text
+
+    return [content_text(e["message"]["content"]) for e in entries if e.get("type") == "message" and e["message"].get("role") == "user"]
+
+
+def agent_items(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in entries if e.get("type") == "custom_message" and e.get("customType") == "pi-roost-agent-message"]
+
+
+@pytest.fixture
+def roost_env(tmp_path: Path) -> dict[str, str]:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = dict(os.environ)
+    for key in list(env):
+        if key.startswith("ROOST_") or key == "PI_JOB_TOKEN":
+            env.pop(key)
+    env["ROOST_HOME"] = str(home)
+    env["ROOST_WORKER_ORPHAN_SECONDS"] = "30"
+    return env
+
+
+@pytest.fixture
+def write_config(roost_env: dict[str, str]) -> Callable[[dict[str, Any]], Path]:
+    def write(data: dict[str, Any]) -> Path:
+        path = Path(roost_env["ROOST_HOME"]) / "roost.json"
+        path.write_text(json.dumps(data))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def daemon_factory(roost_env: dict[str, str]):
+    handles: list[DaemonHandle] = []
+
+    def make(**extra_env: str) -> DaemonHandle:
+        env = {**roost_env, **extra_env}
+        handle = DaemonHandle(Path(env["ROOST_HOME"]), env)
+        handles.append(handle)
+        return handle
+
+    yield make
+    for handle in handles:
+        handle.cleanup()
+
+
+@pytest.fixture
+def daemon(daemon_factory) -> DaemonHandle:
+    return daemon_factory().start()

@@ -1,0 +1,157 @@
+"""Jobs through real processes: start, reply, reap and restart, crashes, stop, remove."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from conftest import user_messages, wait_until
+from roost_core.locks import is_alive
+
+ASK_THEN_FINISH = {
+    "run": [
+        {"steps": [{"say": "Looking at {input}"}, {"tool": "sleep", "args": {"seconds": 0}}, {"ask": "Which branch?"}]},
+        {"steps": [{"say": "Merging into {input}"}, {"say": "Merged into {input}."}]},
+    ],
+    "default": {"steps": [{"say": "ok: {input}"}]},
+}
+
+
+def assistant_texts(entries):
+    from roost_core.transcript import content_text
+
+    return [content_text(e["message"]["content"]) for e in entries if e.get("type") == "message" and e["message"]["role"] == "assistant" and content_text(e["message"]["content"])]
+
+
+def in_tool_call(daemon, job):
+    """The worker is inside its first run's tool call, and has acked the task."""
+    entries = daemon.entries(job)
+    calling = any(e.get("type") == "message" and e["message"].get("stopReason") == "toolUse" for e in entries)
+    return calling and daemon.job(job)["pending"] == 0
+
+
+def test_job_runs_to_done_and_reply_runs_again(daemon):
+    job = daemon.start_job("fix the bug", scenario=ASK_THEN_FINISH, name="fixer")
+    row = daemon.wait_job(job)
+    assert row["state"] == "needs_input"
+    assert row["question"] == "Which branch?"
+    assert row["name"] == "fixer"
+    result = daemon.call("reply", job=job, text="main")
+    assert result["result"] == "delivered"
+    row = daemon.wait_job(job, "done")
+    assert row["summary"] == "Merged into main."
+    entries = daemon.entries(job)
+    assert entries[0]["type"] == "session"
+    assert user_messages(entries) == ["fix the bug", "main"]
+    assert assistant_texts(entries) == ["Looking at fix the bug", "Which branch?", "Merging into main", "Merged into main."]
+
+
+def test_reaped_job_restarts_from_its_session_file_without_duplicate_turn(daemon_factory, write_config):
+    write_config({"reapAfterSeconds": 0.3})
+    daemon = daemon_factory().start()
+    job = daemon.start_job("first task", scenario=ASK_THEN_FINISH)
+    daemon.wait_job(job, "needs_input")
+    row = daemon.wait_reaped(job)
+    assert row["state"] == "needs_input"
+    assert daemon.record(job)["worker_pid"] is None
+    result = daemon.call("reply", job=job, text="release")
+    assert result["result"] == "started"
+    row = daemon.wait_job(job, "done")
+    entries = daemon.entries(job)
+    assert user_messages(entries) == ["first task", "release"]
+    # The restored worker ran exactly the new item: one run per input, no replay.
+    runs = [e for e in entries if e.get("type") == "custom" and e.get("customType") == "roost-run"]
+    assert [r["data"]["index"] for r in runs] == [0, 1]
+    assert assistant_texts(entries).count("Looking at first task") == 1
+    assert sum(1 for e in entries if e.get("type") == "session") == 1
+
+
+def test_kill9_daemon_with_replies_queued_delivers_each_once(daemon, tmp_path):
+    gate = tmp_path / "gate"
+    scenario = {
+        "run": [{"steps": [{"wait_for": str(gate)}, {"say": "passed the gate"}]}],
+        "default": {"steps": [{"say": "got: {input}"}]},
+    }
+    job = daemon.start_job("wait at the gate", scenario=scenario)
+    wait_until(lambda: daemon.job(job)["connected"], what="worker connected")
+    # The worker is busy at the gate; these replies join the run as steers or wait.
+    seqs = [daemon.call("reply", job=job, text=f"reply {n}")["seq"] for n in range(5)]
+    assert len(set(seqs)) == 5
+    daemon.kill9()
+    gate.write_text("open")
+    daemon.restart()
+    daemon.wait_job(job, "done", "idle")
+    entries = daemon.entries(job)
+    texts = user_messages(entries)
+    assert texts[0] == "wait at the gate"
+    for n in range(5):
+        assert texts.count(f"reply {n}") == 1, texts
+    assert daemon.job(job)["pending"] == 0
+
+
+def test_kill9_worker_during_a_run_marks_it_failed_never_stuck_running(daemon, tmp_path):
+    gate = tmp_path / "never"
+    job = daemon.start_job("hang", scenario={"run": [{"steps": [{"wait_for": str(gate)}]}]})
+    wait_until(lambda: in_tool_call(daemon, job), what="inside the run")
+    pid = daemon.record(job)["worker_pid"]
+    os.kill(pid, signal.SIGKILL)
+    row = daemon.wait_job(job, "failed")
+    assert "worker died during a run" in row["error"]
+    assert "SIGKILL" in row["error"]
+    assert row["live"] is False
+    # A reply starts it again: the user decides to retry.
+    assert daemon.call("reply", job=job, text="try again")["result"] == "started"
+    row = daemon.wait_job(job, "done", "idle")
+    assert row["error"] is None
+
+
+def test_kill9_worker_with_items_pending_is_restarted(daemon, tmp_path):
+    gate = tmp_path / "gate"
+    job = daemon.start_job("hang", scenario={"run": [{"steps": [{"wait_for": str(gate)}]}], "default": {"steps": [{"say": "handled {input}"}]}})
+    wait_until(lambda: in_tool_call(daemon, job), what="inside the run")
+    pid = daemon.record(job)["worker_pid"]
+    # Stop the worker from taking the reply before the kill, so it is pending.
+    os.kill(pid, signal.SIGSTOP)
+    daemon.call("reply", job=job, text="pending one")
+    os.kill(pid, signal.SIGKILL)
+    row = daemon.wait_job(job, "done", "idle")
+    assert daemon.record(job)["worker_pid"] != pid
+    assert user_messages(daemon.entries(job)).count("pending one") == 1
+    assert row["state"] in ("done", "idle")
+
+
+def test_stop_ends_the_worker_and_rm_removes_the_job(daemon, tmp_path):
+    job = daemon.start_job("hang", scenario={"run": [{"steps": [{"wait_for": str(tmp_path / 'never')}]}]})
+    wait_until(lambda: daemon.job(job)["connected"], what="connected")
+    pid = daemon.record(job)["worker_pid"]
+    assert daemon.call("stop", job=job)["state"] == "stopped"
+    wait_until(lambda: not is_alive(pid), what="worker gone")
+    row = daemon.wait_reaped(job)
+    assert row["state"] == "stopped"
+    daemon.call("remove", job=job)
+    assert all(r["id"] != job for r in daemon.call("jobs")["jobs"])
+    assert not (daemon.paths.jobs_dir / f"{job}.json").exists()
+
+
+def test_shell_job_runs_a_command(daemon):
+    job = daemon.start_job("echo shell-out; exit 0", host="shell")
+    row = daemon.wait_job(job, "done")
+    assert row["summary"] == "shell-out"
+    job2 = daemon.start_job("echo nope >&2; exit 3", host="shell")
+    row = daemon.wait_job(job2, "failed")
+    assert "exited 3" in row["error"]
+
+
+def test_daemon_survives_restart_and_worker_reconnects(daemon):
+    job = daemon.start_job("hello", scenario={"default": {"steps": [{"say": "hi {input}"}]}})
+    daemon.wait_job(job, "done")
+    pid = daemon.record(job)["worker_pid"]
+    assert daemon.terminate() == 0
+    daemon.restart()
+    wait_until(lambda: daemon.job(job)["connected"], what="worker reconnected")
+    assert daemon.record(job)["worker_pid"] == pid
+    assert daemon.call("reply", job=job, text="again")["result"] == "delivered"
+    daemon.wait_job(job, "done")
+    assert user_messages(daemon.entries(job)) == ["hello", "again"]
