@@ -26,6 +26,10 @@ class DaemonUnavailable(ConnectionError):
     """No daemon answers on the socket."""
 
 
+class NotSent(DaemonUnavailable):
+    """The request never left: the connection was already gone. Safe to retry."""
+
+
 class Client:
     """A blocking request/response client (the CLI's). Events are ignored."""
 
@@ -179,7 +183,7 @@ class AsyncClient:
 
     async def call(self, op: str, **args: Any) -> dict[str, Any]:
         if self.closed.is_set():
-            raise DaemonUnavailable("daemon connection lost")
+            raise NotSent("daemon connection lost")
         request_id = next(self._ids)
         event, box = anyio.Event(), []
         self._waiting[request_id] = (event, box)
@@ -188,7 +192,7 @@ class AsyncClient:
                 await self.stream.send(encode({"id": request_id, "op": op, **args}))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             self._waiting.pop(request_id, None)
-            raise DaemonUnavailable(str(exc)) from exc
+            raise NotSent(str(exc)) from exc
         await event.wait()
         frame = box[0]
         if isinstance(frame, Exception):
@@ -197,6 +201,14 @@ class AsyncClient:
             return frame.get("result") or {}
         err = frame.get("error") or {}
         raise ProtocolError(err.get("code", "unknown"), err.get("message", ""))
+
+    async def notify(self, op: str, **args: Any) -> None:
+        """Send a request without waiting for its answer (safe inside an event handler)."""
+        try:
+            async with self._send_lock:
+                await self.stream.send(encode({"id": next(self._ids), "op": op, **args}))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            raise DaemonUnavailable(str(exc)) from exc
 
     async def aclose(self) -> None:
         await self.stream.aclose()

@@ -27,8 +27,8 @@ def test_tools_off(pm) -> None:
     assert definitions(pm, agent_tools=False) == []
 
 
-def test_two_tools_by_default(pm) -> None:
-    agents, send = definitions(pm)
+def test_three_tools_by_default(pm) -> None:
+    agents, send, spawn = definitions(pm)
     assert agents.name == "roost_agents"
     assert agents.parameters == {"type": "object", "properties": {}, "additionalProperties": False}
     assert send.name == "roost_send"
@@ -36,11 +36,14 @@ def test_two_tools_by_default(pm) -> None:
     assert send.parameters["additionalProperties"] is False
     assert send.parameters["properties"]["to"]["type"] == "string"
     assert send.parameters["properties"]["message"] == {"type": "string", "maxLength": 8000}
-    assert "roost_spawn" not in {tool.name for tool in definitions(pm)}
+    assert spawn.name == "roost_spawn"
+    assert spawn.parameters["required"] == ["task"]
+    assert set(spawn.parameters["properties"]) == {"task", "name", "cwd", "model", "thinking"}
+    assert "arrives by itself" in spawn.description and "do not poll" in spawn.description
 
 
 def test_descriptions_say_what_the_spec_requires(pm) -> None:
-    agents, send = definitions(pm)
+    agents, send, _spawn = definitions(pm)
     assert "not from the user" in agents.description
     assert "do not poll" in agents.description
     assert "roost_send" in send.description
@@ -98,8 +101,14 @@ def test_errors(pm, tool: str) -> None:
 
 
 def test_other_tools_have_no_opinion(pm) -> None:
-    assert formatted(pm, "roost_spawn", data={"id": "x"}) is None
+    assert formatted(pm, "bash", data={"id": "x"}) is None
     assert formatted(pm, "read", ok=False, code="x", message="y") is None
+
+
+def test_spawn_result_says_a_report_will_arrive(pm) -> None:
+    text = formatted(pm, "roost_spawn", data={"id": "a1b2c3d4", "name": "child", "report": "a report will arrive by itself"})
+    assert text.startswith("spawned child (a1b2c3d4)")
+    assert "report will arrive by itself" in text and "Do not poll" in text
 
 
 def test_format_is_trylast(pm) -> None:

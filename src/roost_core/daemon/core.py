@@ -523,6 +523,7 @@ class Daemon:
                 "thinking": job.thinking,
                 "state": job.state,
                 "parentSession": job.parent_session,
+                "parentPeer": job.parent_peer,
             },
             "acked": job.queue.acked,
             "tools": [tool.to_json() for tool in policy.tool_definitions(self.pm, self.config)],
@@ -653,7 +654,8 @@ class Daemon:
         decision = self.reach(sender, target, addressed_by)
         if not decision.allowed:
             raise ProtocolError(UNREACHABLE, decision.reason or f"peer {target.id} is not reachable")
-        outgoing = OutgoingItem(sender=sender, target=target, text=text, kind="message", relation=decision.relation)
+        # The envelope names the sender as the receiver sees it: my child sees "parent".
+        outgoing = OutgoingItem(sender=sender, target=target, text=text, kind="message", relation=inverse_relation(decision.relation))
         refusal = policy.check_send(self.pm, outgoing, self.clock(), self.config)
         if refusal is not None:
             raise ProtocolError(refusal.code, refusal.message)
@@ -661,8 +663,44 @@ class Daemon:
             raise ProtocolError(NOT_ACCEPTED, f"{target.id} is a {target.host} job; it takes no messages")
         content = policy.frame_item(self.pm, outgoing)
         result = await self.deliver_to(target, outgoing, content)
+        result["relation"] = decision.relation
         policy.note_sent(self.pm, outgoing, self.clock())
         return result
+
+    async def op_spawn(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        """Start a child job of the calling session, linked into its tree."""
+        sender = self.sender_info(conn)
+        parent_job = conn.job if conn.job is not None else self.tree_record(sender.session)
+        host = args.get("host") or (conn.job.host if conn.job is not None else self.config.default_host)
+        if host not in self.hosts:
+            raise ProtocolError(BAD_ARGS, f"spawn: unknown host {host!r}")
+        cwd = args.get("cwd") or sender.cwd or str(self.paths.home)
+        if not os.path.isabs(cwd) or not Path(cwd).is_dir():
+            raise ProtocolError(BAD_ARGS, f"spawn: cwd {cwd!r} is not an existing absolute directory")
+        model = args.get("model") or (conn.job.model if conn.job is not None else None)
+        thinking = args.get("thinking") or (conn.job.thinking if conn.job is not None else None)
+        scenario = args.get("scenario")
+        if scenario is None and host == "scripted":
+            scenario = child_scenario(conn.job.scenario if conn.job is not None else None, model)
+        root = sender.root_session or sender.session or f"peer:{sender.id}"
+        depth = (parent_job.depth if parent_job is not None and conn.job is not None else 0) + 1
+        job = self.create_job(
+            task=args["task"],
+            name=args.get("name"),
+            cwd=cwd,
+            host=host,
+            scenario=scenario,
+            model=model,
+            thinking=thinking,
+            parent_session=sender.session,
+            parent_peer=sender.id,
+            root_session=root,
+            depth=depth,
+            spawned=True,
+        )
+        self.save(job)
+        await self.enqueue(job, "reply", args["task"], text=args["task"], trace=f"t-{job.id}-1")
+        return {"id": job.id, "name": job.name, "report": "a report will arrive by itself when it finishes"}
 
     async def deliver_to(self, target: PeerInfo, item: OutgoingItem, content: str) -> dict[str, Any]:
         base = {"to": target.id, "name": target.name, "relation": item.relation}
@@ -693,6 +731,16 @@ class Daemon:
 #: plugin's; this is the daemon's own check of what reaches the op.
 TOOL_OPS: dict[str, tuple[str, dict[str, Field]]] = {
     "roost_agents": ("op_peers", {}),
+    "roost_spawn": (
+        "op_spawn",
+        {
+            "task": Field(str, required=True, max_len=100_000),
+            "name": Field(str, max_len=200),
+            "cwd": Field(str, max_len=4096),
+            "model": Field(str, max_len=200),
+            "thinking": Field(str, max_len=200),
+        },
+    ),
     "roost_send": ("op_send", {"to": Field(str, required=True, max_len=200), "message": Field(str, required=True, max_len=1_000_000)}),
 }
 
@@ -710,6 +758,24 @@ def deliver_event(item: Item) -> dict[str, Any]:
         "trace": item.trace,
         "hops": item.hops,
     }
+
+
+_INVERSE = {"parent": "child", "child": "parent"}
+
+
+def inverse_relation(relation: str) -> str:
+    """The relation seen from the other side (parent <-> child; the rest are symmetric)."""
+    return _INVERSE.get(relation, relation)
+
+
+def child_scenario(parent_scenario: Any, model: str | None) -> Any:
+    """A scripted child's scenario: the parent scenario's ``models[model]`` table, a
+    bundled scenario named ``model``, or the default (None)."""
+    if isinstance(parent_scenario, dict) and model:
+        models = parent_scenario.get("models")
+        if isinstance(models, dict) and isinstance(models.get(model), dict):
+            return models[model]
+    return model
 
 
 def default_name(task: str) -> str:

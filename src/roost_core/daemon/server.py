@@ -113,6 +113,19 @@ OPS: dict[str, Op] = {
         {"name": Field(str, required=True, max_len=NAME), "args": Field(dict, required=True)},
         who="bound",
     ),
+    "spawn": Op(
+        "op_spawn",
+        {
+            "task": Field(str, required=True, max_len=TEXT),
+            "name": Field(str, max_len=NAME),
+            "cwd": Field(str, max_len=PATH),
+            "model": Field(str, max_len=NAME),
+            "thinking": Field(str, max_len=NAME),
+            "host": Field(str, max_len=NAME),
+            "scenario": Field((str, dict), max_len=TEXT),
+        },
+        who="bound",
+    ),
     "send": Op(
         "op_send",
         {"to": Field(str, required=True, max_len=NAME), "message": Field(str, required=True, max_len=TEXT)},

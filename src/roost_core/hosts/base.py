@@ -28,6 +28,7 @@ class JobInfo:
     scenario: Any = None
     model: str | None = None
     thinking: str | None = None
+    parentPeer: str | None = None
 
     @classmethod
     def from_hello(cls, data: dict[str, Any]) -> JobInfo:

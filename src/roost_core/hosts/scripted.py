@@ -20,7 +20,7 @@ Steps: ``say``, ``tool`` (+``args``), ``wait`` (seconds of a slow tool), ``wait_
 path to appear), ``touch`` (a path to create), ``send`` ({to, message}), ``agents``,
 ``spawn`` ({task, ...}), ``shell`` (a command), ``ask``, ``dialog``, ``fail``, ``state``.
 Strings may use ``{input}``, ``{from}``, ``{from_name}``, ``{kind}``, ``{job}``,
-``{name}``, ``{run}``.
+``{name}``, ``{run}``, ``{parent}``.
 """
 
 from __future__ import annotations
@@ -210,6 +210,7 @@ class ScriptedHost:
             "job": self.job.id,
             "name": self.job.name,
             "run": str(self.run_count),
+            "parent": self.job.parentPeer or "",
         }
         self.writer.append(
             "custom",

@@ -1,4 +1,4 @@
-"""Default agent tools, ``roost_agents`` and ``roost_send``, and the text the model reads
+"""Default agent tools, ``roost_agents``, ``roost_send`` and ``roost_spawn``, and the text the model reads
 back from them. Descriptions are short: they cost tokens in every request."""
 
 from __future__ import annotations
@@ -20,6 +20,11 @@ SEND_DESCRIPTION = (
     "Send a message to another agent session; it arrives at their next tool boundary or starts a turn. "
     "Answer an agent message that needs an answer with roost_send; do not poll for replies or reports, "
     "they arrive by themselves."
+)
+
+SPAWN_DESCRIPTION = (
+    "Start a background child session with a task. Its report arrives by itself when it "
+    "finishes or needs input: do not poll. The child can message you with roost_send."
 )
 
 _SEND_PHRASES = {"delivered": "delivered to", "queued": "queued for", "started": "started"}
@@ -57,7 +62,7 @@ def _agents_text(data: dict[str, Any]) -> str:
 
 @hookimpl
 def roost_tool_definitions(config: Config) -> list[ToolDef]:
-    """Contribute ``roost_agents`` and ``roost_send`` unless ``agentTools`` is false."""
+    """Contribute ``roost_agents``, ``roost_send`` and ``roost_spawn`` unless ``agentTools`` is false."""
     if not config.agent_tools:
         return []
     return [
@@ -79,16 +84,34 @@ def roost_tool_definitions(config: Config) -> list[ToolDef]:
                 "additionalProperties": False,
             },
         ),
+        ToolDef(
+            name="roost_spawn",
+            description=SPAWN_DESCRIPTION,
+            parameters={
+                "type": "object",
+                "properties": {
+                    "task": {"type": "string", "description": "what the child should do"},
+                    "name": {"type": "string"},
+                    "cwd": {"type": "string", "description": "absolute working directory"},
+                    "model": {"type": "string", "description": "default: your current model"},
+                    "thinking": {"type": "string", "description": "default: your thinking level"},
+                },
+                "required": ["task"],
+                "additionalProperties": False,
+            },
+        ),
     ]
 
 
 @hookimpl(trylast=True)
 def roost_format_tool_result(result: ToolResult) -> str | None:
-    """Plain lines for ``roost_agents`` / ``roost_send`` results; no opinion on other tools."""
-    if result.tool not in ("roost_agents", "roost_send"):
+    """Plain lines for the roost tools' results; no opinion on other tools."""
+    if result.tool not in ("roost_agents", "roost_send", "roost_spawn"):
         return None
     if not result.ok:
         return f"error ({result.code}): {result.message}"
     if result.tool == "roost_send":
         return _send_text(result.data)
+    if result.tool == "roost_spawn":
+        return f"spawned {result.data.get('name')} ({result.data.get('id')}); {result.data.get('report', 'a report will arrive by itself')}. Do not poll for it."
     return _agents_text(result.data)

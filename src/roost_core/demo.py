@@ -1,0 +1,209 @@
+"""``roost demo``: a small story played end to end through real processes.
+
+A fresh temp ``ROOST_HOME`` is made for the run and deleted at the end, so the demo never
+touches the user's own daemon or jobs. The client's auto-start launches a real daemon;
+the daemon starts a real worker process per job:
+
+1. a scripted job ("review the login module", bundled scenario ``demo-review``) says
+   something, runs a tool call, then asks a question and settles as ``needs_input``;
+2. the user replies and the job runs again to ``done``;
+3. a ``shell`` job runs one command to ``done``;
+4. :func:`demo_messaging` (a hook for agent-to-agent messaging, empty for now);
+5. the jobs table, and each job's transcript rendered through the render plugin.
+
+Then every job is stopped, the daemon is stopped, any worker left is killed and the temp
+home is removed. Exit status 0 when the story ran, 1 (with what failed) otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+SCENARIO = "demo-review"
+REVIEW_TASK = "review the login module"
+REVIEW_REPLY = "yes, switch it to hmac.compare_digest"
+SHELL_TASK = "echo hello from a shell job"
+STEP_TIMEOUT = 20.0
+
+
+def heading(text: str) -> None:
+    print(f"\n== {text}", flush=True)
+
+
+def show(text: str) -> None:
+    print(text, flush=True)
+
+
+def demo_messaging(conn: Any, home: Path) -> None:
+    """Hook for the messaging part of the story (agents messaging each other).
+
+    Called with the demo's client and its temp home after the jobs section and before the
+    final jobs table. It does nothing yet; it returns None.
+    """
+    return None
+
+
+def run_demo() -> int:
+    """Play the demo on a fresh temp home; 0 when it ran end to end, 1 otherwise."""
+    from roost_core.client import connect
+
+    home = Path(tempfile.mkdtemp(prefix="roost-demo-"))
+    previous_home = os.environ.get("ROOST_HOME")
+    os.environ["ROOST_HOME"] = str(home)
+    conn = None
+    step = "start the daemon"
+    try:
+        show(f"roost demo: a throwaway home at {home} (deleted at the end)")
+        heading("1. the daemon")
+        conn = connect()  # no daemon answers in a fresh home: this starts one
+        status = conn.call("daemon_status")
+        show(f"started by the client on first use: pid {status['pid']}, socket {status['socket']}")
+        step = "the review job"
+        play_review(conn, home)
+        step = "the shell job"
+        play_shell(conn, home)
+        step = "messaging"
+        demo_messaging(conn, home)
+        step = "the jobs table and transcripts"
+        show_results(conn)
+        heading("done: the demo ran end to end")
+        return 0
+    except Exception as exc:  # noqa: BLE001 - the demo reports any failure and exits 1
+        print(f"\nroost demo failed during {step}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        print_logs(home)
+        return 1
+    finally:
+        cleanup(conn, home)
+        if previous_home is None:
+            os.environ.pop("ROOST_HOME", None)
+        else:
+            os.environ["ROOST_HOME"] = previous_home
+
+
+def play_review(conn: Any, home: Path) -> str:
+    from roost_core.cli import format_jobs, wait_for_job
+    from roost_core.hosts.scripted import load_scenario
+
+    heading(f'2. a scripted job: "{REVIEW_TASK}"')
+    show(f'$ roost start "{REVIEW_TASK}" --name reviewer --scenario {SCENARIO}')
+    started = conn.call("start", task=REVIEW_TASK, name="reviewer", cwd=str(home), scenario=load_scenario(SCENARIO))
+    job = started["id"]
+    show(f"started job {job} ({started['name']}); a worker process runs it in the background")
+    show("$ roost wait reviewer --state needs_input")
+    row = wait_for_job(conn, job, ("needs_input", "done", "failed"), STEP_TIMEOUT)
+    expect(row, "needs_input")
+    show("it looked at the code, then asked a question:")
+    show("$ roost jobs")
+    show(format_jobs(conn.call("jobs")["jobs"]))
+
+    heading("3. the user replies")
+    show(f'$ roost reply reviewer "{REVIEW_REPLY}"')
+    result = conn.call("reply", job=job, text=REVIEW_REPLY)
+    show(f"reply {result['seq']}: {result['result']}")
+    show("$ roost wait reviewer")
+    row = wait_for_job(conn, job, ("done", "failed"), STEP_TIMEOUT)
+    expect(row, "done")
+    show(f"{job}: done: {row['summary']}")
+    return job
+
+
+def play_shell(conn: Any, home: Path) -> str:
+    from roost_core.cli import wait_for_job
+
+    heading("4. a shell job (runs a command, no agent)")
+    show(f'$ roost start "{SHELL_TASK}" --host shell')
+    started = conn.call("start", task=SHELL_TASK, host="shell", cwd=str(home))
+    job = started["id"]
+    row = wait_for_job(conn, job, ("done", "failed"), STEP_TIMEOUT)
+    expect(row, "done")
+    show(f"{job}: done: {row['summary']}")
+    return job
+
+
+def show_results(conn: Any) -> None:
+    from roost_core.cli import format_jobs, local_manager
+    from roost_core.transcript import iter_rendered
+
+    heading("5. all jobs")
+    show("$ roost jobs")
+    rows = conn.call("jobs")["jobs"]
+    show(format_jobs(rows))
+    pm = local_manager()
+    for row in rows:
+        heading(f"transcript of {row['id']} ({row['name']})")
+        show(f"$ roost log {row['id']}")
+        for text in iter_rendered(pm, conn.call("log", job=row["id"])["session"]):
+            show(text)
+
+
+def expect(row: dict[str, Any], state: str) -> None:
+    if row["state"] != state:
+        detail = row.get("error") or row.get("summary") or ""
+        raise RuntimeError(f"job {row['id']} is {row['state']}, expected {state} {detail}".rstrip())
+
+
+def print_logs(home: Path) -> None:
+    """The tail of the daemon's and workers' logs, to see why a step failed."""
+    state = home / "state"
+    for path in [state / "daemon.log", *sorted((state / "jobs").glob("*.log"))]:
+        try:
+            lines = path.read_text(errors="replace").splitlines()[-15:]
+        except OSError:
+            continue
+        if lines:
+            print(f"--- {path.name} (last lines)", file=sys.stderr)
+            print("\n".join(lines), file=sys.stderr, flush=True)
+
+
+def cleanup(conn: Any, home: Path) -> None:
+    """Stop the jobs (their workers exit cleanly), stop the daemon, kill what is left,
+    delete the temp home. Never raises."""
+    from roost_core.locks import is_alive
+    from roost_core.paths import resolve_paths
+
+    paths = resolve_paths()
+    daemon_pid = None
+    if conn is not None:
+        try:
+            daemon_pid = conn.call("daemon_status")["pid"]
+            for row in conn.call("jobs")["jobs"]:
+                if row["live"]:
+                    conn.call("stop", job=row["id"])
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and any(row["live"] for row in conn.call("jobs")["jobs"]):
+                time.sleep(0.05)
+            conn.call("daemon_stop")
+        except Exception:  # noqa: BLE001 - best effort; the kills below still run
+            pass
+        conn.close()
+    if daemon_pid is None:
+        try:
+            daemon_pid = int(paths.daemon_pidfile.read_text())
+        except (OSError, ValueError):
+            daemon_pid = None
+    deadline = time.monotonic() + 5
+    while daemon_pid is not None and is_alive(daemon_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pids = [daemon_pid] if daemon_pid is not None and is_alive(daemon_pid) else []
+    for record in paths.jobs_dir.glob("*.json"):
+        try:
+            pid = json.loads(record.read_text()).get("worker_pid")
+        except (OSError, ValueError):
+            continue
+        if isinstance(pid, int) and is_alive(pid):
+            pids.append(pid)
+    for pid in pids:
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    shutil.rmtree(home, ignore_errors=True)

@@ -1,0 +1,185 @@
+"""A foreground session as a roost peer: the public Python API (the pi bridge speaks the
+same ops).
+
+A foreground session becomes a peer lazily, on its first roost tool call or spawn. From
+then on it keeps one daemon connection open (liveness = that connection), re-registers
+after a reconnect, receives ``deliver`` events, writes each into its own session file as a
+``pi-roost-agent-message`` entry and only then acks it. It holds the writer lock of its
+session file for as long as it is open::
+
+    async with ForegroundSession("/path/session.jsonl", name="main") as me:
+        print(await me.call_tool("roost_agents", {}))
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import anyio
+
+from roost_core import locks
+from roost_core.client import AsyncClient, DaemonUnavailable, NotSent
+from roost_core.paths import Paths, resolve_paths
+from roost_core.protocol import ProtocolError
+from roost_core.transcript import AGENT_MESSAGE_TYPE, SessionWriter
+
+DeliverHandler = Callable[[dict[str, Any]], Awaitable[None] | None]
+
+
+class ForegroundSession:
+    def __init__(
+        self,
+        session: str | Path | None,
+        *,
+        name: str,
+        cwd: str | None = None,
+        paths: Paths | None = None,
+        on_deliver: DeliverHandler | None = None,
+        register_pid: int | None = None,
+    ) -> None:
+        self.session = str(Path(session).absolute()) if session is not None else None
+        self.name = name
+        self.cwd = cwd or os.getcwd()
+        self.paths = paths or resolve_paths()
+        self.on_deliver = on_deliver
+        self.register_pid = register_pid or os.getpid()
+        self.peer_id: str | None = None
+        self.tools: list[dict[str, Any]] = []
+        self.delivered: list[dict[str, Any]] = []
+        self.client: AsyncClient | None = None
+        self.writer: SessionWriter | None = None
+        self.lock: locks.WriterLock | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._registered = anyio.Event()
+        self._wanted = False
+        self._closing = False
+        self._arrived = anyio.Event()
+        self.error: ProtocolError | None = None
+
+    async def __aenter__(self) -> ForegroundSession:
+        if self.session is not None:
+            self.lock = locks.WriterLock(self.session)
+            self.lock.acquire()
+            self.writer = SessionWriter(self.session, cwd=self.cwd)
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self._closing = True
+        if self.client is not None:
+            await self.client.aclose()
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        await self._tg.__aexit__(None, None, None)
+        if self.writer is not None:
+            self.writer.close()
+        if self.lock is not None:
+            self.lock.release()
+
+    # ------------------------------------------------------------------ registration
+
+    async def ensure_registered(self) -> str:
+        """Join as a peer (once); later calls return at once."""
+        if not self._wanted:
+            self._wanted = True
+            assert self._tg is not None, "use ForegroundSession as an async context manager"
+            self._tg.start_soon(self._link)
+        await self._registered.wait()
+        if self.error is not None:
+            raise self.error
+        assert self.peer_id is not None
+        return self.peer_id
+
+    async def _link(self) -> None:
+        delay = 0.02
+        while not self._closing:
+            try:
+                client = await AsyncClient.open(self.paths.socket, self._on_event)
+            except DaemonUnavailable:
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(client.run)
+                try:
+                    args: dict[str, Any] = {"session": self.session, "name": self.name, "cwd": self.cwd, "pid": self.register_pid}
+                    if self.writer is not None and self.writer.session_id:
+                        args["sessionId"] = self.writer.session_id
+                    result = await client.call("peer_register", **args)
+                except DaemonUnavailable:
+                    tg.cancel_scope.cancel()
+                    continue
+                except ProtocolError as exc:
+                    # Refused (bad lock, wrong pid...): every waiting call hears why.
+                    self.error = exc
+                    self._registered.set()
+                    tg.cancel_scope.cancel()
+                    await client.aclose()
+                    return
+                self.peer_id = result["id"]
+                self.name = result.get("name", self.name)
+                self.tools = result.get("tools") or []
+                self.client = client
+                self._registered.set()
+                delay = 0.02
+                await client.closed.wait()
+                self.client = None
+                self._registered = anyio.Event()
+                tg.cancel_scope.cancel()
+
+    async def _on_event(self, event: dict[str, Any]) -> None:
+        if event.get("event") != "deliver":
+            return
+        if self.writer is not None:
+            self.writer.append(
+                "custom_message",
+                customType=AGENT_MESSAGE_TYPE,
+                content=event.get("content", ""),
+                display=True,
+                details={key: event.get(key) for key in ("seq", "from", "fromName", "relation", "kind", "trace", "hops")},
+            )
+        self.delivered.append(event)
+        self._arrived.set()
+        self._arrived = anyio.Event()
+        if self.on_deliver is not None:
+            result = self.on_deliver(event)
+            if result is not None:
+                await result
+        if self.client is not None:
+            # Never await an answer here: this runs inside the reader that would read it.
+            await self.client.notify("ack", seq=int(event["seq"]))
+
+    # ------------------------------------------------------------------ use
+
+    async def call(self, op: str, **args: Any) -> dict[str, Any]:
+        """An op on this peer's connection. A request that never left (the daemon had
+        gone) is sent again once the session has registered anew; one whose answer was
+        lost is not, so nothing is done twice."""
+        for attempt in range(2):
+            await self.ensure_registered()
+            client = self.client
+            if client is None:
+                continue
+            try:
+                return await client.call(op, **args)
+            except NotSent:
+                if attempt:
+                    raise
+                with anyio.fail_after(30):
+                    await client.closed.wait()
+        raise NotSent("daemon connection lost")
+
+    async def call_tool(self, name: str, args: dict[str, Any]) -> tuple[bool, str, dict[str, Any]]:
+        """Call an agent tool as the model would: ``(ok, text for the model, data)``."""
+        result = await self.call("tool_call", name=name, args=args)
+        return bool(result.get("ok")), str(result.get("text", "")), result.get("data") or {}
+
+    async def wait_for_delivery(self, count: int = 1, timeout: float = 30.0) -> list[dict[str, Any]]:
+        """Wait until at least ``count`` items have arrived in this session."""
+        with anyio.fail_after(timeout):
+            while len(self.delivered) < count:
+                await self._arrived.wait()
+        return self.delivered

@@ -1,0 +1,204 @@
+"""The ``roost`` command line, run as real subprocesses against a real daemon."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import wait_until
+
+CLI = [sys.executable, "-m", "roost_core.cli"]
+
+ASK_THEN_FINISH = """
+[[run]]
+steps = [
+  { say = "Looking at {input}" },
+  { shell = "echo tool-ran" },
+  { ask = "Which branch?" },
+]
+
+[[run]]
+steps = [{ say = "Merged into {input}." }]
+
+[default]
+steps = [{ say = "ok: {input}" }]
+"""
+
+
+class Cli:
+    """Runs ``roost ARGS`` in a subprocess with the test daemon's environment."""
+
+    def __init__(self, env: dict[str, str], cwd: Path) -> None:
+        self.env = env
+        self.cwd = cwd
+
+    def __call__(self, *args: str, expect: int | None = 0, timeout: float = 30) -> subprocess.CompletedProcess:
+        result = subprocess.run(
+            [*CLI, *args], env=self.env, cwd=self.cwd, capture_output=True, text=True, timeout=timeout
+        )
+        if expect is not None:
+            assert result.returncode == expect, (args, result.returncode, result.stdout, result.stderr)
+        return result
+
+    def json(self, *args: str) -> object:
+        return json.loads(self(*args, "--json").stdout)
+
+
+@pytest.fixture
+def cli(daemon, tmp_path):
+    """A CLI runner; at teardown every live job is stopped so its worker exits cleanly."""
+    run = Cli(daemon.env, tmp_path)
+    yield run
+    if daemon.process.poll() is not None:
+        return  # the test stopped the daemon itself
+    for row in daemon.call("jobs")["jobs"]:
+        if row["live"]:
+            daemon.call("stop", job=row["id"])
+    wait_until(lambda: not any(row["live"] for row in daemon.call("jobs")["jobs"]), what="workers gone")
+
+
+@pytest.fixture
+def scenario_file(tmp_path):
+    path = tmp_path / "ask.toml"
+    path.write_text(ASK_THEN_FINISH)
+    return path
+
+
+def test_start_wait_reply_log_through_the_cli(cli, scenario_file):
+    started = cli.json("start", "fix the bug", "--name", "fixer", "--scenario", str(scenario_file))
+    job = started["id"]
+    assert started["name"] == "fixer"
+
+    assert cli("wait", "fixer", "--state", "needs_input").stdout.strip() == f"{job}: needs_input"
+    rows = cli.json("jobs")
+    assert [(r["id"], r["state"], r["question"]) for r in rows] == [(job, "needs_input", "Which branch?")]
+    table = cli("jobs").stdout
+    assert re.search(rf"^{job}\s+needs_input\s+live\s+scripted\s+fixer\s+Which branch\?$", table, re.M), table
+
+    reply = cli("reply", job, "main").stdout.strip()
+    assert re.fullmatch(rf"{job}: reply \d+ (delivered|queued|started)", reply), reply
+    row = cli.json("wait", job)
+    assert row["state"] == "done"
+    assert row["summary"] == "Merged into main."
+
+    text = cli("log", job).stdout
+    assert "› you: fix the bug" in text
+    assert "assistant: Looking at fix the bug" in text
+    assert "⚙ bash(" in text and "↳ bash: tool-ran" in text
+    assert "› you: main" in text
+    assert "assistant: Merged into main." in text
+    entries = cli.json("log", "fixer")
+    assert entries[0]["type"] == "session"
+    assert any(e.get("type") == "message" and e["message"]["role"] == "assistant" for e in entries)
+
+
+def test_start_default_scenario_prints_id_and_name(cli):
+    out = cli("start", "say hello").stdout.strip()
+    job, name = out.split(maxsplit=1)
+    assert re.fullmatch(r"[0-9a-f]{8}", job), out
+    assert name
+    assert cli.json("wait", job)["state"] == "done"
+    assert "assistant: Done: say hello" in cli("log", job).stdout
+
+
+def test_wait_timeout_then_stop_and_rm(cli, tmp_path):
+    gate = tmp_path / "never"
+    scenario = f'[[run]]\nsteps = [{{ wait_for = "{gate}" }}]\n'
+    job = cli.json("start", "hang", "--scenario", scenario)["id"]
+
+    timed_out = cli("wait", job, "--timeout", "0.3", expect=1)
+    assert "still running" in timed_out.stderr
+
+    assert cli("stop", job).stdout.strip() == f"{job}: stopped (was running)"
+    assert cli("wait", job).stdout.strip() == f"{job}: stopped"
+    assert cli("rm", job).stdout.strip() == f"{job}: removed"
+    assert cli.json("jobs") == []
+    assert cli("jobs").stdout.strip() == "no jobs"
+
+
+def test_stop_and_rm_json(cli):
+    job = cli.json("start", "quick")["id"]
+    cli("wait", job)
+    stopped = cli.json("stop", job)
+    assert stopped["state"] == "stopped"
+    assert cli.json("rm", job)["removed"] is True
+
+
+def test_shell_host_job(cli):
+    job = cli.json("start", "echo from-the-cli", "--host", "shell")["id"]
+    row = cli.json("wait", job, "--state", "done")
+    assert row["host"] == "shell"
+    assert row["summary"] == "from-the-cli"
+    assert "↳ bash: from-the-cli" in cli("log", job).stdout
+
+
+def test_plugins_lists_the_defaults_and_blocked_ones(cli):
+    text = cli("plugins").stdout
+    names = [line.split()[0] for line in text.splitlines() if line.strip()]
+    for name in ("reach", "limits", "envelope", "render", "tools"):
+        assert name in names, text
+    data = cli.json("plugins")
+    assert {"reach", "limits", "envelope", "render", "tools"} <= {row["name"] for row in data["plugins"]}
+    assert data["blocked"] == []
+
+    blocked = cli("--disable-plugin", "envelope", "plugins").stdout
+    assert "blocked: envelope" in blocked
+    assert "envelope" not in [line.split()[0] for line in blocked.splitlines() if not line.startswith("blocked:")]
+    data = json.loads(cli("--disable-plugin", "envelope", "plugins", "--json").stdout)
+    assert data["blocked"] == ["envelope"]
+    assert "envelope" not in {row["name"] for row in data["plugins"]}
+
+
+def test_errors_exit_1_with_the_code_on_stderr(cli):
+    for args in (("reply", "nosuchjob", "hi"), ("stop", "nosuchjob"), ("rm", "nosuchjob"), ("log", "nosuchjob"), ("wait", "nosuchjob")):
+        result = cli(*args, expect=1)
+        assert "not_found" in result.stderr, (args, result.stderr)
+        assert result.stdout == ""
+    empty = cli("start", " ", expect=1)
+    assert "bad_args" in empty.stderr
+    host = cli("start", "x", "--host", "nosuchhost", expect=1)
+    assert "unknown host" in host.stderr
+
+
+def test_daemon_status_and_stop(cli, daemon):
+    status = cli("daemon", "status").stdout
+    assert status.startswith(f"running: pid {daemon.process.pid},")
+    data = cli.json("daemon", "status")
+    assert data["running"] is True and data["pid"] == daemon.process.pid
+    assert cli("daemon", "stop").stdout.strip() == "stopped"
+    assert daemon.process.wait(10) == 0
+    assert cli("daemon", "status", expect=1).stdout.strip() == "not running"
+    assert cli.json("daemon", "stop") == {"running": False}
+
+
+def test_the_cli_starts_the_daemon_when_none_runs(roost_env, tmp_path):
+    run = Cli(roost_env, tmp_path)
+    try:
+        assert run("daemon", "status", expect=1).stdout.strip() == "not running"
+        assert run("jobs").stdout.strip() == "no jobs"
+        assert run("daemon", "status").stdout.startswith("running: pid ")
+    finally:
+        run("daemon", "stop", expect=None)
+    assert run("daemon", "status", expect=1).stdout.strip() == "not running"
+
+
+def test_roost_demo_runs_end_to_end(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROOST_") and k != "PI_JOB_TOKEN"}
+    result = subprocess.run([*CLI, "demo"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    out = result.stdout
+    assert "› you: review the login module" in out
+    assert "assistant: check_password compares hashes with ==" in out
+    assert "⚙ bash(" in out
+    assert "› you: yes, switch it to hmac.compare_digest" in out
+    assert "assistant: Review done:" in out
+    assert "↳ bash: hello from a shell job" in out
+    assert re.search(r"^[0-9a-f]{8}\s+done\s+.*reviewer", out, re.M), out
+    home = re.search(r"a throwaway home at (\S+)", out)[1]
+    assert not Path(home).exists()
