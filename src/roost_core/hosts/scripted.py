@@ -163,7 +163,8 @@ class ScriptedHost:
                     "hops": item.hops,
                 },
             )
-        faults.point("worker.after_message_end_before_ack")
+        if item.is_agent_item:
+            faults.point("worker.after_message_end_before_ack")
         self.services.delivered(item)
 
     def boundary(self) -> None:
