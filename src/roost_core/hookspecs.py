@@ -18,6 +18,12 @@ if TYPE_CHECKING:
     from roost_core.records import (
         HostSpec,
         OutgoingItem,
+        Report,
+        ReportCandidates,
+        ReportDecision,
+        ReportRoute,
+        RunRecord,
+        SpawnRequest,
         PeerInfo,
         ReachDecision,
         Refusal,
@@ -98,6 +104,30 @@ def roost_note_sent(item: OutgoingItem, now: float) -> None:
     """
 
 
+@hookspec
+def roost_check_spawn(request: SpawnRequest, now: float, config: Config) -> Refusal | None:
+    """Check a spawn against the tree caps before the child exists.
+
+    Called for every ``spawn`` (the tool or the op), with counts taken just before it.
+
+    :param request: the parent, the child's depth and the live counts of its tree.
+    :param now: the daemon's clock (monotonic seconds), so rate windows are testable.
+    :param config: the user-level config (caps are never read from project config).
+    :return: a :class:`~roost_core.records.Refusal` naming the cap, or None. The core
+        refuses on the first refusal; with no limits plugin there are no caps.
+    """
+
+
+@hookspec
+def roost_note_spawned(request: SpawnRequest, now: float) -> None:
+    """Observe a spawn that happened (to count spawns per tree per minute).
+
+    :param request: the request that was accepted.
+    :param now: the daemon's clock.
+    :return: ignored.
+    """
+
+
 # --------------------------------------------------------------------------- envelope
 
 
@@ -124,6 +154,61 @@ def roost_frame_item(item: OutgoingItem) -> str | None:
     :return: the framed text, or None for no opinion. Stops at the first non-None result.
         The core's fallback is a plain frame that neutralises ``<`` and still carries the
         no-user-authority notice.
+    """
+
+
+# --------------------------------------------------------------------------- hand-back
+
+
+@hookspec(firstresult=True)
+def roost_decide_report(child: PeerInfo, run: RunRecord, streak: int) -> ReportDecision | None:
+    """Decide whether a settled run of a spawned child reports to its parent.
+
+    Called once per settled run (the worker tells every settle except aborted ones),
+    only for jobs that have a parent.
+
+    :param child: the child job.
+    :param run: what started and joined the run (``causes``), and how it settled.
+    :param streak: how many runs in a row were started by the parent's messages.
+    :return: a :class:`~roost_core.records.ReportDecision`, or None for no opinion.
+        Stops at the first non-None result. With no answer there is no report.
+    """
+
+
+@hookspec(firstresult=True)
+def roost_format_report(report: Report) -> str | None:
+    """The body of a report, before the envelope frames it.
+
+    :param report: the child, its settled state, final text, question or error.
+    :return: the text, or None for no opinion. Stops at the first non-None result. The
+        core's fallback is ``state: STATE`` followed by the result.
+    """
+
+
+@hookspec(firstresult=True)
+def roost_route_report(report: Report, candidates: ReportCandidates) -> ReportRoute | None:
+    """Choose where a report goes.
+
+    Called when a report is made, and again for a kept report when a peer registers for
+    the parent session or a job for it starts.
+
+    :param report: the report.
+    :param candidates: the live holder of the parent session and its newest job record.
+    :return: a :class:`~roost_core.records.ReportRoute`, or None for no opinion. Stops at
+        the first non-None result. With no answer the report is kept on the child.
+    """
+
+
+@hookspec(firstresult=True)
+def roost_report_on_end(child: PeerInfo, reason: str) -> Report | None:
+    """The synthetic report for a spawned child that ended without settling a run.
+
+    Called when a spawned child is stopped, removed, or gives up after crashes.
+
+    :param child: the child job.
+    :param reason: ``stopped``, ``removed`` or ``crashed``.
+    :return: a :class:`~roost_core.records.Report` (state ``ended``) to route, or None.
+        Stops at the first non-None result. With no answer no report is sent.
     """
 
 

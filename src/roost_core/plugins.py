@@ -29,6 +29,7 @@ DEFAULT_PLUGINS: dict[str, str] = {
     "envelope": "roost_plugins.envelope",
     "render": "roost_plugins.render",
     "tools": "roost_plugins.tools",
+    "handback": "roost_plugins.handback",
 }
 
 #: Plugins that cannot be blocked. None today: the core has a safe default for each hook.

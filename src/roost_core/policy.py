@@ -12,7 +12,21 @@ import re
 import unicodedata
 from typing import TYPE_CHECKING
 
-from roost_core.records import OutgoingItem, PeerInfo, ReachDecision, Refusal, ToolDef, ToolResult, TranscriptEntry
+from roost_core.records import (
+    OutgoingItem,
+    PeerInfo,
+    ReachDecision,
+    Refusal,
+    Report,
+    ReportCandidates,
+    ReportDecision,
+    ReportRoute,
+    RunRecord,
+    SpawnRequest,
+    ToolDef,
+    ToolResult,
+    TranscriptEntry,
+)
 
 if TYPE_CHECKING:
     import pluggy
@@ -101,3 +115,36 @@ def format_tool_result(pm: pluggy.PluginManager, result: ToolResult) -> str:
     if not result.ok:
         return f"error ({result.code}): {result.message}"
     return json.dumps(result.data, ensure_ascii=False, separators=(",", ":"))
+
+
+def check_spawn(pm: pluggy.PluginManager, request: SpawnRequest, now: float, config: Config) -> Refusal | None:
+    for answer in pm.hook.roost_check_spawn(request=request, now=now, config=config):
+        if isinstance(answer, Refusal):
+            return answer
+    return None
+
+
+def note_spawned(pm: pluggy.PluginManager, request: SpawnRequest, now: float) -> None:
+    pm.hook.roost_note_spawned(request=request, now=now)
+
+
+def decide_report(pm: pluggy.PluginManager, child: PeerInfo, run: RunRecord, streak: int) -> ReportDecision:
+    answer = pm.hook.roost_decide_report(child=child, run=run, streak=streak)
+    return answer if isinstance(answer, ReportDecision) else ReportDecision(False, streak, "no hand-back policy")
+
+
+def format_report(pm: pluggy.PluginManager, report: Report) -> str:
+    answer = pm.hook.roost_format_report(report=report)
+    if isinstance(answer, str) and answer:
+        return answer
+    return f"state: {report.state}\n{report.result}".rstrip()
+
+
+def route_report(pm: pluggy.PluginManager, report: Report, candidates: ReportCandidates) -> ReportRoute:
+    answer = pm.hook.roost_route_report(report=report, candidates=candidates)
+    return answer if isinstance(answer, ReportRoute) else ReportRoute("keep")
+
+
+def report_on_end(pm: pluggy.PluginManager, child: PeerInfo, reason: str) -> Report | None:
+    answer = pm.hook.roost_report_on_end(child=child, reason=reason)
+    return answer if isinstance(answer, Report) else None

@@ -70,13 +70,18 @@ class Refusal:
 
 @attrs.frozen
 class OutgoingItem:
-    """An agent item about to be queued: who sends it, to whom, what it says."""
+    """An agent item about to be queued: who sends it, to whom, what it says.
+
+    ``relation`` is the sender as the receiver sees it (what the envelope says);
+    ``hops`` counts the agent steps since the user or CLI input that began the chain.
+    """
 
     sender: PeerInfo
     target: PeerInfo
     text: str
     kind: str  # "message" | "report"
     relation: str
+    hops: int = 0
 
 
 @attrs.frozen
@@ -135,3 +140,93 @@ class HostSpec:
     name: str
     factory: Any
     takes_messages: bool = True
+
+
+# --------------------------------------------------------------------------- spawn and hand-back
+
+
+@attrs.frozen
+class SpawnRequest:
+    """A spawn about to happen, with the counts the caps need.
+
+    ``depth`` is the new child's depth (a root session's child has depth 1);
+    ``live_children`` the parent's live children, ``live_in_tree`` the live sessions of the
+    tree, ``live_spawned`` live spawned sessions overall (all before this spawn);
+    ``tree`` names the tree (its root session, or ``peer:<id>``); ``hops`` is the chain
+    length of the task item.
+    """
+
+    parent: PeerInfo
+    depth: int
+    live_children: int
+    live_in_tree: int
+    live_spawned: int
+    tree: str
+    hops: int = 0
+
+
+@attrs.frozen
+class RunCause:
+    """One item written into a run: ``joined`` is True for an item steered in mid-run."""
+
+    seq: int
+    kind: str
+    sender: str | None = None
+    joined: bool = False
+
+
+@attrs.frozen
+class RunRecord:
+    """A settled run of a job, as its worker tells it (aborted runs are never told)."""
+
+    causes: tuple[RunCause, ...]
+    state: str
+    result: str = ""
+    question: str | None = None
+    error: str | None = None
+
+
+@attrs.frozen
+class ReportDecision:
+    """Whether a settled run reports to the parent; ``streak`` is the new count of
+    parent-message runs in a row (kept on the job)."""
+
+    report: bool
+    streak: int = 0
+    reason: str | None = None
+
+
+@attrs.frozen
+class Report:
+    """A report from a spawned child to its parent. ``synthetic`` reports (state
+    ``ended``) are made by the daemon when a child is stopped, removed or gives up."""
+
+    child: PeerInfo
+    state: str
+    result: str = ""
+    question: str | None = None
+    error: str | None = None
+    synthetic: bool = False
+    reason: str | None = None
+
+
+@attrs.frozen
+class ReportCandidates:
+    """Where a report could go: the live peer holding the parent session (or the
+    no-session parent's connection), and the newest job record of that session."""
+
+    parent_session: str | None
+    parent_peer: str | None
+    live_holder: PeerInfo | None = None
+    session_job: PeerInfo | None = None
+
+
+@attrs.frozen
+class ReportRoute:
+    """A routing decision. ``action``: ``deliver`` (to ``target``, now), ``queue`` (into
+    the job ``target``'s queue; ``wake`` starts it if reaped or done), ``keep`` (on the
+    child as ``undeliveredReport``, retried later) or ``drop``."""
+
+    action: str
+    target: str | None = None
+    wake: bool = True

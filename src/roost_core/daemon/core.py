@@ -36,7 +36,17 @@ from roost_core.protocol import (
 )
 from roost_core.queue import Item
 from roost_core.protocol import Field, validate_args
-from roost_core.records import HostSpec, OutgoingItem, PeerInfo, ToolResult
+from roost_core.records import (
+    HostSpec,
+    OutgoingItem,
+    PeerInfo,
+    Report,
+    ReportCandidates,
+    RunCause,
+    RunRecord,
+    SpawnRequest,
+    ToolResult,
+)
 from roost_core.store import JobFiles, Journal, read_journal
 from roost_core.transcript import read_entries
 
@@ -72,8 +82,10 @@ class Daemon:
         self.hosts.update({spec.name: spec for spec in builtin_hosts()})
         self.journal: Journal | None = None
         self.stopping = anyio.Event()
-        self.clock = time.monotonic
         self._kill_at: dict[str, float] = {}
+        self.tg: anyio.abc.TaskGroup | None = None
+        self.clock_offset = 0.0
+        self.clock = lambda: time.monotonic() + self.clock_offset
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -157,6 +169,11 @@ class Daemon:
             job.conn.send({"event": "shutdown", "reason": "reaped"})
             self._kill_at[job.id] = now + STOP_GRACE_SECONDS
 
+    def soon(self, fn: Any, *args: Any) -> None:
+        """Run ``fn(*args)`` as a task of the daemon (from sync code paths)."""
+        if self.tg is not None:
+            self.tg.start_soon(fn, *args)
+
     def kill_worker(self, job: Job) -> None:
         if job.worker_pid is None:
             return
@@ -191,10 +208,13 @@ class Daemon:
         if job.queue.items and job.state != "stopped":
             if job.crashes <= MAX_CRASH_RESTARTS:
                 self.start_worker(job)
-            else:
-                job.state = "failed"
-                job.error = f"worker crashed {job.crashes} times; giving up"
-                self.save(job)
+                return
+            job.state = "failed"
+            job.error = f"worker crashed {job.crashes} times; giving up"
+            self.save(job)
+        if not clean:
+            # Not started again: a parent must not wait for a report that cannot come.
+            self.soon(self.report_ended, job, "crashed")
 
     def start_worker(self, job: Job) -> None:
         """Start the worker process of ``job`` in its own session (survives a daemon restart)."""
@@ -369,6 +389,13 @@ class Daemon:
         self.stopping.set()
         return {"stopping": True}
 
+    async def op_test_clock(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        """Move the daemon's clock forward (rate windows) — only with ROOST_TEST_HOOKS=1."""
+        if os.environ.get("ROOST_TEST_HOOKS") != "1":
+            raise ProtocolError("unknown_op", "unknown op 'test_clock'")
+        self.clock_offset += args["advance"]
+        return {"offset": self.clock_offset}
+
     async def op_tools(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         return {"tools": [tool.to_json() for tool in policy.tool_definitions(self.pm, self.config)]}
 
@@ -471,10 +498,13 @@ class Daemon:
             else:
                 self.kill_worker(job)
             self._kill_at[job.id] = self.clock() + STOP_GRACE_SECONDS
+        await self.report_ended(job, "stopped")
         return {"id": job.id, "was": was, "state": job.state}
 
     async def op_remove(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         job = self.job_by_ref(args["job"])
+        if job.state != "stopped":
+            await self.report_ended(job, "removed")
         job.state = "stopped"
         if job.worker_pid is not None:
             self.kill_worker(job)
@@ -530,9 +560,11 @@ class Daemon:
         }
 
     def after_hello(self, conn: Connection) -> None:
-        """Once the hello answer is queued: push everything not yet in the transcript."""
+        """Once the hello answer is queued: push everything not yet in the transcript, and
+        retry reports kept for this job's session (a job for it has started)."""
         if conn.job is not None:
             self.push_pending(conn.job)
+            self.soon(lambda session=conn.job.session: self.retry_undelivered(session=session))
 
     async def op_job_status(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         job = conn.job
@@ -545,6 +577,10 @@ class Daemon:
                 setattr(job, key, args[key])
         if "dialog" in args:
             job.dialog = bool(args["dialog"])
+        if "trace" in args:
+            job.run_trace = args["trace"]
+        if "hops" in args:
+            job.run_hops = args["hops"]
         if "state" in args and args["state"] != "failed" and "error" not in args:
             job.error = None
         if args.get("settled"):
@@ -623,6 +659,7 @@ class Daemon:
         if peer is not None:
             for seq in sorted(peer.in_flight):
                 conn.send(peer.in_flight[seq])
+            self.soon(lambda: self.retry_undelivered(session=peer.session, peer_id=peer.id))
 
     def peer_disconnected(self, conn: Connection) -> None:
         if conn.peer is not None and conn.peer.conn is conn:
@@ -654,15 +691,18 @@ class Daemon:
         decision = self.reach(sender, target, addressed_by)
         if not decision.allowed:
             raise ProtocolError(UNREACHABLE, decision.reason or f"peer {target.id} is not reachable")
+        trace, hops = self.chain_of(conn)
         # The envelope names the sender as the receiver sees it: my child sees "parent".
-        outgoing = OutgoingItem(sender=sender, target=target, text=text, kind="message", relation=inverse_relation(decision.relation))
+        outgoing = OutgoingItem(
+            sender=sender, target=target, text=text, kind="message", relation=inverse_relation(decision.relation), hops=hops + 1
+        )
         refusal = policy.check_send(self.pm, outgoing, self.clock(), self.config)
         if refusal is not None:
             raise ProtocolError(refusal.code, refusal.message)
         if not target.accepts_messages:
             raise ProtocolError(NOT_ACCEPTED, f"{target.id} is a {target.host} job; it takes no messages")
         content = policy.frame_item(self.pm, outgoing)
-        result = await self.deliver_to(target, outgoing, content)
+        result = await self.deliver_to(target, outgoing, content, trace=trace)
         result["relation"] = decision.relation
         policy.note_sent(self.pm, outgoing, self.clock())
         return result
@@ -683,7 +723,20 @@ class Daemon:
         if scenario is None and host == "scripted":
             scenario = child_scenario(conn.job.scenario if conn.job is not None else None, model)
         root = sender.root_session or sender.session or f"peer:{sender.id}"
-        depth = (parent_job.depth if parent_job is not None and conn.job is not None else 0) + 1
+        depth = (parent_job.depth if parent_job is not None else 0) + 1
+        trace, hops = self.chain_of(conn)
+        request = SpawnRequest(
+            parent=sender,
+            depth=depth,
+            live_children=sum(1 for j in self.jobs.values() if j.has_worker and self.is_child_of(j, sender)),
+            live_in_tree=sum(1 for j in self.jobs.values() if j.has_worker and j.tree == root),
+            live_spawned=sum(1 for j in self.jobs.values() if j.has_worker and j.spawned),
+            tree=root,
+            hops=hops + 1,
+        )
+        refusal = policy.check_spawn(self.pm, request, self.clock(), self.config)
+        if refusal is not None:
+            raise ProtocolError(refusal.code, refusal.message)
         job = self.create_job(
             task=args["task"],
             name=args.get("name"),
@@ -699,28 +752,149 @@ class Daemon:
             spawned=True,
         )
         self.save(job)
-        await self.enqueue(job, "reply", args["task"], text=args["task"], trace=f"t-{job.id}-1")
+        policy.note_spawned(self.pm, request, self.clock())
+        await self.enqueue(job, "reply", args["task"], text=args["task"], trace=trace or f"t-{job.id}-1", hops=hops + 1)
         return {"id": job.id, "name": job.name, "report": "a report will arrive by itself when it finishes"}
 
-    async def deliver_to(self, target: PeerInfo, item: OutgoingItem, content: str) -> dict[str, Any]:
+    def is_child_of(self, job: Job, parent: PeerInfo) -> bool:
+        if parent.session is not None and job.parent_session == parent.session:
+            return True
+        return job.parent_peer == parent.id
+
+    # ------------------------------------------------------------------ hand-back
+
+    async def op_handback(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        """A worker's run settled: decide (handback plugin) whether it reports, and route it."""
+        job = conn.job
+        assert job is not None
+        causes = []
+        for raw in args["causes"]:
+            if not isinstance(raw, dict) or not isinstance(raw.get("seq"), int) or not isinstance(raw.get("kind"), str):
+                raise ProtocolError(BAD_ARGS, "handback: each cause needs an integer seq and a kind")
+            causes.append(RunCause(seq=raw["seq"], kind=raw["kind"], sender=raw.get("sender"), joined=bool(raw.get("joined"))))
+        run = RunRecord(
+            causes=tuple(causes),
+            state=args["state"],
+            result=(args.get("result") or "")[:REPORT_CHARS],
+            question=args.get("question"),
+            error=args.get("error"),
+        )
+        if job.parent_session is None and job.parent_peer is None:
+            return {"reported": False, "reason": "no parent"}
+        child = job.peer_info()
+        decision = policy.decide_report(self.pm, child, run, job.parent_streak)
+        job.parent_streak = decision.streak
+        self.save(job)
+        if not decision.report:
+            return {"reported": False, "reason": decision.reason}
+        report = Report(child=child, state=run.state, result=run.result, question=run.question, error=run.error)
+        route = await self.route_report(job, report)
+        return {"reported": True, "route": route}
+
+    def report_candidates(self, job: Job) -> ReportCandidates:
+        table = routing.collapse(self.peer_infos())
+        if job.parent_session is not None:
+            holder = table.holders.get(job.parent_session)
+        else:
+            holder = table.holder_of(job.parent_peer or "")
+        session_job = self.tree_record(job.parent_session)
+        return ReportCandidates(
+            parent_session=job.parent_session,
+            parent_peer=job.parent_peer,
+            live_holder=holder if holder is not None and holder.live else None,
+            session_job=session_job.peer_info() if session_job is not None and session_job.id != job.id else None,
+        )
+
+    async def route_report(self, job: Job, report: Report) -> str:
+        """Send a report where the handback plugin says; keep it on the child otherwise."""
+        route = policy.route_report(self.pm, report, self.report_candidates(job))
+        if route.action in ("deliver", "queue") and route.target is not None:
+            table = routing.collapse(self.peer_infos())
+            target = table.holder_of(route.target) if route.action == "deliver" else None
+            if route.action == "queue" and route.target in self.jobs:
+                target = self.jobs[route.target].peer_info()
+            if target is not None:
+                item = OutgoingItem(
+                    sender=report.child,
+                    target=target,
+                    text=policy.format_report(self.pm, report),
+                    kind="report",
+                    relation="child",
+                    hops=job.run_hops + 1,
+                )
+                result = await self.deliver_to(target, item, policy.frame_item(self.pm, item), trace=job.run_trace, wake=route.wake)
+                if result["result"] != "not running":
+                    if job.undelivered_report is not None:
+                        job.undelivered_report = None
+                        self.save(job)
+                    return result["result"]
+        if route.action == "drop":
+            return "dropped"
+        job.undelivered_report = {
+            "state": report.state,
+            "result": report.result,
+            "question": report.question,
+            "error": report.error,
+            "synthetic": report.synthetic,
+            "reason": report.reason,
+        }
+        self.save(job)
+        return "kept"
+
+    async def retry_undelivered(self, *, session: str | None = None, peer_id: str | None = None) -> None:
+        """A peer for ``session`` registered, or a job for it started: retry kept reports."""
+        for job in list(self.jobs.values()):
+            kept = job.undelivered_report
+            if kept is None:
+                continue
+            if (session is not None and job.parent_session == session) or (
+                peer_id is not None and job.parent_session is None and job.parent_peer == peer_id
+            ):
+                report = Report(child=job.peer_info(), **kept)
+                await self.route_report(job, report)
+
+    async def report_ended(self, job: Job, reason: str) -> None:
+        """The synthetic ``ended`` report of a spawned child that is gone (once)."""
+        if not job.spawned or job.ended_reported:
+            return
+        report = policy.report_on_end(self.pm, job.peer_info(), reason)
+        if report is None:
+            return
+        job.ended_reported = True
+        await self.route_report(job, report)
+
+    def chain_of(self, conn: Connection) -> tuple[str | None, int]:
+        """The chain the calling session is in: (trace, hops) of what started its run."""
+        if conn.job is not None:
+            return conn.job.run_trace, conn.job.run_hops
+        if conn.peer is not None:
+            return conn.peer.trace, conn.peer.hops
+        return None, 0
+
+    async def deliver_to(
+        self, target: PeerInfo, item: OutgoingItem, content: str, *, trace: str | None = None, wake: bool = True
+    ) -> dict[str, Any]:
         base = {"to": target.id, "name": target.name, "relation": item.relation}
         fields = {
             "text": item.text,
             "sender": item.sender.id,
             "sender_name": item.sender.name,
             "relation": item.relation,
+            "trace": trace,
+            "hops": item.hops,
         }
         if target.kind == "foreground":
             peer = self.foreground[target.id]
             if peer.conn is None:
                 return {**base, "result": "not running"}
+            peer.trace, peer.hops = trace, item.hops
             peer.seq += 1
             event = deliver_event(Item(seq=peer.seq, kind=item.kind, content=content, **fields))
             peer.in_flight[peer.seq] = event
             peer.conn.send(event)
             return {**base, "result": "delivered", "seq": peer.seq}
         job = self.jobs[target.id]
-        queued, outcome = await self.enqueue(job, item.kind, content, **fields)
+        queued, outcome = await self.enqueue(job, item.kind, content, wake=wake, **fields)
         result = {**base, "result": outcome, "seq": queued.seq}
         if job.dialog and outcome in ("delivered", "queued"):
             result["waiting"] = "waiting on a dialog"

@@ -19,6 +19,7 @@ PERSISTED = (
     "state", "status", "summary", "question", "error", "created", "updated",
     "parent_session", "parent_peer", "root_session", "depth", "spawned",
     "worker_pid", "worker_create_time", "crashes", "undelivered_report", "dialog",
+    "run_trace", "run_hops", "parent_streak", "ended_reported",
 )
 
 
@@ -51,6 +52,10 @@ class Job:
     crashes: int = 0
     undelivered_report: dict[str, Any] | None = None
     dialog: bool = False
+    run_trace: str | None = None
+    run_hops: int = 0
+    parent_streak: int = 0
+    ended_reported: bool = False
     # Runtime only.
     queue: JobQueue = attrs.field(factory=JobQueue)
     conn: Any = None
@@ -79,6 +84,11 @@ class Job:
     @property
     def has_worker(self) -> bool:
         return self.worker_pid is not None
+
+    @property
+    def tree(self) -> str:
+        """The tree this job belongs to: its root session (or ``peer:<id>``), else itself."""
+        return self.root_session or self.session
 
     def peer_info(self, *, accepts_messages: bool = True) -> PeerInfo:
         return PeerInfo(
@@ -117,7 +127,11 @@ class Job:
             "dialog": self.dialog,
             "pending": len(self.queue.items),
             "parentSession": self.parent_session,
+            "parentPeer": self.parent_peer,
             "rootSession": self.root_session,
+            "depth": self.depth,
+            "spawned": self.spawned,
+            "undeliveredReport": self.undelivered_report is not None,
             "created": self.created,
             "updated": self.updated,
         }

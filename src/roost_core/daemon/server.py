@@ -59,6 +59,7 @@ OPS: dict[str, Op] = {
     "daemon_status": Op("op_daemon_status", {}),
     "daemon_stop": Op("op_daemon_stop", {}),
     "tools": Op("op_tools", {}),
+    "test_clock": Op("op_test_clock", {"advance": Field(float, required=True, check=lambda v: None if v >= 0 else "must be >= 0")}),
     "start": Op(
         "op_start",
         {
@@ -92,6 +93,8 @@ OPS: dict[str, Op] = {
             "error": Field((str, type(None)), max_len=8000),
             "dialog": Field(bool),
             "settled": Field(bool),
+            "trace": Field((str, type(None)), max_len=NAME),
+            "hops": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
         },
         who="worker",
     ),
@@ -125,6 +128,17 @@ OPS: dict[str, Op] = {
             "scenario": Field((str, dict), max_len=TEXT),
         },
         who="bound",
+    ),
+    "handback": Op(
+        "op_handback",
+        {
+            "result": Field((str, type(None)), max_len=TEXT),
+            "state": Field(str, required=True, check=lambda v: None if v in ("done", "idle", "needs_input", "failed") else "is not a settled state"),
+            "question": Field((str, type(None)), max_len=8000),
+            "error": Field((str, type(None)), max_len=8000),
+            "causes": Field(list, required=True, max_len=1000),
+        },
+        who="worker",
     ),
     "send": Op(
         "op_send",
@@ -193,6 +207,7 @@ async def serve(
         async with listener, anyio.create_task_group() as tg:
             assert daemon.journal is not None
             await tg.start(daemon.journal.run)
+            daemon.tg = tg
             daemon.reconcile_workers()
             tg.start_soon(daemon.monitor)
             tg.start_soon(_accept_loop, daemon, listener, tg)

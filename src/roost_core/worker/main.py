@@ -29,6 +29,11 @@ log = logging.getLogger("roost.worker")
 #: A worker with no daemon for this long gives up (its job shows as ended on restart).
 ORPHAN_SECONDS = float(os.environ.get("ROOST_WORKER_ORPHAN_SECONDS", "300"))
 SUMMARY_CHARS = 200
+REPORT_CHARS = 6000
+
+
+def cause_of(item: Item, *, joined: bool = False) -> dict[str, Any]:
+    return {"seq": item.seq, "kind": item.kind, "sender": item.sender, "joined": joined}
 
 
 def item_from_event(event: dict[str, Any]) -> Item:
@@ -65,6 +70,7 @@ class Worker:
         self.shutdown_reason: str | None = None
         self.run_scope: anyio.CancelScope | None = None
         self.exit_code = 0
+        self.run_causes: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ daemon link
 
@@ -159,7 +165,9 @@ class Worker:
     # ------------------------------------------------------------------ services for the host
 
     def take_steer(self) -> list[Item]:
-        return self.queue.take_all()
+        steered = self.queue.take_all()
+        self.run_causes.extend(cause_of(item, joined=True) for item in steered)
+        return steered
 
     def delivered(self, item: Item) -> None:
         self.queue.mark_done(item.seq)
@@ -250,7 +258,11 @@ class Worker:
             items = self.queue.take_all()
             if not items:
                 continue
-            await self.status(state="running", question=None, error=None, status=None)
+            self.run_causes = [cause_of(item) for item in items]
+            # The chain this run continues: what it sends or spawns is one step further.
+            trace = next((item.trace for item in items if item.trace), None)
+            hops = max(item.hops for item in items)
+            await self.status(state="running", question=None, error=None, status=None, trace=trace, hops=hops)
             outcome = RunOutcome("aborted")
             with anyio.CancelScope() as scope:
                 self.run_scope = scope
@@ -270,6 +282,22 @@ class Worker:
                 summary=summary,
                 settled=True,
             )
+            await self.handback(outcome)
+
+    async def handback(self, outcome: RunOutcome) -> None:
+        """Tell the daemon how the run settled and what caused it; the handback plugin
+        there decides whether the parent gets a report."""
+        try:
+            await self.call(
+                "handback",
+                result=outcome.final_text[:REPORT_CHARS],
+                state=outcome.state if outcome.state in ("done", "idle", "needs_input", "failed") else "done",
+                question=outcome.question,
+                error=outcome.error,
+                causes=self.run_causes,
+            )
+        except (DaemonUnavailable, ProtocolError) as exc:
+            log.warning("handback not sent: %s", exc)
 
 
 def first_line(text: str) -> str:

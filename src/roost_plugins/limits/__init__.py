@@ -1,5 +1,10 @@
-"""Default send limits: no message to oneself, no empty or oversized message, and at most
-``agentMessagesPerMinute`` accepted messages per sender in any 60 s.
+"""Default limits.
+
+Sends: no message to oneself, no empty or oversized message, at most
+``agentMessagesPerMinute`` accepted messages per sender in any 60 s, and no message past
+``agentMaxHops`` steps from the user input that began its chain. Spawns: depth
+``agentMaxDepth``, live children per parent, live sessions per tree, live spawned sessions
+overall, and spawns per tree per minute.
 
 Rate counters are state, so the hooks live on :class:`LimitsPlugin` and the module exposes
 one instance as ``plugin`` (what ``roost_core.plugins`` registers). That instance is shared
@@ -17,7 +22,7 @@ from roost_core.records import Refusal
 
 if TYPE_CHECKING:
     from roost_core.config import Config
-    from roost_core.records import OutgoingItem
+    from roost_core.records import OutgoingItem, SpawnRequest
 
 #: Length of the sliding rate window, in seconds of the daemon's clock.
 RATE_WINDOW_SECONDS = 60.0
@@ -28,16 +33,18 @@ class LimitsPlugin:
 
     def __init__(self) -> None:
         self._sent: dict[str, deque[float]] = {}
+        self._spawned: dict[str, deque[float]] = {}
 
-    def _recent(self, sender_id: str, now: float) -> int:
-        stamps = self._sent.get(sender_id)
+    def _recent(self, sender_id: str, now: float, table: dict[str, deque[float]] | None = None) -> int:
+        table = self._sent if table is None else table
+        stamps = table.get(sender_id)
         if stamps is None:
             return 0
         while stamps and now - stamps[0] >= RATE_WINDOW_SECONDS:
             stamps.popleft()
         if not stamps:
             # Peers come and go; an idle sender should not keep a slot forever.
-            del self._sent[sender_id]
+            del table[sender_id]
             return 0
         return len(stamps)
 
@@ -56,6 +63,11 @@ class LimitsPlugin:
         limit = config.max_message_chars
         if len(item.text) > limit:
             return Refusal("message_too_long", f"message is {len(item.text)} characters; the limit is {limit}")
+        if item.hops > config.agent_max_hops:
+            return Refusal(
+                "hop_limit",
+                f"this message would be step {item.hops} of a chain of agent messages; the limit is {config.agent_max_hops}",
+            )
         per_minute = config.messages_per_minute
         if self._recent(sender.id, now) >= per_minute:
             return Refusal(
@@ -70,6 +82,30 @@ class LimitsPlugin:
             return
         self._recent(item.sender.id, now)
         self._sent.setdefault(item.sender.id, deque()).append(now)
+
+    @hookimpl
+    def roost_check_spawn(self, request: SpawnRequest, now: float, config: Config) -> Refusal | None:
+        """The spec's caps, each refusal naming its cap and its config key."""
+        if request.depth > config.agent_max_depth:
+            return Refusal("depth_limit", f"a child here would be at depth {request.depth}; agentMaxDepth is {config.agent_max_depth}")
+        if request.live_children >= config.max_children_per_parent:
+            return Refusal("children_limit", f"{request.live_children} live children already; the limit per parent is {config.max_children_per_parent}")
+        if request.live_in_tree >= config.max_live_per_tree:
+            return Refusal("tree_limit", f"{request.live_in_tree} live sessions in this tree already; the limit is {config.max_live_per_tree}")
+        if request.live_spawned >= config.max_live_spawned:
+            return Refusal("spawn_limit", f"{request.live_spawned} live spawned sessions already; the limit is {config.max_live_spawned}")
+        per_minute = config.spawns_per_tree_per_minute
+        if self._recent(request.tree, now, self._spawned) >= per_minute:
+            return Refusal("spawn_rate_limited", f"{per_minute} spawns in this tree in the last minute; wait before spawning again")
+        if request.hops > config.agent_max_hops:
+            return Refusal("hop_limit", f"this spawn would be step {request.hops} of an agent chain; the limit is {config.agent_max_hops}")
+        return None
+
+    @hookimpl
+    def roost_note_spawned(self, request: SpawnRequest, now: float) -> None:
+        """Count a spawn towards its tree's rate window."""
+        self._recent(request.tree, now, self._spawned)
+        self._spawned.setdefault(request.tree, deque()).append(now)
 
 
 plugin = LimitsPlugin()

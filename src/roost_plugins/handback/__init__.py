@@ -1,0 +1,73 @@
+"""Default hand-back policy: which settled runs report to the parent, what a report
+says, where it goes, and the synthetic ``ended`` report.
+
+Report-worthy: a run that a user reply, the spawn task or CLI input started or joined; a
+run started by a report from one's own child (so results climb the tree, which is
+acyclic and at most ``agentMaxDepth`` deep); a run started by the parent's own message,
+at most :data:`MAX_PARENT_STREAK` such runs in a row. Runs started by any other agent's
+message never report, so sessions cannot wake each other forever.
+"""
+
+from __future__ import annotations
+
+from roost_core import hookimpl
+from roost_core.records import PeerInfo, Report, ReportCandidates, ReportDecision, ReportRoute, RunRecord
+
+MAX_PARENT_STREAK = 3
+
+
+@hookimpl(trylast=True)
+def roost_decide_report(child: PeerInfo, run: RunRecord, streak: int) -> ReportDecision | None:
+    """User input (started or joined) always reports; the parent's messages up to 3 in a row."""
+    if child.parent_session is None and child.parent_peer is None:
+        return ReportDecision(False, streak, "no parent")
+    kinds = {cause.kind for cause in run.causes}
+    if "reply" in kinds:
+        return ReportDecision(True, 0, "user input")
+    if "report" in kinds:
+        return ReportDecision(True, streak, "a child's report")
+    from_parent = any(cause.kind == "message" and cause.sender == child.parent_peer for cause in run.causes)
+    if from_parent:
+        if streak < MAX_PARENT_STREAK:
+            return ReportDecision(True, streak + 1, "the parent's message")
+        return ReportDecision(False, streak, f"{MAX_PARENT_STREAK} runs in a row were started by the parent's messages")
+    return ReportDecision(False, streak, "started by another agent's message")
+
+
+@hookimpl(trylast=True)
+def roost_format_report(report: Report) -> str | None:
+    """``state: STATE`` and the question or error, then the child's final text."""
+    if report.synthetic:
+        why = {"stopped": "stopped by the user", "removed": "removed by the user", "crashed": "its worker crashed and was given up"}
+        lines = [f"state: ended ({why.get(report.reason or '', report.reason or 'ended')})"]
+        lines.append("This child will not report again.")
+        return "\n".join(lines)
+    lines = [f"state: {report.state}"]
+    if report.question:
+        lines.append(f"question: {report.question}")
+    if report.error:
+        lines.append(f"error: {report.error}")
+    if report.result:
+        lines.append("")
+        lines.append(report.result)
+    return "\n".join(lines)
+
+
+@hookimpl(trylast=True)
+def roost_route_report(report: Report, candidates: ReportCandidates) -> ReportRoute | None:
+    """The live holder of the parent session; else that session's job (not woken when
+    stopped); else keep it on the child until the parent comes back."""
+    if candidates.live_holder is not None:
+        return ReportRoute("deliver", candidates.live_holder.id)
+    job = candidates.session_job
+    if job is not None:
+        return ReportRoute("queue", job.id, wake=job.state != "stopped")
+    return ReportRoute("keep")
+
+
+@hookimpl(trylast=True)
+def roost_report_on_end(child: PeerInfo, reason: str) -> Report | None:
+    """One ``ended`` report, so a parent never waits forever for a child that is gone."""
+    if child.parent_session is None and child.parent_peer is None:
+        return None
+    return Report(child=child, state="ended", synthetic=True, reason=reason)

@@ -1,0 +1,165 @@
+"""The worker's ReplyQueue: drops what the transcript holds, gates, and a cumulative watermark."""
+
+from __future__ import annotations
+
+import anyio
+
+from roost_core.queue import Item
+from roost_core.worker.reply_queue import ReplyQueue
+
+
+def reply(seq: int) -> Item:
+    return Item(seq=seq, kind="reply", content=f"reply {seq}", text=f"reply {seq}")
+
+
+def message(seq: int) -> Item:
+    return Item(seq=seq, kind="message", content=f"message {seq}", sender="a1b2c3d4")
+
+
+def seqs(items):
+    return [item.seq for item in items]
+
+
+def test_nothing_is_taken_while_awaiting_start():
+    queue = ReplyQueue()
+    queue.push(reply(1))
+    assert queue.awaiting_start and queue.gated
+    assert not queue.runnable()
+    assert queue.take_all() == []
+    assert seqs(queue.items) == [1]
+
+
+def test_start_drops_seqs_already_in_the_transcript_and_acks_them():
+    queue = ReplyQueue()
+    for item in (reply(1), message(2), reply(3)):
+        queue.push(item)
+    queue.start({1, 2})
+    assert seqs(queue.items) == [3]
+    assert queue.watermark == 2
+    assert queue.runnable()
+    assert seqs(queue.take_all()) == [3]
+    assert queue.items == []
+
+
+def test_a_resend_of_what_the_transcript_holds_is_dropped_and_acked():
+    queue = ReplyQueue()
+    queue.start({5})
+    queue.push(reply(5))
+    assert queue.items == []
+    assert queue.watermark == 5
+
+
+def test_duplicates_and_seqs_under_the_watermark_are_ignored():
+    queue = ReplyQueue()
+    queue.start(set())
+    queue.push(reply(1))
+    queue.push(reply(1))
+    assert seqs(queue.items) == [1]
+    assert queue.mark_done(seqs(queue.take_all())[0]) == 1
+    queue.push(reply(1))  # resent after a reconnect: already done
+    assert queue.items == []
+
+
+def test_items_are_kept_in_seq_order():
+    queue = ReplyQueue()
+    for seq in (3, 1, 2):
+        queue.push(reply(seq))
+    queue.start(set())
+    assert seqs(queue.take_all()) == [1, 2, 3]
+
+
+def test_compaction_gates_everything():
+    queue = ReplyQueue()
+    queue.start(set())
+    queue.push(reply(1))
+    queue.compacting = True
+    assert queue.gated and not queue.runnable()
+    assert queue.take_all() == []
+    queue.compacting = False
+    assert seqs(queue.take_all()) == [1]
+
+
+def test_an_open_dialog_holds_agent_items_and_take_reply_answers_it():
+    queue = ReplyQueue()
+    queue.start(set())
+    queue.push(message(1))
+    queue.push(reply(2))
+    queue.push(message(3))
+    queue.push(reply(4))
+    queue.dialog_open = True
+    assert not queue.runnable()
+    assert queue.take_all() == []
+    assert queue.has_reply()
+    answer = queue.take_reply()
+    assert answer is not None and answer.seq == 2
+    assert seqs(queue.items) == [1, 3, 4]
+    assert queue.take_reply().seq == 4
+    assert queue.take_reply() is None
+    assert not queue.has_reply()
+    assert seqs(queue.items) == [1, 3]
+    queue.dialog_open = False
+    assert queue.runnable()
+    assert seqs(queue.take_all()) == [1, 3]
+
+
+def test_the_watermark_is_cumulative_when_items_finish_out_of_order():
+    queue = ReplyQueue()
+    queue.start(set())
+    for seq in (1, 2, 3, 4):
+        queue.push(reply(seq))
+    queue.take_all()
+    assert queue.mark_done(3) == 0
+    assert queue.mark_done(4) == 0
+    assert queue.mark_done(1) == 1
+    assert queue.mark_done(2) == 4
+
+
+def test_the_watermark_covers_gaps_in_what_was_received():
+    # Seqs need not be contiguous (another kind acked elsewhere, a restart gap): the
+    # watermark is over what this worker received.
+    queue = ReplyQueue()
+    queue.start(set())
+    queue.push(reply(1001))
+    queue.push(message(1005))
+    queue.take_all()
+    assert queue.mark_done(1005) == 0
+    assert queue.mark_done(1001) == 1005
+
+
+def test_a_watermark_never_goes_back():
+    queue = ReplyQueue()
+    queue.start(set())
+    queue.push(reply(5))
+    queue.take_all()
+    assert queue.mark_done(5) == 5
+    queue.push(reply(6))
+    queue.push(reply(7))
+    queue.take_all()
+    assert queue.mark_done(7) == 5
+    assert queue.mark_done(6) == 7
+
+
+def test_changed_wakes_a_waiter_on_push_and_wake():
+    queue = ReplyQueue()
+    woke = []
+
+    async def waiter():
+        await queue.changed()
+        woke.append(True)
+
+    async def main():
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(waiter)
+                await anyio.sleep(0.01)
+                assert woke == []
+                queue.push(reply(1))
+                await anyio.sleep(0.01)
+                assert woke == [True]
+                tg.start_soon(waiter)
+                await anyio.sleep(0.01)
+                queue.wake()
+                await anyio.sleep(0.01)
+                assert woke == [True, True]
+
+    anyio.run(main)

@@ -1,0 +1,241 @@
+"""Durable state: atomic job records and the group-commit journal."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+
+import anyio
+import pytest
+
+from roost_core.store import (
+    JobFiles,
+    Journal,
+    JournalError,
+    atomic_write,
+    read_journal,
+    read_json,
+    write_json,
+)
+
+
+def mode(path):
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+# --------------------------------------------------------------------------- atomic files
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_atomic_write_replaces_the_file_and_leaves_no_temp_file(tmp_path, durable):
+    target = tmp_path / "record.json"
+    target.write_bytes(b"old")
+    atomic_write(target, b"new contents", durable=durable)
+    assert target.read_bytes() == b"new contents"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["record.json"]
+    assert mode(target) == 0o600
+
+
+def test_atomic_write_of_a_large_file(tmp_path):
+    target = tmp_path / "big"
+    data = os.urandom(3 * 1024 * 1024)
+    atomic_write(target, data)
+    assert target.read_bytes() == data
+    assert [p.name for p in tmp_path.iterdir()] == ["big"]
+
+
+def test_read_json_is_none_for_missing_broken_or_non_object_files(tmp_path):
+    assert read_json(tmp_path / "missing.json") is None
+    (tmp_path / "broken.json").write_text('{"id": ')
+    assert read_json(tmp_path / "broken.json") is None
+    (tmp_path / "list.json").write_text("[1]")
+    assert read_json(tmp_path / "list.json") is None
+    write_json(tmp_path / "ok.json", {"id": "x", "text": "é"})
+    assert read_json(tmp_path / "ok.json") == {"id": "x", "text": "é"}
+
+
+def test_job_files_round_trip(tmp_path):
+    files = JobFiles(tmp_path, durable=False)
+    records = {
+        "a1b2c3d4": {"id": "a1b2c3d4", "state": "idle", "scenario": {"run": [{"steps": [{"say": "x"}]}]}},
+        "0badc0de": {"id": "0badc0de", "state": "done", "name": "ünïcode"},
+    }
+    for job_id, data in records.items():
+        files.save(job_id, data)
+    assert JobFiles(tmp_path).load_all() == records
+    files.save("a1b2c3d4", {**records["a1b2c3d4"], "state": "running"})
+    assert files.load_all()["a1b2c3d4"]["state"] == "running"
+    for path in tmp_path.iterdir():
+        assert mode(path) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["0badc0de.json", "a1b2c3d4.json"]
+    files.delete("a1b2c3d4")
+    files.delete("a1b2c3d4")  # deleting twice is fine
+    assert list(files.load_all()) == ["0badc0de"]
+
+
+def test_job_files_skip_unreadable_records_and_temp_files(tmp_path):
+    files = JobFiles(tmp_path)
+    files.save("a1b2c3d4", {"id": "a1b2c3d4"})
+    (tmp_path / "torn.json").write_text('{"id": "torn"')
+    (tmp_path / "noid.json").write_text('{"state": "idle"}')
+    (tmp_path / "intid.json").write_text('{"id": 5}')
+    (tmp_path / ".a1b2c3d4.json.123.tmp").write_text('{"id": "tmp"}')
+    assert list(files.load_all()) == ["a1b2c3d4"]
+
+
+# --------------------------------------------------------------------------- the journal
+
+
+def test_read_journal_skips_a_torn_last_line_and_non_objects(tmp_path):
+    path = tmp_path / "queue.journal"
+    path.write_bytes(b'{"op":"item","n":1}\n[1,2]\n\n{"op":"ack","n":2}\n{"op":"item","n":3')
+    assert list(read_journal(path)) == [{"op": "item", "n": 1}, {"op": "ack", "n": 2}]
+    assert list(read_journal(tmp_path / "missing")) == []
+
+
+async def _with_journal(journal, body):
+    async with anyio.create_task_group() as tg:
+        await tg.start(journal.run)
+        try:
+            await body()
+        finally:
+            await journal.aclose()
+
+
+def test_group_commit_many_concurrent_appends_take_fewer_commits(tmp_path):
+    path = tmp_path / "queue.journal"
+    journal = Journal(path, durable=True)
+    count = 300
+
+    async def body():
+        async with anyio.create_task_group() as tg:
+            for n in range(count):
+                tg.start_soon(journal.append, {"op": "item", "n": n})
+
+    anyio.run(_with_journal, journal, body)
+    records = list(read_journal(path))
+    assert sorted(r["n"] for r in records) == list(range(count))
+    assert journal.records == count
+    assert 1 <= journal.commits < count
+    assert mode(path) == 0o600
+
+
+def test_append_returns_only_once_the_record_is_in_the_file(tmp_path):
+    path = tmp_path / "queue.journal"
+    journal = Journal(path, durable=True)
+    seen = []
+
+    async def body():
+        await journal.append({"op": "item", "n": 1}, {"op": "item", "n": 2})
+        seen.extend(read_journal(path))
+
+    anyio.run(_with_journal, journal, body)
+    assert seen == [{"op": "item", "n": 1}, {"op": "item", "n": 2}]
+
+
+def test_append_after_close_fails(tmp_path):
+    journal = Journal(tmp_path / "j", durable=False)
+
+    async def main():
+        async with anyio.create_task_group() as tg:
+            await tg.start(journal.run)
+            await journal.aclose()
+        with pytest.raises(JournalError):
+            await journal.append({"op": "x"})
+
+    anyio.run(main)
+
+
+def test_a_journal_opened_on_a_torn_tail_does_not_lose_the_next_record(tmp_path):
+    # A crash mid-append leaves a torn last line; the next append must start on a new
+    # line, or replay reads "torn+new" as one broken line and loses the new record.
+    path = tmp_path / "queue.journal"
+    path.write_bytes(b'{"op":"item","n":1}\n{"op":"it')
+    journal = Journal(path, durable=False)
+
+    async def body():
+        await journal.append({"op": "ack", "n": 2})
+
+    anyio.run(_with_journal, journal, body)
+    assert list(read_journal(path)) == [{"op": "item", "n": 1}, {"op": "ack", "n": 2}]
+
+
+def test_close_waits_for_a_commit_in_flight(tmp_path, monkeypatch):
+    # A slow disk: the committer is inside fsync when the daemon shuts the journal.
+    real_fsync = os.fsync
+
+    def slow_fsync(fd):
+        time.sleep(0.3)
+        real_fsync(fd)
+
+    path = tmp_path / "queue.journal"
+    journal = Journal(path, durable=True)
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    outcome = []
+
+    async def main():
+        async with anyio.create_task_group() as tg:
+            await tg.start(journal.run)
+
+            async def append():
+                try:
+                    await journal.append({"op": "item", "n": 1})
+                    outcome.append("ok")
+                except JournalError as exc:
+                    outcome.append(f"error: {exc}")
+
+            tg.start_soon(append)
+            await anyio.sleep(0.1)  # the commit is now in its thread, in fsync
+            await journal.aclose()
+
+    anyio.run(main)
+    assert outcome == ["ok"]
+    assert list(read_journal(path)) == [{"op": "item", "n": 1}]
+
+
+def test_compaction_rewrites_the_journal_as_the_live_snapshot(tmp_path):
+    path = tmp_path / "queue.journal"
+    live = [{"op": "seq", "job": "a1b2c3d4", "replySeq": 99, "acked": 97}, {"op": "item", "job": "a1b2c3d4", "item": {"seq": 98}}, {"op": "item", "job": "a1b2c3d4", "item": {"seq": 99}}]
+    journal = Journal(path, durable=False, snapshot=lambda: live, compact_after=2000)
+
+    async def body():
+        for n in range(100):
+            await journal.append({"op": "item", "job": "a1b2c3d4", "item": {"seq": n, "content": "x" * 50}})
+
+    anyio.run(_with_journal, journal, body)
+    records = list(read_journal(path))
+    # The file was rewritten: it is small, holds the live records, and dropped history.
+    assert path.stat().st_size < 2000 + 200
+    for record in live:
+        assert record in records
+    assert {"op": "item", "job": "a1b2c3d4", "item": {"seq": 0, "content": "x" * 50}} not in records
+    assert journal.records == 100
+    assert [p.name for p in tmp_path.iterdir()] == ["queue.journal"]
+    assert mode(path) == 0o600
+
+
+def test_appends_after_compaction_go_to_the_new_file(tmp_path):
+    path = tmp_path / "queue.journal"
+    journal = Journal(path, durable=False, snapshot=lambda: [{"op": "seq", "n": -1}], compact_after=100)
+
+    async def body():
+        await journal.append({"op": "item", "n": 0, "pad": "x" * 200})  # compacts after this commit
+        await journal.append({"op": "item", "n": 1})
+
+    anyio.run(_with_journal, journal, body)
+    assert list(read_journal(path)) == [{"op": "seq", "n": -1}, {"op": "item", "n": 1}]
+
+
+def test_replace_with_is_atomic_and_reopens_for_append(tmp_path):
+    path = tmp_path / "queue.journal"
+    journal = Journal(path, durable=False)
+    journal.replace_with(b'{"op":"seq"}\n')
+
+    async def body():
+        await journal.append({"op": "item"})
+
+    anyio.run(_with_journal, journal, body)
+    assert path.read_bytes() == b'{"op":"seq"}\n{"op":"item"}\n'
+    assert json.loads(path.read_bytes().splitlines()[0]) == {"op": "seq"}
