@@ -33,6 +33,12 @@ def wait_until(predicate: Callable[[], Any], timeout: float = WAIT_TIMEOUT, inte
         time.sleep(interval)
 
 
+def _alive(pid: int) -> bool:
+    from roost_core.locks import is_alive
+
+    return is_alive(pid)
+
+
 class DaemonHandle:
     """A daemon process for one test, and helpers to talk to it and to break it."""
 
@@ -102,7 +108,10 @@ class DaemonHandle:
         return wait_until(lambda: (row := self.job(job_id)) and not row["live"] and row, what=f"job {job_id} reaped")
 
     def entries(self, job_id: str) -> list[dict[str, Any]]:
-        return read_entries(self.paths.sessions_dir / f"{job_id}.jsonl")
+        """The job's transcript (its own session file, which an adopted session moves)."""
+        record = self.paths.jobs_dir / f"{job_id}.json"
+        session = json.loads(record.read_text())["session"] if record.exists() else self.paths.sessions_dir / f"{job_id}.jsonl"
+        return read_entries(session)
 
     def record(self, job_id: str) -> dict[str, Any]:
         return json.loads((self.paths.jobs_dir / f"{job_id}.json").read_text())
@@ -120,6 +129,15 @@ class DaemonHandle:
 
     def cleanup(self) -> None:
         pids = self.worker_pids()
+        # SIGTERM first, so workers still write their coverage data; then SIGKILL.
+        for pid in pids:
+            try:
+                os.killpg(pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + 3
+        while pids and time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+            time.sleep(0.02)
         if self.process is not None and self.process.poll() is None:
             try:
                 self.call("daemon_stop")

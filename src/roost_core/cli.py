@@ -37,6 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     jobs = sub.add_parser("jobs", help="list jobs")
     jobs.add_argument("--json", action="store_true")
 
+    agents = sub.add_parser("agents", help="show the agent tree")
+    agents.add_argument("--group", choices=["dir", "state"], default="dir")
+    agents.add_argument("--json", action="store_true")
+
     reply = sub.add_parser("reply", help="send a job a user reply")
     reply.add_argument("id")
     reply.add_argument("text")
@@ -75,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     except ProtocolError as exc:
         print(f"roost: {exc.code}: {exc.message}", file=sys.stderr)
         return 1
-    except ConnectionError as exc:
+    except (ConnectionError, ValueError) as exc:
+        # ValueError covers unreadable scenarios and config files.
         print(f"roost: {exc}", file=sys.stderr)
         return 1
 
@@ -159,6 +164,15 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     with client() as conn:
         rows = conn.call("jobs")["jobs"]
     emit(args, rows, format_jobs(rows))
+    return 0
+
+
+def cmd_agents(args: argparse.Namespace) -> int:
+    from roost_core.treeview import render_by_dir, render_by_state
+
+    with client() as conn:
+        rows = conn.call("agents")["agents"]
+    emit(args, rows, render_by_dir(rows) if args.group == "dir" else render_by_state(rows))
     return 0
 
 
@@ -255,6 +269,7 @@ COMMANDS = {
     "daemon": cmd_daemon,
     "start": cmd_start,
     "jobs": cmd_jobs,
+    "agents": cmd_agents,
     "reply": cmd_reply,
     "stop": cmd_stop,
     "rm": cmd_rm,

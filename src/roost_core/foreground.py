@@ -14,6 +14,7 @@ session file for as long as it is open::
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -57,6 +58,8 @@ class ForegroundSession:
         self._closing = False
         self._arrived = anyio.Event()
         self.error: ProtocolError | None = None
+        #: A no-session peer's own id source, so it keeps its peer id across reconnects.
+        self.ephemeral_id = uuid.uuid4().hex
 
     async def __aenter__(self) -> ForegroundSession:
         if self.session is not None:
@@ -108,6 +111,8 @@ class ForegroundSession:
                     args: dict[str, Any] = {"session": self.session, "name": self.name, "cwd": self.cwd, "pid": self.register_pid}
                     if self.writer is not None and self.writer.session_id:
                         args["sessionId"] = self.writer.session_id
+                    elif self.session is None:
+                        args["sessionId"] = self.ephemeral_id
                     result = await client.call("peer_register", **args)
                 except DaemonUnavailable:
                     tg.cancel_scope.cancel()

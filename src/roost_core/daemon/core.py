@@ -48,7 +48,7 @@ from roost_core.records import (
     ToolResult,
 )
 from roost_core.store import JobFiles, Journal, read_journal
-from roost_core.transcript import read_entries
+from roost_core.transcript import read_entries, seqs_in
 
 log = logging.getLogger("roost.daemon")
 
@@ -429,6 +429,9 @@ class Daemon:
         host = args.get("host") or project.get("defaultHost") or self.config.default_host
         if host not in self.hosts:
             raise ProtocolError(BAD_ARGS, f"start: unknown host {host!r} (known: {', '.join(sorted(self.hosts))})")
+        session = args.get("session")
+        if session is not None:
+            session = self.adoptable_session(session)
         job = self.create_job(
             task=task,
             name=args.get("name"),
@@ -438,9 +441,28 @@ class Daemon:
             model=args.get("model") or project.get("defaultModel"),
             thinking=args.get("thinking") or project.get("defaultThinking"),
         )
+        if session is not None:
+            # A foreground session moving to the background (the spec's "←"): the job
+            # continues its file, its tree links and its seqs.
+            job.session = session
+            previous = self.tree_record(session)
+            if previous is not None and previous is not job:
+                job.parent_session, job.parent_peer = previous.parent_session, previous.parent_peer
+                job.root_session, job.depth, job.spawned = previous.root_session, previous.depth, previous.spawned
+            job.queue.reply_seq = max(seqs_in(read_entries(session)), default=0)
         self.save(job)
         await self.enqueue(job, "reply", task, text=task, trace=args.get("trace") or f"t-{job.id}-1")
         return {"id": job.id, "name": job.name}
+
+    def adoptable_session(self, session: str) -> str:
+        """A session file a new job may continue: no live process holds it."""
+        session = check_session_path(session)
+        holder = locks.lock_holder(session)
+        if holder is not None:
+            raise ProtocolError(CONFLICT, f"session is held by the live process {holder}; end it first")
+        if any(job.session == session and job.has_worker for job in self.jobs.values()):
+            raise ProtocolError(CONFLICT, "a live job already runs that session")
+        return session
 
     def create_job(self, *, task: str, name: str | None, cwd: str, host: str, **fields: Any) -> Job:
         job_id = identity.new_job_id(set(self.jobs) | set(self.foreground))
@@ -467,6 +489,45 @@ class Daemon:
             row["parent"] = parent.id if parent else None
             rows.append(row)
         return {"jobs": rows}
+
+    async def op_agents(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        """Every peer (collapsed by session) with its tree links, for views."""
+        table = routing.collapse(self.peer_infos())
+        names = {peer.id: peer.name for peer in table.holders.values()}
+        rows = []
+        for peer in table.holders.values():
+            job = self.jobs.get(peer.id) if peer.kind == "job" else None
+            parent = self.parent_holder(peer, table)
+            rows.append(
+                {
+                    "id": peer.id,
+                    "name": peer.name,
+                    "kind": peer.kind,
+                    "host": peer.host,
+                    "state": peer.state,
+                    "live": peer.live,
+                    "cwd": peer.cwd,
+                    "session": peer.session,
+                    "summary": peer.summary,
+                    "question": peer.question,
+                    "parentSession": peer.parent_session,
+                    "rootSession": peer.root_session,
+                    "parent": parent.id if parent is not None else None,
+                    "parentName": names.get(parent.id) if parent is not None else None,
+                    "pending": len(job.queue.items) if job else 0,
+                    "created": job.created if job else None,
+                }
+            )
+        rows.sort(key=lambda row: (row["created"] or 0, row["id"]))
+        return {"agents": rows}
+
+    def parent_holder(self, peer: PeerInfo, table: routing.PeerTable) -> PeerInfo | None:
+        """The record that holds ``peer``'s parent session now (live or not)."""
+        if peer.parent_session is not None:
+            return table.holders.get(peer.parent_session)
+        if peer.parent_peer is not None:
+            return table.holder_of(peer.parent_peer)
+        return None
 
     def live_parent(self, job: Job) -> PeerInfo | None:
         if job.parent_session is None and job.parent_peer is None:
@@ -628,6 +689,13 @@ class Daemon:
                 header = next((e for e in read_entries(session) if e.get("type") == "session"), None)
                 session_id = header.get("id") if header else None
             peer_id = identity.foreground_id(session_id or session)
+        elif session_id:
+            # A no-session peer names itself by a random id of its own, so it keeps its
+            # peer id across reconnects; a live peer of another pid keeps its id.
+            peer_id = identity.foreground_id(session_id)
+            taken = self.foreground.get(peer_id)
+            if taken is not None and taken.connected and taken.pid != pid and locks.is_alive(taken.pid):
+                raise ProtocolError(CONFLICT, f"peer id {peer_id} belongs to another live session")
         else:
             existing = conn.peer.id if conn.peer is not None and conn.peer.session is None else None
             peer_id = existing or identity.foreground_id(None)
@@ -867,8 +935,7 @@ class Daemon:
         """The chain the calling session is in: (trace, hops) of what started its run."""
         if conn.job is not None:
             return conn.job.run_trace, conn.job.run_hops
-        if conn.peer is not None:
-            return conn.peer.trace, conn.peer.hops
+        # A foreground session is where the user sits: what it does starts a new chain.
         return None, 0
 
     async def deliver_to(
@@ -887,7 +954,6 @@ class Daemon:
             peer = self.foreground[target.id]
             if peer.conn is None:
                 return {**base, "result": "not running"}
-            peer.trace, peer.hops = trace, item.hops
             peer.seq += 1
             event = deliver_event(Item(seq=peer.seq, kind=item.kind, content=content, **fields))
             peer.in_flight[peer.seq] = event

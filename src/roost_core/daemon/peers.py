@@ -26,9 +26,6 @@ class ForegroundPeer:
     seq: int = 0
     registered: float = attrs.field(factory=time.time)
     in_flight: dict[int, dict[str, Any]] = attrs.field(factory=dict)
-    #: The chain this session is in: the trace and hops of the last item it received.
-    trace: str | None = None
-    hops: int = 0
 
     @property
     def connected(self) -> bool:

@@ -228,7 +228,7 @@ class ScriptedHost:
                 return RunOutcome(outcome.state, outcome.final_text or final_text, outcome.question, outcome.error)
             if isinstance(outcome, str):
                 final_text = outcome
-        return RunOutcome("done" if first.kind == "reply" else "idle", final_text)
+        return RunOutcome("done", final_text)
 
     async def step(self, step: dict[str, Any]) -> RunOutcome | str | None:
         """One model call. Returns a settled outcome, the assistant text, or None."""

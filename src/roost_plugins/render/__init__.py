@@ -52,7 +52,7 @@ def _assistant(entry: TranscriptEntry) -> str:
 def _tool_result(entry: TranscriptEntry) -> str:
     message = entry.raw.get("message") or {}
     prefix = "(error) " if message.get("isError") else ""
-    return f"  ↳ {message.get('toolName', '?')}: {prefix}{entry.text[:TOOL_RESULT_CHARS]}"
+    return f"  ↳ {message.get('toolName', '?')}: {prefix}{entry.text[:TOOL_RESULT_CHARS].rstrip()}"
 
 
 @hookimpl(trylast=True)

@@ -1,0 +1,581 @@
+/**
+ * roost for pi: a thin bridge between a pi session and the roost daemon.
+ *
+ * Two modes, chosen by the environment:
+ *
+ * - **Foreground** (an interactive pi with a UI): the session becomes a roost peer lazily,
+ *   on its first roost_* tool call, and from then on keeps one daemon connection open. It
+ *   takes the writer lock of its session file (`<file>.lock`, {pid, createTime} as psutil
+ *   sees this process), registers with `peer_register`, re-registers on every
+ *   session_start, injects `deliver` events as `pi-roost-agent-message` steer messages and
+ *   acks each one after its message_end.
+ * - **Bridge** (`ROOST_PI_BRIDGE` set: a background job run by a roost worker): it talks
+ *   only to its own worker over that private Unix socket. The worker holds the job's
+ *   authenticated daemon connection; this process never sees the job token.
+ *
+ * Policy never lives here: tool names, descriptions and parameters come from the daemon
+ * (`tools` / the worker's hello), tool calls go through `tool_call`, and the framed text
+ * of agent messages is built by the daemon. One file, no npm dependencies.
+ */
+
+import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
+import { Box, Text } from "@mariozechner/pi-tui";
+import { execFile } from "node:child_process";
+import * as fs from "node:fs";
+import * as net from "node:net";
+import * as path from "node:path";
+
+const MESSAGE_TYPE = "pi-roost-agent-message";
+/** A custom entry that records a queue seq that has no message of its own (a dialog answer). */
+const SEQ_ENTRY = "pi-roost-seq";
+const CLOCK_TICKS = 100;
+const SOCKET_TIMEOUT_MS = 30_000;
+
+type Json = Record<string, any>;
+
+interface ToolDef {
+	name: string;
+	description: string;
+	parameters: Json;
+}
+
+interface Item {
+	seq: number;
+	kind: string;
+	content: string;
+	from?: string | null;
+	fromName?: string | null;
+	relation?: string | null;
+	trace?: string | null;
+	hops?: number;
+}
+
+// ------------------------------------------------------------------------------ wire
+
+/** One newline-delimited JSON connection: requests {id, op}, answers {id, ok}, events {event}. */
+class Link {
+	private buffer = "";
+	private nextId = 1;
+	private waiting = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void }>();
+	closed = false;
+	onRequest?: (frame: Json) => Promise<Json | undefined>;
+	onEvent?: (frame: Json) => void;
+	onClose?: () => void;
+
+	private constructor(private socket: net.Socket) {
+		socket.setEncoding("utf8");
+		socket.on("data", (chunk: string) => this.feed(chunk));
+		socket.on("error", () => this.shut());
+		socket.on("close", () => this.shut());
+	}
+
+	static connect(socketPath: string): Promise<Link> {
+		return new Promise((resolve, reject) => {
+			const socket = net.createConnection(socketPath);
+			const fail = (err: Error) => reject(err);
+			socket.once("error", fail);
+			socket.once("connect", () => {
+				socket.off("error", fail);
+				resolve(new Link(socket));
+			});
+		});
+	}
+
+	private feed(chunk: string): void {
+		this.buffer += chunk;
+		let index: number;
+		// Split on "\n" only: U+2028/U+2029 are valid inside JSON strings.
+		while ((index = this.buffer.indexOf("\n")) >= 0) {
+			const line = this.buffer.slice(0, index);
+			this.buffer = this.buffer.slice(index + 1);
+			if (!line.trim()) continue;
+			let frame: Json;
+			try {
+				frame = JSON.parse(line);
+			} catch {
+				continue;
+			}
+			this.dispatch(frame);
+		}
+	}
+
+	private dispatch(frame: Json): void {
+		if (typeof frame.event === "string") {
+			this.onEvent?.(frame);
+			return;
+		}
+		if (typeof frame.op === "string") {
+			const handler = this.onRequest;
+			void (async () => {
+				try {
+					const result = handler ? await handler(frame) : undefined;
+					this.write({ id: frame.id, ok: true, result: result ?? {} });
+				} catch (err) {
+					this.write({ id: frame.id, ok: false, error: { code: "internal", message: errorText(err) } });
+				}
+			})();
+			return;
+		}
+		const waiter = this.waiting.get(frame.id);
+		if (!waiter) return;
+		this.waiting.delete(frame.id);
+		if (frame.ok) waiter.resolve(frame.result ?? {});
+		else waiter.reject(new Error(`${frame.error?.code ?? "error"}: ${frame.error?.message ?? "failed"}`));
+	}
+
+	private write(frame: Json): void {
+		if (!this.closed) this.socket.write(`${JSON.stringify(frame)}\n`);
+	}
+
+	call(op: string, args: Json = {}): Promise<Json> {
+		if (this.closed) return Promise.reject(new Error("roost: connection closed"));
+		const id = this.nextId++;
+		return new Promise((resolve, reject) => {
+			this.waiting.set(id, { resolve, reject });
+			this.write({ id, op, ...args });
+		});
+	}
+
+	/** A request whose answer nobody waits for. */
+	notify(op: string, args: Json = {}): void {
+		this.write({ id: this.nextId++, op, ...args });
+	}
+
+	private shut(): void {
+		if (this.closed) return;
+		this.closed = true;
+		for (const waiter of this.waiting.values()) waiter.reject(new Error("roost: connection lost"));
+		this.waiting.clear();
+		this.onClose?.();
+	}
+
+	close(): void {
+		this.socket.end();
+		this.socket.destroy();
+		this.shut();
+	}
+}
+
+function errorText(err: unknown): string {
+	return err instanceof Error ? err.message : String(err);
+}
+
+// ------------------------------------------------------------------------------ locks
+
+/** This process's start time as psutil reports it: btime + starttime / CLK_TCK. */
+function createTime(pid: number): number | null {
+	try {
+		const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+		// Fields after the command name (which may hold spaces) start at field 3.
+		const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+		const startTicks = Number(fields[22 - 3]);
+		const btime = fs
+			.readFileSync("/proc/stat", "utf8")
+			.split("\n")
+			.find((line) => line.startsWith("btime"));
+		if (!btime || !Number.isFinite(startTicks)) return null;
+		return startTicks / CLOCK_TICKS + Number(btime.trim().split(/\s+/)[1]);
+	} catch {
+		return null;
+	}
+}
+
+function isAlive(pid: unknown, expected: unknown): boolean {
+	if (typeof pid !== "number" || pid <= 0) return false;
+	try {
+		process.kill(pid, 0);
+	} catch (err: any) {
+		if (err?.code !== "EPERM") return false;
+	}
+	if (typeof expected !== "number") return true;
+	const actual = createTime(pid);
+	return actual !== null && Math.abs(actual - expected) < 0.01;
+}
+
+function readLock(sessionFile: string): Json | null {
+	try {
+		const data = JSON.parse(fs.readFileSync(`${sessionFile}.lock`, "utf8"));
+		return data && typeof data === "object" ? data : null;
+	} catch {
+		return null;
+	}
+}
+
+/** The pid of another live process holding the session's writer lock, if any. */
+function otherHolder(sessionFile: string): number | null {
+	const lock = readLock(sessionFile);
+	if (!lock || lock.pid === process.pid) return null;
+	return isAlive(lock.pid, lock.createTime) ? lock.pid : null;
+}
+
+function takeLock(sessionFile: string): void {
+	const holder = otherHolder(sessionFile);
+	if (holder !== null) throw new Error(`roost: ${sessionFile} is held by pid ${holder}`);
+	fs.mkdirSync(path.dirname(sessionFile), { recursive: true });
+	const lockPath = `${sessionFile}.lock`;
+	const tmp = `${lockPath}.${process.pid}.tmp`;
+	fs.writeFileSync(tmp, JSON.stringify({ pid: process.pid, createTime: createTime(process.pid) }), { mode: 0o600 });
+	fs.renameSync(tmp, lockPath);
+}
+
+function releaseLock(sessionFile: string): void {
+	if (readLock(sessionFile)?.pid !== process.pid) return;
+	try {
+		fs.unlinkSync(`${sessionFile}.lock`);
+	} catch {
+		// already gone
+	}
+}
+
+// ------------------------------------------------------------------------------ daemon socket
+
+/** The daemon's socket: $ROOST_SOCKET, or what `roost daemon socket` prints (it starts the daemon). */
+function daemonSocket(): Promise<string> {
+	if (process.env.ROOST_SOCKET) return Promise.resolve(process.env.ROOST_SOCKET);
+	const roost = process.env.ROOST_BIN || "roost";
+	return new Promise((resolve, reject) => {
+		execFile(roost, ["daemon", "socket"], { timeout: SOCKET_TIMEOUT_MS }, (err, stdout, stderr) => {
+			const socketPath = String(stdout).trim().split("\n").pop() ?? "";
+			if (err || !socketPath) reject(new Error(`roost: '${roost} daemon socket' failed: ${String(stderr).trim() || errorText(err)}`));
+			else resolve(socketPath);
+		});
+	});
+}
+
+// ------------------------------------------------------------------------------ the extension
+
+/** Process-wide: once any session of this pi has become a peer, every later session_start re-registers. */
+const processState: { wanted: boolean } = ((globalThis as any).__roostPiState ??= { wanted: false });
+
+export default async function roost(pi: ExtensionAPI) {
+	const bridgePath = process.env.ROOST_PI_BRIDGE;
+	// Tools and scripts this pi starts must not find the worker's private channel.
+	delete process.env.ROOST_PI_BRIDGE;
+	const registered = new Set<string>();
+	let ctxRef: ExtensionContext | undefined;
+
+	// ---------------------------------------------------------------- shared pieces
+
+	function registerTools(defs: ToolDef[], call: (def: ToolDef, args: Json, ctx: ExtensionContext) => Promise<Json>): void {
+		for (const def of defs) {
+			if (registered.has(def.name)) continue;
+			registered.add(def.name);
+			pi.registerTool({
+				name: def.name,
+				label: def.name,
+				description: def.description,
+				parameters: def.parameters as any,
+				async execute(_toolCallId, params, _signal, _onUpdate, ctx) {
+					const result = await call(def, withSessionDefaults(def, (params ?? {}) as Json, ctx), ctx);
+					if (!result.ok) throw new Error(String(result.text ?? "roost tool failed"));
+					return { content: [{ type: "text", text: String(result.text ?? "") }], details: result.data ?? {} };
+				},
+			});
+		}
+	}
+
+	/** A `model`/`thinking` parameter the model left out defaults to this session's own. */
+	function withSessionDefaults(def: ToolDef, args: Json, ctx: ExtensionContext): Json {
+		const props = def.parameters?.properties ?? {};
+		const out = { ...args };
+		if ("model" in props && out.model == null && ctx.model) out.model = `${ctx.model.provider}/${ctx.model.id}`;
+		if ("thinking" in props && out.thinking == null) {
+			const level = pi.getThinkingLevel?.();
+			if (level) out.thinking = level;
+		}
+		return out;
+	}
+
+	function inject(item: Item): void {
+		pi.sendMessage(
+			{
+				customType: MESSAGE_TYPE,
+				content: item.content,
+				display: true,
+				details: {
+					seq: item.seq,
+					from: item.from ?? null,
+					fromName: item.fromName ?? null,
+					relation: item.relation ?? null,
+					kind: item.kind,
+					trace: item.trace ?? null,
+					hops: item.hops ?? 0,
+				},
+			},
+			{ triggerTurn: true, deliverAs: "steer" },
+		);
+	}
+
+	pi.registerMessageRenderer(MESSAGE_TYPE, (message, options, theme) => {
+		const details = (message.details ?? {}) as Json;
+		const who = details.fromName || details.from || "agent";
+		const header = `✉ ${details.kind || "message"} from ${who}${details.relation ? ` (${details.relation})` : ""}`;
+		const content = typeof message.content === "string" ? message.content : textOf(message.content);
+		const match = /<agent-message\b[^>\n]*>\n([\s\S]*?)\n<\/agent-message>/.exec(content);
+		const body = options.expanded || !match ? content : match[1];
+		const lines = [theme.fg("accent", theme.bold(`╭─ ${header}`)), ...body.split("\n").map((line) => `${theme.fg("accent", "│")} ${line}`), theme.fg("accent", "╰─")];
+		const box = new Box(1, 0, (text: string) => theme.bg("customMessageBg", text));
+		box.addChild(new Text(lines.join("\n"), 0, 0));
+		return box;
+	});
+
+	if (bridgePath) {
+		await bridgeMode(bridgePath);
+	} else {
+		foregroundMode();
+	}
+
+	// ---------------------------------------------------------------- bridge (background job)
+
+	async function bridgeMode(socketPath: string): Promise<void> {
+		const link = await Link.connect(socketPath);
+		/** Queue seqs of roost user messages that pi has not ended yet, in order. */
+		const tags: Json[] = [];
+
+		/**
+		 * Put items into the session. When pi is idle only the first item may start a run
+		 * (the worker sends one item then, and the rest once the run has started); while
+		 * it runs every item is a steer, taken in before the next model call.
+		 */
+		const apply = (items: Item[]) => {
+			items.forEach((item, index) => {
+				const idle = index === 0 && (ctxRef ? ctxRef.isIdle() : true);
+				if (item.kind === "reply") {
+					tags.push({ seq: item.seq, kind: item.kind });
+					if (idle) pi.sendUserMessage(item.content);
+					else pi.sendUserMessage(item.content, { deliverAs: "steer" });
+				} else {
+					inject(item);
+				}
+			});
+		};
+
+		link.onRequest = async (frame) => {
+			switch (frame.op) {
+				case "steer":
+					apply((frame.items ?? []) as Item[]);
+					return {};
+				case "tag":
+					// The next user message (an RPC prompt the worker sends now) carries these seqs.
+					tags.push({ seq: frame.seq, kind: frame.kind ?? "reply" });
+					return {};
+				case "untag":
+					tags.length = 0;
+					return {};
+				case "mark":
+					pi.appendEntry(SEQ_ENTRY, { seq: frame.seq, kind: frame.kind ?? "reply", dialog: !!frame.dialog });
+					return {};
+				case "state":
+					return { idle: ctxRef ? ctxRef.isIdle() : true, pending: ctxRef ? ctxRef.hasPendingMessages() : false };
+				default:
+					throw new Error(`unknown bridge op ${frame.op}`);
+			}
+		};
+		link.onClose = () => {
+			// The worker is gone: nothing may run on without it.
+			ctxRef?.shutdown();
+		};
+
+		const hello = await link.call("hello", { pid: process.pid });
+		registerTools((hello.tools ?? []) as ToolDef[], (def, args) => link.call("tool_call", { name: def.name, args }));
+
+		pi.on("session_start", (_event, ctx) => {
+			ctxRef = ctx;
+		});
+		// A tool boundary: the worker hands over what waits (agent items, replies); pi puts
+		// them in before its next model call.
+		pi.on("tool_result", async (_event, ctx) => {
+			ctxRef = ctx;
+			try {
+				const answer = await link.call("boundary");
+				apply((answer.items ?? []) as Item[]);
+			} catch {
+				// The worker will hand them over at the next boundary or when pi is idle.
+			}
+			return undefined;
+		});
+		pi.on("message_end", (event, ctx) => {
+			ctxRef = ctx;
+			const message = event.message as Json;
+			if (message.role === "user" && tags.length > 0) {
+				// The seq goes into the same session-file line as the reply itself.
+				return { message: { ...message, roost: tags.shift() } as any };
+			}
+			return undefined;
+		});
+	}
+
+	// ---------------------------------------------------------------- foreground (interactive pi)
+
+	function foregroundMode(): void {
+		let link: Link | null = null;
+		let tools: ToolDef[] | null = null;
+		let peer: Promise<string> | null = null;
+		let peerId: string | null = null;
+		let sessionFile: string | undefined;
+		let sessionId: string | undefined;
+		let lockedFile: string | undefined;
+		let shuttingDown = false;
+		let retry: NodeJS.Timeout | undefined;
+		const injected = new Set<string>();
+		const awaitingEnd = new Set<number>();
+
+		const eligible = (ctx: ExtensionContext): string | null => {
+			if (!ctx.hasUI) return "this pi has no UI";
+			if (process.env.ROOST_PI_SCRATCH) return "a scratch session";
+			const file = ctx.sessionManager.getSessionFile();
+			if (file && otherHolder(file) !== null) return "its session file is held by another process (a background job)";
+			return null;
+		};
+
+		const connect = async (): Promise<Link> => {
+			if (link && !link.closed) return link;
+			const socketPath = await daemonSocket();
+			const fresh = await Link.connect(socketPath);
+			fresh.onEvent = onEvent;
+			fresh.onClose = () => {
+				if (link === fresh) link = null;
+				peer = null;
+				peerId = null;
+				if (processState.wanted && !shuttingDown) scheduleReconnect();
+			};
+			link = fresh;
+			return fresh;
+		};
+
+		const scheduleReconnect = (delay = 200) => {
+			if (retry) return;
+			retry = setTimeout(() => {
+				retry = undefined;
+				if (shuttingDown || !ctxRef) return;
+				ensurePeer(ctxRef).catch(() => scheduleReconnect(Math.min(delay * 2, 5000)));
+			}, delay);
+		};
+
+		const ensurePeer = (ctx: ExtensionContext): Promise<string> => {
+			if (peer) return peer;
+			const why = eligible(ctx);
+			if (why) return Promise.reject(new Error(`roost: not joining as a peer: ${why}`));
+			processState.wanted = true;
+			peer = (async () => {
+				const conn = await connect();
+				sessionFile = ctx.sessionManager.getSessionFile() ?? undefined;
+				sessionId = ctx.sessionManager.getSessionId();
+				if (sessionFile) {
+					takeLock(sessionFile);
+					lockedFile = sessionFile;
+				}
+				const answer = await conn.call("peer_register", {
+					session: sessionFile ?? null,
+					name: process.env.ROOST_PI_NAME || pi.getSessionName?.() || path.basename(ctx.cwd),
+					cwd: ctx.cwd,
+					pid: process.pid,
+					sessionId,
+				});
+				peerId = String(answer.id);
+				return peerId;
+			})();
+			peer.catch(() => {
+				peer = null;
+			});
+			return peer;
+		};
+
+		const onEvent = (frame: Json) => {
+			if (frame.event === "replaced") {
+				// Another connection registered this session: it is the live holder now.
+				peer = null;
+				return;
+			}
+			if (frame.event !== "deliver") return;
+			const seq = Number(frame.seq);
+			// The daemon pushes again what was not acked when a connection comes back.
+			const key = `${seq}\u0000${frame.content}`;
+			if (injected.has(key)) return;
+			injected.add(key);
+			awaitingEnd.add(seq);
+			inject({ seq, kind: String(frame.kind ?? "message"), content: String(frame.content ?? ""), from: frame.from, fromName: frame.fromName, relation: frame.relation, trace: frame.trace, hops: frame.hops });
+		};
+
+		const fetchTools = async (): Promise<ToolDef[]> => {
+			if (tools) return tools;
+			const conn = await connect();
+			const answer = await conn.call("tools");
+			tools = (answer.tools ?? []) as ToolDef[];
+			return tools;
+		};
+
+		pi.on("session_start", async (_event, ctx) => {
+			ctxRef = ctx;
+			if (eligible(ctx)) return;
+			try {
+				registerTools(await fetchTools(), async (def, args, toolCtx) => {
+					await ensurePeer(toolCtx);
+					return link!.call("tool_call", { name: def.name, args });
+				});
+			} catch (err) {
+				ctx.ui.notify(`roost: agent tools unavailable (${errorText(err)})`, "warning");
+				return;
+			}
+			// Fired twice on new_session: registering again for the same session is a no-op.
+			if (processState.wanted && (!peer || ctx.sessionManager.getSessionId() !== sessionId)) {
+				peer = null;
+				ensurePeer(ctx).catch((err) => ctx.ui.notify(errorText(err), "warning"));
+			}
+		});
+
+		pi.on("message_end", (event, ctx) => {
+			ctxRef = ctx;
+			const message = event.message as Json;
+			if (message.role !== "custom" || message.customType !== MESSAGE_TYPE) return undefined;
+			const seq = Number(message.details?.seq);
+			if (!awaitingEnd.has(seq)) return undefined;
+			awaitingEnd.delete(seq);
+			// After this handler pi writes the entry; ack once that has happened, never before.
+			setImmediate(() => link?.notify("ack", { seq }));
+			return undefined;
+		});
+
+		pi.on("session_shutdown", () => {
+			shuttingDown = true;
+			if (retry) clearTimeout(retry);
+			link?.close();
+			link = null;
+			if (lockedFile) releaseLock(lockedFile);
+		});
+
+		pi.registerCommand("roost-background", {
+			description: "Hand this session to a roost background job (optionally with a task)",
+			handler: async (args, ctx) => {
+				await ctx.waitForIdle();
+				const file = ctx.sessionManager.getSessionFile();
+				if (!file || !fs.existsSync(file)) {
+					ctx.ui.notify("roost: this session has no file yet; nothing to hand off", "warning");
+					return;
+				}
+				const task = args.trim() || "Continue where we left off.";
+				const model = ctx.model ? `${ctx.model.provider}/${ctx.model.id}` : undefined;
+				const thinking = pi.getThinkingLevel?.();
+				// The job takes the file over: this process lets go of it first.
+				link?.close();
+				link = null;
+				peer = null;
+				if (lockedFile) releaseLock(lockedFile);
+				lockedFile = undefined;
+				const conn = await Link.connect(await daemonSocket());
+				try {
+					const started = await conn.call("start", { task, session: file, host: "pi", cwd: ctx.cwd, name: pi.getSessionName?.() || path.basename(ctx.cwd), ...(model ? { model } : {}), ...(thinking ? { thinking } : {}) });
+					ctx.ui.notify(`roost: moved to the background as ${started.id} (${started.name})`, "info");
+				} finally {
+					conn.close();
+				}
+				await ctx.newSession();
+			},
+		});
+	}
+}
+
+function textOf(content: unknown): string {
+	if (!Array.isArray(content)) return String(content ?? "");
+	return content.map((part: any) => (part?.type === "text" ? part.text : "")).join("");
+}

@@ -1,0 +1,76 @@
+"""The agent tree as text: children under their parent with ``↳`` when grouped by
+directory; ``↳ parent-name`` in the meta column when grouped by state. Shared by
+``roost agents`` and the live view."""
+
+from __future__ import annotations
+
+from typing import Any
+
+STATE_ORDER = ("running", "needs_input", "idle", "done", "failed", "stopped", "connected", "not running")
+
+
+def _line(row: dict[str, Any], indent: str, meta: str = "") -> str:
+    detail = row.get("question") if row.get("state") == "needs_input" else row.get("summary") or ""
+    live = "●" if row.get("live") else "○"
+    text = f"{indent}{live} {row['name'][:28]} ({row['id']})  {row['state']}"
+    if meta:
+        text += f"  {meta}"
+    if detail:
+        text += f"  — {detail[:60]}"
+    return text
+
+
+def tree_order(rows: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """Rows in tree order with their depth: each parent followed by its children."""
+    by_id = {row["id"]: row for row in rows}
+    children: dict[str, list[dict[str, Any]]] = {}
+    roots = []
+    for row in rows:
+        parent = row.get("parent")
+        if parent in by_id and parent != row["id"]:
+            children.setdefault(parent, []).append(row)
+        else:
+            roots.append(row)
+    ordered: list[tuple[int, dict[str, Any]]] = []
+    seen: set[str] = set()
+
+    def visit(row: dict[str, Any], depth: int) -> None:
+        if row["id"] in seen:
+            return
+        seen.add(row["id"])
+        ordered.append((depth, row))
+        for child in children.get(row["id"], []):
+            visit(child, depth + 1)
+
+    for root in roots:
+        visit(root, 0)
+    return ordered
+
+
+def render_by_dir(rows: list[dict[str, Any]]) -> str:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(row.get("cwd") or "?", []).append(row)
+    out = []
+    for cwd in sorted(groups):
+        out.append(cwd)
+        group_ids = {row["id"] for row in groups[cwd]}
+        for depth, row in tree_order(groups[cwd]):
+            if depth == 0 and row.get("parent") and row["parent"] not in group_ids:
+                out.append(_line(row, "  ", f"↳ {row.get('parentName') or row['parent']}"))
+            else:
+                out.append(_line(row, "  " + "   " * max(depth - 1, 0) + ("↳ " if depth else "")))
+    return "\n".join(out) if out else "no agents"
+
+
+def render_by_state(rows: list[dict[str, Any]]) -> str:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(row.get("state") or "?", []).append(row)
+    out = []
+    for state in sorted(groups, key=lambda s: STATE_ORDER.index(s) if s in STATE_ORDER else len(STATE_ORDER)):
+        out.append(state)
+        for row in groups[state]:
+            meta = f"↳ {row.get('parentName') or row['parent']}" if row.get("parent") else ""
+            out.append(_line(row, "  ", meta))
+    return "\n".join(out) if out else "no agents"

@@ -1,0 +1,320 @@
+"""Spawn and hand-back (M9b) through real processes: reports, routing, caps, loops."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from conftest import agent_items, wait_until
+from fg import in_thread, run_async, send, session, spawn
+from roost_plugins.envelope import parse_envelopes
+
+QUIET = {"default": {"steps": [{"say": "ok: {input}"}]}}
+
+
+def reports(entries) -> list[dict]:
+    out = []
+    for entry in agent_items(entries):
+        if entry["details"]["kind"] == "report":
+            (envelope,) = parse_envelopes(entry["content"])
+            out.append({"from": entry["details"]["fromName"], "body": envelope["body"], "relation": envelope["relation"]})
+    return out
+
+
+def runs(entries) -> list[dict]:
+    return [e for e in entries if e.get("type") == "custom" and e.get("customType") == "roost-run"]
+
+
+def test_parent_gets_each_childs_report_once_and_answers_a_question(daemon, tmp_path):
+    gate_b, gate_c = tmp_path / "gate-b", tmp_path / "gate-c"
+    parent_scenario = {
+        "run": [
+            {
+                "steps": [
+                    {"spawn": {"task": "quick", "name": "kid-a", "model": "quick"}},
+                    {"spawn": {"task": "slow", "name": "kid-b", "model": "slow"}},
+                    {"spawn": {"task": "asker", "name": "kid-c", "model": "asker"}},
+                    {"say": "spawned three"},
+                ]
+            },
+            {"kind": "report", "match": "question: Which DB", "steps": [{"send": {"to": "{from}", "message": "use postgres"}}, {"say": "answered"}]},
+        ],
+        "default": {"steps": [{"say": "noted {from_name}"}]},
+        "models": {
+            "quick": {"default": {"steps": [{"say": "A finished quickly"}]}},
+            "slow": {"run": [{"steps": [{"wait_for": str(gate_b)}, {"say": "B finished slowly"}]}]},
+            "asker": {"run": [{"steps": [{"wait_for": str(gate_c)}, {"ask": "Which DB?"}]}, {"steps": [{"say": "C finished with {input}"}]}]},
+        },
+    }
+    parent = daemon.start_job("delegate", scenario=parent_scenario, name="lead")
+    wait_until(lambda: [r["from"] for r in reports(daemon.entries(parent))] == ["kid-a"], what="kid-a's report")
+    gate_c.write_text("go")
+    wait_until(lambda: any("C finished with use postgres" in r["body"] for r in reports(daemon.entries(parent))), what="kid-c's second report")
+    gate_b.write_text("go")
+    wait_until(lambda: len(reports(daemon.entries(parent))) == 4, what="four reports")
+    daemon.wait_job(parent)
+    got = reports(daemon.entries(parent))
+    assert [r["from"] for r in got] == ["kid-a", "kid-c", "kid-c", "kid-b"]
+    assert got[0]["body"] == "state: done\n\nA finished quickly"
+    assert got[1]["body"].startswith("state: needs_input\nquestion: Which DB?")
+    assert got[2]["body"] == "state: done\n\nC finished with use postgres"
+    assert got[3]["body"] == "state: done\n\nB finished slowly"
+    assert {r["relation"] for r in got} == {"child"}
+    rows = {row["name"]: row for row in daemon.call("jobs")["jobs"]}
+    assert rows["kid-a"]["parent"] == parent and rows["kid-a"]["parentSession"] == rows["lead"]["session"]
+    # The parent's answer went to kid-c as a message from its parent.
+    (answer,) = agent_items(daemon.entries(rows["kid-c"]["id"]))
+    assert parse_envelopes(answer["content"])[0]["relation"] == "parent"
+
+
+def test_two_siblings_that_answer_everything_go_quiet_by_the_hop_limit(daemon, tmp_path):
+    echo = {"default": {"steps": [{"send": {"to": "{from}", "message": "re: {input}"}}]}}
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            s2 = await spawn(lead, "wait", "s2", scenario={"run": [{"steps": [{"say": "ready"}]}], **echo})
+            await in_thread(daemon.wait_job, s2)
+            s1 = await spawn(lead, "start", "s1", scenario={"run": [{"steps": [{"send": {"to": "s2", "message": "ping"}}]}], **echo})
+            await in_thread(wait_until, lambda: quiet(daemon, s1, s2), what="both quiet")
+            total = len(runs(daemon.entries(s1))) + len(runs(daemon.entries(s2)))
+            # The task item is hop 1; messages hop 2..8 went through; hop 9 was refused.
+            assert total == 2 + 7
+            refusals = tool_results(daemon.entries(s1)) + tool_results(daemon.entries(s2))
+            assert sum("error (hop_limit)" in text for text in refusals) == 1
+            # Only the two task runs reported: no report chain between siblings.
+            assert [e["kind"] for e in lead.delivered].count("report") == 2
+
+    run_async(story)
+
+
+def test_rate_limit_holds_when_hops_are_allowed(daemon_factory, write_config, tmp_path):
+    write_config({"agentMaxHops": 10_000, "agentMessagesPerMinute": 5})
+    daemon = daemon_factory().start()
+    echo = {"default": {"steps": [{"send": {"to": "{from}", "message": "re"}}]}}
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            s2 = await spawn(lead, "wait", "s2", scenario={"run": [{"steps": [{"say": "ready"}]}], **echo})
+            await in_thread(daemon.wait_job, s2)
+            s1 = await spawn(lead, "start", "s1", scenario={"run": [{"steps": [{"send": {"to": "s2", "message": "ping"}}]}], **echo})
+            await in_thread(wait_until, lambda: quiet(daemon, s1, s2), what="both quiet")
+            texts = tool_results(daemon.entries(s1)) + tool_results(daemon.entries(s2))
+            assert sum(t.startswith("delivered") for t in texts) == 10  # 5 per sender a minute
+            assert sum("error (rate_limited)" in t for t in texts) == 1
+
+    run_async(story)
+
+
+def quiet(daemon, *jobs) -> bool:
+    """One snapshot: nobody running and nothing queued means nothing is in flight."""
+    rows = {row["id"]: row for row in daemon.call("jobs")["jobs"]}
+    return all(rows[job]["state"] != "running" and rows[job]["pending"] == 0 for job in jobs)
+
+
+def tool_results(entries) -> list[str]:
+    return [e["message"]["content"][0]["text"] for e in entries if e.get("type") == "message" and e["message"].get("role") == "toolResult"]
+
+
+# ---------------------------------------------------------------------------- caps
+
+
+def test_children_cap(daemon_factory, write_config, tmp_path):
+    write_config({"agentMaxChildren": 2})
+    daemon = daemon_factory().start()
+    hold = {"run": [{"steps": [{"wait_for": str(tmp_path / "never")}]}]}
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            for n in range(2):
+                await spawn(lead, f"t{n}", f"k{n}", scenario=hold)
+            ok, text, _ = await lead.call_tool("roost_spawn", {"task": "t2"})
+            assert not ok and text.startswith("error (children_limit)") and "2" in text
+
+    run_async(story)
+
+
+def test_depth_cap(daemon, tmp_path):
+    # Each level spawns the next from the same nested scenario: depth 1, 2, 3, then 4 is refused.
+    level: dict = {"run": [{"steps": [{"spawn": {"task": "deeper", "name": "deeper", "model": "next"}}, {"say": "spawned"}]}]}
+    for _ in range(4):
+        level = {"run": level["run"], "models": {"next": level}}
+    job = daemon.start_job("root", scenario=level, name="root")
+
+    def chain_done():
+        rows = daemon.call("jobs")["jobs"]
+        return len(rows) == 4 and all(r["state"] != "running" and r["pending"] == 0 for r in rows) and rows
+
+    rows = wait_until(chain_done, what="chain of 4")
+    deepest = max(rows, key=lambda r: r["depth"])
+    assert deepest["depth"] == 3
+    refused = [t for t in tool_results(daemon.entries(deepest["id"])) if t.startswith("error")]
+    assert len(refused) == 1 and refused[0].startswith("error (depth_limit)") and "agentMaxDepth is 3" in refused[0]
+    assert job in {r["id"] for r in rows}
+
+
+def test_tree_and_global_caps(daemon_factory, write_config, tmp_path):
+    write_config({"agentMaxPerTree": 2, "agentMaxSpawned": 3})
+    daemon = daemon_factory().start()
+    hold = {"run": [{"steps": [{"wait_for": str(tmp_path / "never")}]}]}
+
+    async def story():
+        async with session(daemon, tmp_path, name="one") as one, session(daemon, tmp_path, name="two") as two:
+            await spawn(one, "a", "a", scenario=hold)
+            await spawn(one, "b", "b", scenario=hold)
+            ok, text, _ = await one.call_tool("roost_spawn", {"task": "c"})
+            assert text.startswith("error (tree_limit)")
+            await spawn(two, "d", "d", scenario=hold)
+            ok, text, _ = await two.call_tool("roost_spawn", {"task": "e"})
+            assert text.startswith("error (spawn_limit)")
+
+    run_async(story)
+
+
+def test_spawn_rate_window_with_a_controllable_clock(daemon_factory, write_config, tmp_path):
+    write_config({"agentSpawnsPerMinute": 2})
+    daemon = daemon_factory(ROOST_TEST_HOOKS="1").start()
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            await spawn(lead, "a", "a", scenario=QUIET)
+            await spawn(lead, "b", "b", scenario=QUIET)
+            ok, text, _ = await lead.call_tool("roost_spawn", {"task": "c"})
+            assert text.startswith("error (spawn_rate_limited)")
+            daemon.call("test_clock", advance=59.0)
+            ok, text, _ = await lead.call_tool("roost_spawn", {"task": "c"})
+            assert text.startswith("error (spawn_rate_limited)")
+            daemon.call("test_clock", advance=1.5)
+            ok, text, _ = await lead.call_tool("roost_spawn", {"task": "c"})
+            assert ok, text
+
+    run_async(story)
+
+
+# ---------------------------------------------------------------------------- routing
+
+
+def test_report_wakes_a_reaped_parent(daemon_factory, write_config, tmp_path):
+    write_config({"reapAfterSeconds": 0.3})
+    daemon = daemon_factory().start()
+    gate = tmp_path / "gate"
+    parent = daemon.start_job("p", name="p", scenario={
+        "run": [{"steps": [{"spawn": {"task": "work", "name": "kid", "model": "kid"}}, {"say": "waiting"}]}],
+        "default": {"steps": [{"say": "got {from_name}"}]},
+        "models": {"kid": {"run": [{"steps": [{"wait_for": str(gate)}, {"say": "kid done"}]}]}},
+    })
+    wait_until(lambda: not daemon.job(parent)["live"] and daemon.job(parent)["state"] == "done", what="parent reaped")
+    gate.write_text("go")
+    wait_until(lambda: len(reports(daemon.entries(parent))) == 1, what="report in the parent")
+    assert reports(daemon.entries(parent))[0]["body"].endswith("kid done")
+
+
+def test_report_to_a_stopped_parent_is_queued_not_woken(daemon, tmp_path):
+    gate = tmp_path / "gate"
+    parent = daemon.start_job("p", name="p", scenario={
+        "run": [{"steps": [{"spawn": {"task": "work", "name": "kid", "model": "kid"}}, {"say": "waiting"}]}],
+        "models": {"kid": {"run": [{"steps": [{"wait_for": str(gate)}, {"say": "kid done"}]}]}},
+    })
+    daemon.wait_job(parent)
+    kid = next(r["id"] for r in daemon.call("jobs")["jobs"] if r["name"] == "kid")
+    daemon.call("stop", job=parent)
+    daemon.wait_reaped(parent)
+    gate.write_text("go")
+    daemon.wait_job(kid, "done")
+    wait_until(lambda: daemon.job(parent)["pending"] == 1, what="report queued")
+    row = daemon.job(parent)
+    assert row["state"] == "stopped" and not row["live"]
+    assert reports(daemon.entries(parent)) == []
+
+
+def test_report_kept_while_the_parent_is_gone_and_retried_when_it_is_back(daemon, tmp_path):
+    gate = tmp_path / "gate"
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "work", "kid", scenario={"run": [{"steps": [{"wait_for": str(gate)}, {"say": "kid done"}]}]})
+        gate.write_text("go")
+        await in_thread(daemon.wait_job, kid, "done")
+        await in_thread(wait_until, lambda: daemon.job(kid)["undeliveredReport"], what="kept")
+        async with session(daemon, tmp_path) as back:
+            await back.ensure_registered()
+            await back.wait_for_delivery(1)
+            assert back.delivered[0]["kind"] == "report" and "kid done" in back.delivered[0]["content"]
+        assert daemon.job(kid)["undeliveredReport"] is False
+
+    run_async(story)
+
+
+def test_foreground_parent_moved_to_the_background_still_gets_reports(daemon, tmp_path):
+    gate = tmp_path / "gate"
+    lead_file = tmp_path / "lead.jsonl"
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "work", "kid", scenario={"run": [{"steps": [{"wait_for": str(gate)}, {"say": "kid done"}]}]})
+        # The lead's session continues as a job (the spec's "←").
+        job = daemon.call("start", task="carry on", session=str(lead_file), cwd=str(tmp_path), scenario=QUIET, name="lead")["id"]
+        await in_thread(daemon.wait_job, job)
+        gate.write_text("go")
+        await in_thread(wait_until, lambda: len(reports(daemon.entries(job))) == 1, what="report in the job")
+        assert reports(daemon.entries(job))[0]["body"].endswith("kid done")
+        assert daemon.job(kid)["parent"] == job
+
+    run_async(story)
+
+
+# ---------------------------------------------------------------------------- synthetic ended
+
+
+def ended_reports(lead) -> list[str]:
+    return [e["content"] for e in lead.delivered if e["kind"] == "report" and "state: ended" in e["content"]]
+
+
+def test_stopped_removed_and_crashed_children_each_send_one_ended_report(daemon, tmp_path):
+    hold = {"run": [{"steps": [{"wait_for": str(tmp_path / "never")}]}]}
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            stopped = await spawn(lead, "a", "stopped-kid", scenario=hold)
+            removed = await spawn(lead, "b", "removed-kid", scenario=hold)
+            crashed = await spawn(lead, "c", "crashed-kid", scenario=hold)
+            for kid in (stopped, removed, crashed):
+                await in_thread(wait_until, lambda kid=kid: daemon.job(kid)["connected"] and daemon.job(kid)["pending"] == 0, what="running")
+            daemon.call("stop", job=stopped)
+            daemon.call("stop", job=stopped)  # a second stop sends nothing more
+            daemon.call("remove", job=removed)
+            os.kill(daemon.record(crashed)["worker_pid"], signal.SIGKILL)
+            await in_thread(wait_until, lambda: len(ended_reports(lead)) == 3, what="three ended reports")
+            texts = ended_reports(lead)
+            assert any("stopped by the user" in t and 'from="stopped-kid"' in t for t in texts)
+            assert any("removed by the user" in t and 'from="removed-kid"' in t for t in texts)
+            assert any("crashed" in t and 'from="crashed-kid"' in t for t in texts)
+            await in_thread(daemon.wait_job, crashed, "failed")
+            assert len(ended_reports(lead)) == 3
+
+    run_async(story)
+
+
+def test_roost_agents_shows_the_tree(daemon, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "work", "kid", scenario=QUIET)
+            await in_thread(daemon.wait_job, kid)
+
+            def cli(*args):
+                return subprocess.run([sys.executable, "-m", "roost_core.cli", "agents", *args], env=daemon.env, capture_output=True, text=True, timeout=30)
+
+            by_dir = cli().stdout
+            lines = by_dir.splitlines()
+            lead_line = next(i for i, line in enumerate(lines) if "lead (" in line)
+            assert "↳ ● kid" in lines[lead_line + 1] or "↳ ○ kid" in lines[lead_line + 1]
+            by_state = cli("--group", "state").stdout
+            assert any("kid (" in line and "↳ lead" in line for line in by_state.splitlines())
+            rows = json.loads(cli("--json").stdout)
+            kid_row = next(r for r in rows if r["id"] == kid)
+            assert kid_row["parent"] == lead.peer_id and kid_row["rootSession"] == lead.session
+
+    run_async(story)
