@@ -22,7 +22,9 @@ def reports(entries) -> list[dict]:
 
 
 def runs(entries) -> list[dict]:
-    return [e for e in entries if e.get("type") == "custom" and e.get("customType") == "roost-run"]
+    """Each answer the scripted model gave to new input: runs, and the segments in which a
+    run answered items steered in at its last boundary."""
+    return [e for e in entries if e.get("type") == "custom" and e.get("customType") in ("roost-run", "roost-run-segment")]
 
 
 def test_parent_gets_each_childs_report_once_and_answers_a_question(daemon, tmp_path):

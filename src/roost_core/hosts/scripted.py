@@ -46,6 +46,9 @@ except ModuleNotFoundError:  # pragma: no cover
     import tomli as tomllib
 
 RUN_MARKER = "roost-run"
+SEGMENT_MARKER = "roost-run-segment"
+#: A run answers at most this many rounds of items steered in at its last boundary.
+MAX_SEGMENTS = 50
 WAIT_FOR_TIMEOUT = 120.0
 TOOL_OUTPUT_CHARS = 20_000
 
@@ -118,6 +121,7 @@ class ScriptedHost:
         self.scenario: dict[str, Any] = DEFAULT_SCENARIO
         self.used_runs: set[int] = set()
         self.run_count = 0
+        self.fresh: list[Item] = []
 
     async def open(self, job: JobInfo, services: WorkerServices) -> set[int]:
         self.job = job
@@ -127,8 +131,8 @@ class ScriptedHost:
         self.lock.acquire()
         self.writer = SessionWriter(job.session, cwd=job.cwd)
         for entry in self.writer.entries:
-            if entry.get("type") == "custom" and entry.get("customType") == RUN_MARKER:
-                self.run_count += 1
+            if entry.get("type") == "custom" and entry.get("customType") in (RUN_MARKER, SEGMENT_MARKER):
+                self.run_count += entry.get("customType") == RUN_MARKER
                 index = (entry.get("data") or {}).get("index")
                 if isinstance(index, int):
                     self.used_runs.add(index)
@@ -173,6 +177,7 @@ class ScriptedHost:
         for item in self.services.take_steer():
             faults.point("worker.after_steer_before_message_end")
             self.write_item(item)
+            self.fresh.append(item)
 
     def assistant(self, content: list[dict[str, Any]], stop: str) -> None:
         assert self.writer is not None
@@ -194,15 +199,15 @@ class ScriptedHost:
             return None, list(default.get("steps", []))
         return None, [{"say": "ok"}]
 
-    async def run(self, items: list[Item]) -> RunOutcome:
-        assert self.writer is not None and self.job is not None
-        first = items[0]
-        text = "\n".join(item.text or item.content for item in items)
+    def plan(self, inputs: list[Item]) -> tuple[int | None, list[dict[str, Any]], dict[str, str]]:
+        """The steps that answer ``inputs``, and the variables they may use."""
+        assert self.job is not None
+        first = inputs[0]
+        text = "\n".join(item.text or item.content for item in inputs)
         index, steps = self.pick_run(text, first.kind)
         if index is not None:
             self.used_runs.add(index)
-        self.run_count += 1
-        agent_item = next((item for item in items if item.sender), None)
+        agent_item = next((item for item in inputs if item.sender), None)
         variables = {
             "input": text,
             "from": (agent_item.sender or "") if agent_item else "",
@@ -213,6 +218,12 @@ class ScriptedHost:
             "run": str(self.run_count),
             "parent": self.job.parentPeer or "",
         }
+        return index, steps, variables
+
+    async def run(self, items: list[Item]) -> RunOutcome:
+        assert self.writer is not None and self.job is not None
+        self.run_count += 1
+        index, steps, variables = self.plan(items)
         self.writer.append(
             "custom",
             customType=RUN_MARKER,
@@ -221,13 +232,21 @@ class ScriptedHost:
         for item in items:
             self.write_item(item)
         final_text = ""
-        for raw_step in steps:
-            step = substitute(raw_step, variables)
-            outcome = await self.step(step)
-            if isinstance(outcome, RunOutcome):
-                return RunOutcome(outcome.state, outcome.final_text or final_text, outcome.question, outcome.error)
-            if isinstance(outcome, str):
-                final_text = outcome
+        for _ in range(MAX_SEGMENTS):
+            for raw_step in steps:
+                self.fresh = []
+                outcome = await self.step(substitute(raw_step, variables))
+                if isinstance(outcome, RunOutcome):
+                    return RunOutcome(outcome.state, outcome.final_text or final_text, outcome.question, outcome.error)
+                if isinstance(outcome, str):
+                    final_text = outcome
+            if not self.fresh:
+                break
+            # Items steered in at the last tool boundary reach the next model call, which
+            # answers them within this same run, as a real agent loop would.
+            index, steps, variables = self.plan(self.fresh)
+            self.writer.append("custom", customType=SEGMENT_MARKER, data={"index": index})
+            self.fresh = []
         return RunOutcome("done", final_text)
 
     async def step(self, step: dict[str, Any]) -> RunOutcome | str | None:

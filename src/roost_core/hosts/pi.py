@@ -1,0 +1,548 @@
+"""The pi host: a background job runs the real pi coding agent (``pi --mode rpc``).
+
+The worker keeps the job's authenticated daemon connection and its token; pi never sees
+either. pi loads the bundled roost extension (``-e``), which finds this host through
+``ROOST_PI_BRIDGE``: a Unix socket in a fresh 0700 folder, 0600, that accepts only the pi
+process (or its descendants) and only one connection. Over it the extension gets the tool
+definitions, runs roost tool calls through the worker, pulls steered items at each tool
+boundary (its ``tool_result`` hook, which pi awaits before the next model call) and puts
+items into the session (custom messages for agent items, user messages for replies).
+
+Seqs in the session file, so a restarted worker drops resends:
+- agent items: ``custom_message`` entries of type ``pi-roost-agent-message`` with
+  ``details.seq`` (written by pi at the message's ``message_end``);
+- user replies: the user ``message`` entry itself carries ``message.roost = {seq, kind}``
+  (the extension adds it in its ``message_end`` handler, so the seq and the reply are one
+  line of the file);
+- dialog answers: a ``custom`` entry of type ``pi-roost-seq`` with ``data.seq``, appended
+  right after pi has the answer.
+
+An item counts as delivered (``services.delivered``) only once that line is in the file:
+the host tails the session file on every pi event.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import shlex
+import shutil
+import socket
+import struct
+import tempfile
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import anyio
+from anyio.abc import SocketAttribute
+
+from roost_core import locks
+from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
+from roost_core.queue import Item
+from roost_core.transcript import AGENT_MESSAGE_TYPE, seqs_in
+
+log = logging.getLogger("roost.pi")
+
+SEQ_ENTRY = "pi-roost-seq"
+DIALOG_METHODS = ("select", "confirm", "input", "editor")
+#: How long pi may take from start to the extension's hello (cold jiti compile included).
+START_TIMEOUT = float(os.environ.get("ROOST_PI_START_TIMEOUT", "60"))
+RPC_TIMEOUT = 60.0
+#: After a run settles, how long to wait for its items' lines to reach the session file.
+SETTLE_TIMEOUT = 5.0
+STOP_GRACE = 5.0
+MAX_SOCKET_PATH = 107
+YES = re.compile(r"^\s*(y|yes|ok|okay|sure|confirm|confirmed|approve|approved|true|go|go ahead|do it)\b", re.IGNORECASE)
+
+
+class PiError(RuntimeError):
+    """pi could not be started or stopped answering."""
+
+
+def pi_binary() -> str:
+    configured = os.environ.get("ROOST_PI_BIN")
+    if configured:
+        return configured
+    found = shutil.which("pi")
+    if not found:
+        raise PiError("pi is not installed: put `pi` on PATH or set ROOST_PI_BIN")
+    return found
+
+
+def entry_seqs(entry: dict[str, Any]) -> list[int]:
+    """The queue seqs one session-file line records."""
+    seqs: list[int] = []
+    kind = entry.get("type")
+    if kind == "message":
+        tag = (entry.get("message") or {}).get("roost")
+        if isinstance(tag, dict):
+            seqs.append(tag.get("seq"))
+    elif kind == "custom" and entry.get("customType") == SEQ_ENTRY:
+        seqs.append((entry.get("data") or {}).get("seq"))
+    seqs.extend(seqs_in([entry]))
+    return [seq for seq in seqs if isinstance(seq, int) and not isinstance(seq, bool)]
+
+
+def private_bridge_dir() -> Path:
+    """A fresh 0700 folder whose socket path fits in ``sun_path``."""
+    folder = Path(tempfile.mkdtemp(prefix="roost-pi-"))
+    if len(os.fsencode(str(folder / "bridge.sock"))) <= MAX_SOCKET_PATH:
+        return folder
+    folder.rmdir()
+    base = Path("/tmp") / f"roost-{os.getuid()}"
+    base.mkdir(mode=0o700, exist_ok=True)
+    if base.stat().st_uid != os.getuid():
+        raise PiError(f"{base} belongs to another user")
+    os.chmod(base, 0o700)
+    return Path(tempfile.mkdtemp(prefix="pi-", dir=base))
+
+
+def item_json(item: Item) -> dict[str, Any]:
+    return {
+        "seq": item.seq,
+        "kind": item.kind,
+        "content": item.content,
+        "from": item.sender,
+        "fromName": item.sender_name,
+        "relation": item.relation,
+        "trace": item.trace,
+        "hops": item.hops,
+    }
+
+
+class Lines:
+    """Newline-delimited JSON over a byte stream; split on ``\\n`` only, as pi's RPC wants."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.buffer = b""
+        self.closed = False
+
+    async def frames(self) -> AsyncIterator[dict[str, Any]]:
+        while True:
+            while b"\n" in self.buffer:
+                line, self.buffer = self.buffer.split(b"\n", 1)
+                line = line.rstrip(b"\r")
+                if not line.strip():
+                    continue
+                try:
+                    frame = json.loads(line)
+                except ValueError:
+                    log.warning("pi: unreadable line %r", line[:200])
+                    continue
+                if isinstance(frame, dict):
+                    yield frame
+            try:
+                data = await self.stream.receive(256 * 1024)
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                self.closed = True
+                return
+            self.buffer += data
+
+    async def send(self, frame: dict[str, Any]) -> None:
+        await self.stream.send(json.dumps(frame, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+
+
+class PiHost:
+    def __init__(self) -> None:
+        self.job: JobInfo | None = None
+        self.services: WorkerServices | None = None
+        self.lock: locks.WriterLock | None = None
+        self.process: Any = None
+        self.rpc: Lines | None = None
+        self.bridge: Lines | None = None
+        self.bridge_dir: Path | None = None
+        self.listener: Any = None
+        self.tg: anyio.abc.TaskGroup | None = None
+        self._ids = 0
+        self._waiting: dict[str, tuple[anyio.Event, list[dict[str, Any]]]] = {}
+        self._changed = anyio.Event()
+        self.hello = False
+        self.pi_gone = False
+        self.streaming = False
+        self.agent_starts = 0
+        self.agent_ends = 0
+        self.last_messages: list[dict[str, Any]] = []
+        #: Items put into pi whose line is not yet in the session file.
+        self.pending: dict[int, Item] = {}
+        self.in_file: set[int] = set()
+        self._offset = 0
+        self._tail = b""
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def open(self, job: JobInfo, services: WorkerServices) -> set[int]:
+        self.job, self.services = job, services
+        self.lock = locks.WriterLock(job.session)
+        self.lock.acquire()
+        await self.start_pi()
+        return set(self.in_file)
+
+    async def start_pi(self) -> None:
+        """Start (or restart) pi on the job's session file and wait for its extension."""
+        assert self.job is not None
+        await self.stop_pi()
+        self.bridge_dir = private_bridge_dir()
+        sock_path = self.bridge_dir / "bridge.sock"
+        old_umask = os.umask(0o077)
+        try:
+            self.listener = await anyio.create_unix_listener(sock_path)
+        finally:
+            os.umask(old_umask)
+        os.chmod(sock_path, 0o600)
+        Path(self.job.session).parent.mkdir(parents=True, exist_ok=True)
+        from roost_core.pi import extension_path
+
+        argv = [pi_binary(), "--mode", "rpc", "--session", self.job.session, "-e", str(extension_path())]
+        if self.job.model:
+            argv += ["--model", self.job.model]
+        if self.job.thinking:
+            argv += ["--thinking", self.job.thinking]
+        argv += shlex.split(os.environ.get("ROOST_PI_ARGS", ""))
+        env = dict(os.environ)
+        env.pop("PI_JOB_TOKEN", None)  # the worker scrubbed it already; never hand it on
+        env["ROOST_PI_BRIDGE"] = str(sock_path)
+        cwd = self.job.cwd if Path(self.job.cwd).is_dir() else None
+        log.info("starting pi: %s", " ".join(shlex.quote(a) for a in argv))
+        self.process = await anyio.open_process(argv, stdin=-1, stdout=-1, stderr=None, cwd=cwd, env=env)
+        self.rpc = Lines(self.process.stdout)
+        self.pi_gone = False
+        self.hello = False
+        self.streaming = False
+        self.scan()
+        async with self.pumping():
+            with anyio.move_on_after(START_TIMEOUT):
+                await self.until(lambda: self.hello or self.pi_gone)
+            if not self.hello:
+                raise PiError("pi did not start (no hello from the roost extension); see the job log")
+            await self.command({"type": "set_steering_mode", "mode": "all"})
+            state = await self.command({"type": "get_state"})
+            session_file = (state.get("data") or {}).get("sessionFile")
+            if session_file and os.path.realpath(session_file) != os.path.realpath(self.job.session):
+                raise PiError(f"pi opened {session_file}, not {self.job.session}")
+
+    async def stop_pi(self) -> None:
+        process, self.process = self.process, None
+        if process is not None:
+            with contextlib.suppress(Exception):
+                await process.stdin.aclose()  # pi ends cleanly when its stdin closes
+            with anyio.move_on_after(STOP_GRACE):
+                await process.wait()
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.terminate()
+                with anyio.move_on_after(2):
+                    await process.wait()
+                if process.returncode is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        process.kill()
+                    await process.wait()
+            with contextlib.suppress(Exception):
+                await process.aclose()
+        if self.bridge is not None:
+            with contextlib.suppress(Exception):
+                await self.bridge.stream.aclose()
+            self.bridge = None
+        if self.listener is not None:
+            with contextlib.suppress(Exception):
+                await self.listener.aclose()
+            self.listener = None
+        if self.bridge_dir is not None:
+            shutil.rmtree(self.bridge_dir, ignore_errors=True)
+            self.bridge_dir = None
+
+    async def close(self) -> None:
+        await self.stop_pi()
+        if self.lock is not None:
+            self.lock.release()
+
+    # ------------------------------------------------------------------ plumbing
+
+    @contextlib.asynccontextmanager
+    async def pumping(self) -> AsyncIterator[anyio.abc.TaskGroup]:
+        """Read pi's events and serve the bridge for the length of one call (open/run)."""
+        async with anyio.create_task_group() as tg:
+            self.tg = tg
+            tg.start_soon(self.read_rpc)
+            tg.start_soon(self.serve_bridge)
+            try:
+                yield tg
+            finally:
+                self.tg = None
+                tg.cancel_scope.cancel()
+
+    def notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def until(self, predicate: Any) -> None:
+        while not predicate():
+            await self._changed.wait()
+
+    async def read_rpc(self) -> None:
+        assert self.rpc is not None
+        async for frame in self.rpc.frames():
+            if frame.get("type") == "response":
+                waiter = self._waiting.pop(str(frame.get("id")), None)
+                if waiter is not None:
+                    waiter[1].append(frame)
+                    waiter[0].set()
+                continue
+            self.on_event(frame)
+        self.pi_gone = True
+        for event, box in self._waiting.values():
+            box.append({"success": False, "error": "pi exited"})
+            event.set()
+        self._waiting.clear()
+        self.notify()
+
+    async def serve_bridge(self) -> None:
+        assert self.listener is not None
+        while self.bridge is None:
+            stream = await self.listener.accept()
+            if not self.trusted(stream):
+                await stream.aclose()
+                continue
+            self.bridge = Lines(stream)
+        await self.read_bridge(self.bridge)
+
+    def trusted(self, stream: Any) -> bool:
+        """Only the pi process this host started (or one of its children) may connect."""
+        try:
+            raw = stream.extra(SocketAttribute.raw_socket)
+            pid, _uid, _gid = struct.unpack("3i", raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+        except (OSError, anyio.TypedAttributeLookupError):
+            return False
+        return self.process is not None and locks.is_descendant(pid, self.process.pid)
+
+    async def read_bridge(self, bridge: Lines) -> None:
+        async for frame in bridge.frames():
+            if "op" in frame:
+                assert self.tg is not None
+                self.tg.start_soon(self.answer_bridge, bridge, frame)
+            elif "ok" in frame:
+                waiter = self._waiting.pop(str(frame.get("id")), None)
+                if waiter is not None:
+                    waiter[1].append(frame)
+                    waiter[0].set()
+        self.notify()
+
+    async def answer_bridge(self, bridge: Lines, frame: dict[str, Any]) -> None:
+        assert self.services is not None
+        op = frame.get("op")
+        try:
+            if op == "hello":
+                result: dict[str, Any] = {"tools": await self.tool_definitions()}
+                self.hello = True
+                self.notify()
+            elif op == "tool_call":
+                ok, text = await self.services.call_tool(str(frame.get("name")), dict(frame.get("args") or {}))
+                result = {"ok": ok, "text": text}
+            elif op == "boundary":
+                # A tool boundary: whatever waits goes in before pi's next model call.
+                items = self.services.take_steer()
+                self.pending.update({item.seq: item for item in items})
+                result = {"items": [item_json(item) for item in items]}
+            else:
+                raise ValueError(f"unknown op {op!r}")
+            answer = {"id": frame.get("id"), "ok": True, "result": result}
+        except Exception as exc:  # noqa: BLE001 - answered to the extension, logged here
+            log.exception("bridge op %s failed", op)
+            answer = {"id": frame.get("id"), "ok": False, "error": {"code": "internal", "message": str(exc)}}
+        with contextlib.suppress(Exception):
+            await bridge.send(answer)
+
+    async def tool_definitions(self) -> list[dict[str, Any]]:
+        """The daemon's tool definitions, as the worker got them in its hello."""
+        services: Any = self.services
+        definitions = getattr(services, "tool_definitions", None)
+        if callable(definitions):
+            return list(definitions())
+        tools = getattr(services, "tools", None)
+        if isinstance(tools, list):
+            return tools
+        names = services.tool_names() if services is not None else []
+        socket_path = os.environ.get("ROOST_SOCKET")
+        if names and socket_path:
+            from roost_core.client import Client
+
+            with Client(Path(socket_path), timeout=10) as conn:
+                return [tool for tool in conn.call("tools").get("tools", []) if tool.get("name") in names]
+        return []
+
+    async def call(self, channel: Lines | None, frame: dict[str, Any], timeout: float = RPC_TIMEOUT) -> dict[str, Any]:
+        if channel is None:
+            raise PiError("pi is not connected")
+        self._ids += 1
+        request_id = f"r{self._ids}"
+        event, box = anyio.Event(), []
+        self._waiting[request_id] = (event, box)
+        await channel.send({"id": request_id, **frame})
+        with anyio.fail_after(timeout):
+            await event.wait()
+        return box[0]
+
+    async def command(self, command: dict[str, Any]) -> dict[str, Any]:
+        """An RPC command to pi; its response."""
+        if self.process is None or self.pi_gone:
+            raise PiError("pi exited")
+        stdin = self.process.stdin
+
+        class _Stdin:
+            async def send(self_inner, frame: dict[str, Any]) -> None:
+                await stdin.send(json.dumps(frame, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+
+        return await self.call(_Stdin(), command)  # type: ignore[arg-type]
+
+    async def extension(self, op: str, **args: Any) -> dict[str, Any]:
+        """A request to the extension inside pi."""
+        answer = await self.call(self.bridge, {"op": op, **args})
+        if not answer.get("ok"):
+            raise PiError(f"extension {op}: {(answer.get('error') or {}).get('message')}")
+        return answer.get("result") or {}
+
+    # ------------------------------------------------------------------ the session file
+
+    def scan(self) -> None:
+        """Read what pi appended to the session file; settle items whose line is there."""
+        assert self.job is not None and self.services is not None
+        try:
+            with open(self.job.session, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if size < self._offset:  # pi rewrote the file (migration): read it all again
+                    self._offset, self._tail = 0, b""
+                fh.seek(self._offset)
+                data = fh.read()
+        except FileNotFoundError:
+            return
+        self._offset += len(data)
+        data = self._tail + data
+        lines = data.split(b"\n")
+        self._tail = lines.pop()
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict):
+                self.in_file.update(entry_seqs(entry))
+        for seq in [seq for seq in self.pending if seq in self.in_file]:
+            self.services.delivered(self.pending.pop(seq))
+
+    # ------------------------------------------------------------------ events
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "agent_start":
+            self.streaming = True
+            self.agent_starts += 1
+        elif kind == "agent_end":
+            self.streaming = False
+            self.agent_ends += 1
+            self.last_messages = list(event.get("messages") or [])
+        elif kind == "extension_ui_request" and event.get("method") in DIALOG_METHODS:
+            assert self.tg is not None
+            self.tg.start_soon(self.answer_dialog, event)
+        elif kind == "extension_error":
+            log.warning("pi extension error: %s", event.get("error"))
+        if kind in ("message_end", "agent_end", "tool_execution_end", "turn_end"):
+            self.scan()
+        self.notify()
+
+    async def answer_dialog(self, request: dict[str, Any]) -> None:
+        """A dialog in pi: the user answers through roost (``roost reply``)."""
+        assert self.services is not None
+        method = request.get("method")
+        question = " — ".join(str(part) for part in (request.get("title"), request.get("message")) if part)
+        options = [str(option) for option in request.get("options") or []]
+        if options:
+            question += "\n" + "\n".join(f"- {option}" for option in options)
+        answer = await self.services.dialog(question or "pi asks for input")
+        text = (answer.text or answer.content).strip()
+        response: dict[str, Any] = {"type": "extension_ui_response", "id": request.get("id")}
+        if method == "confirm":
+            response["confirmed"] = bool(YES.match(text))
+        elif method == "select":
+            chosen = next((o for o in options if o.lower() == text.lower()), None)
+            chosen = chosen or next((o for o in options if o.lower().startswith(text.lower())), None)
+            response.update({"value": chosen} if chosen else {"cancelled": True})
+        else:
+            response["value"] = text
+        assert self.process is not None
+        await self.process.stdin.send(json.dumps(response).encode() + b"\n")
+        # Recorded after pi has the answer: a crash in between repeats the answer, never loses it.
+        self.pending[answer.seq] = answer
+        await self.extension("mark", seq=answer.seq, kind=answer.kind, dialog=True)
+
+    # ------------------------------------------------------------------ runs
+
+    async def run(self, items: list[Item]) -> RunOutcome:
+        assert self.services is not None
+        if self.process is None or self.pi_gone:
+            await self.start_pi()
+        items = self.drop_known(items)
+        if not items:
+            return RunOutcome("idle")
+        replies = [item for item in items if item.kind == "reply"]
+        async with self.pumping():
+            starts = self.agent_starts
+            self.pending.update({item.seq: item for item in items})
+            if replies and not replies[0].content.startswith("/"):
+                # The task or a user reply: an RPC prompt, its seq tagged onto the message.
+                first = replies[0]
+                await self.extension("tag", seq=first.seq, kind=first.kind)
+                response = await self.command({"type": "prompt", "message": first.content})
+                if not response.get("success"):
+                    await self.extension("untag")
+                    return RunOutcome("failed", error=f"pi refused the prompt: {response.get('error')}")
+                rest = [item for item in items if item is not first]
+            else:
+                await self.extension("steer", items=[item_json(items[0])])
+                rest = items[1:]
+            await self.until(lambda: self.agent_starts > starts or self.pi_gone)
+            if rest and not self.pi_gone:
+                await self.extension("steer", items=[item_json(item) for item in rest])
+            while True:
+                await self.until(lambda: self.agent_ends > self.agent_starts - 1 and not self.streaming or self.pi_gone)
+                if self.pi_gone:
+                    return RunOutcome("failed", error="pi exited during the run")
+                # Idle now: what arrived since the last boundary starts the next round.
+                more = self.services.take_steer()
+                if not more:
+                    break
+                starts = self.agent_starts
+                self.pending.update({item.seq: item for item in more})
+                await self.extension("steer", items=[item_json(more[0])])
+                await self.until(lambda: self.agent_starts > starts or self.pi_gone)
+                if len(more) > 1 and not self.pi_gone:
+                    await self.extension("steer", items=[item_json(item) for item in more[1:]])
+            with anyio.move_on_after(SETTLE_TIMEOUT):
+                while self.pending and not self.pi_gone:
+                    self.scan()
+                    if self.pending:
+                        await anyio.sleep(0.02)
+            text = ((await self.command({"type": "get_last_assistant_text"})).get("data") or {}).get("text") or ""
+        return self.outcome(items, text)
+
+    def drop_known(self, items: list[Item]) -> list[Item]:
+        """Items whose line is already in the file (a resend) are settled, not run again."""
+        assert self.services is not None
+        self.scan()
+        fresh = []
+        for item in items:
+            if item.seq in self.in_file:
+                self.services.delivered(item)
+            else:
+                fresh.append(item)
+        return fresh
+
+    def outcome(self, items: list[Item], text: str) -> RunOutcome:
+        last = next((m for m in reversed(self.last_messages) if m.get("role") == "assistant"), None) or {}
+        stop = last.get("stopReason")
+        if stop == "error":
+            return RunOutcome("failed", text, error=str(last.get("errorMessage") or "the model call failed"))
+        state = "done" if any(item.kind == "reply" for item in items) else "idle"
+        return RunOutcome(state, text)
