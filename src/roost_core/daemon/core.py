@@ -403,6 +403,9 @@ class Daemon:
         """Run an agent tool for a bound session: the op behind it, then the text the
         model reads (tools plugin). A refused call is a normal, failed tool result."""
         name, params = args["name"], args["args"]
+        if conn.job is not None and "hops" in args:
+            # The worker's run took in items further down the chain since it started.
+            conn.job.run_hops = max(conn.job.run_hops, args["hops"])
         if name not in {tool.name for tool in policy.tool_definitions(self.pm, self.config)}:
             raise ProtocolError(NOT_FOUND, f"no agent tool {name!r}")
         handler = TOOL_OPS.get(name)

@@ -115,7 +115,11 @@ OPS: dict[str, Op] = {
     "peers": Op("op_peers", {}, who="bound"),
     "tool_call": Op(
         "op_tool_call",
-        {"name": Field(str, required=True, max_len=NAME), "args": Field(dict, required=True)},
+        {
+            "name": Field(str, required=True, max_len=NAME),
+            "args": Field(dict, required=True),
+            "hops": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
+        },
         who="bound",
     ),
     "spawn": Op(

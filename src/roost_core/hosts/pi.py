@@ -153,6 +153,7 @@ class PiHost:
         self.lock: locks.WriterLock | None = None
         self.process: Any = None
         self.rpc: Lines | None = None
+        self.stdin: Lines | None = None
         self.bridge: Lines | None = None
         self.bridge_dir: Path | None = None
         self.listener: Any = None
@@ -209,6 +210,7 @@ class PiHost:
         log.info("starting pi: %s", " ".join(shlex.quote(a) for a in argv))
         self.process = await anyio.open_process(argv, stdin=-1, stdout=-1, stderr=None, cwd=cwd, env=env)
         self.rpc = Lines(self.process.stdout)
+        self.stdin = Lines(self.process.stdin)
         self.pi_gone = False
         self.hello = False
         self.streaming = False
@@ -374,6 +376,7 @@ class PiHost:
         return []
 
     async def call(self, channel: Lines | None, frame: dict[str, Any], timeout: float = RPC_TIMEOUT) -> dict[str, Any]:
+        """A request with an id on ``channel`` (pi's stdin or the bridge); its answer."""
         if channel is None:
             raise PiError("pi is not connected")
         self._ids += 1
@@ -387,15 +390,9 @@ class PiHost:
 
     async def command(self, command: dict[str, Any]) -> dict[str, Any]:
         """An RPC command to pi; its response."""
-        if self.process is None or self.pi_gone:
+        if self.process is None or self.pi_gone or self.stdin is None:
             raise PiError("pi exited")
-        stdin = self.process.stdin
-
-        class _Stdin:
-            async def send(self_inner, frame: dict[str, Any]) -> None:
-                await stdin.send(json.dumps(frame, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
-
-        return await self.call(_Stdin(), command)  # type: ignore[arg-type]
+        return await self.call(self.stdin, command)
 
     async def extension(self, op: str, **args: Any) -> dict[str, Any]:
         """A request to the extension inside pi."""
@@ -471,8 +468,8 @@ class PiHost:
             response.update({"value": chosen} if chosen else {"cancelled": True})
         else:
             response["value"] = text
-        assert self.process is not None
-        await self.process.stdin.send(json.dumps(response).encode() + b"\n")
+        assert self.stdin is not None
+        await self.stdin.send(response)
         # Recorded after pi has the answer: a crash in between repeats the answer, never loses it.
         self.pending[answer.seq] = answer
         await self.extension("mark", seq=answer.seq, kind=answer.kind, dialog=True)
@@ -506,7 +503,7 @@ class PiHost:
             if rest and not self.pi_gone:
                 await self.extension("steer", items=[item_json(item) for item in rest])
             while True:
-                await self.until(lambda: self.agent_ends > self.agent_starts - 1 and not self.streaming or self.pi_gone)
+                await self.until(lambda: (self.agent_ends >= self.agent_starts and not self.streaming) or self.pi_gone)
                 if self.pi_gone:
                     return RunOutcome("failed", error="pi exited during the run")
                 # Idle now: what arrived since the last boundary starts the next round.

@@ -232,21 +232,24 @@ class ScriptedHost:
         for item in items:
             self.write_item(item)
         final_text = ""
-        for _ in range(MAX_SEGMENTS):
+        # Items steered in during the run reach the model's later calls; the scripted
+        # model answers each before the run ends, as a real agent loop would.
+        work: list[tuple[list[dict[str, Any]], dict[str, str]]] = [(steps, variables)]
+        answered = 0
+        while work:
+            steps, variables = work.pop(0)
+            self.fresh = []
             for raw_step in steps:
-                self.fresh = []
                 outcome = await self.step(substitute(raw_step, variables))
                 if isinstance(outcome, RunOutcome):
                     return RunOutcome(outcome.state, outcome.final_text or final_text, outcome.question, outcome.error)
                 if isinstance(outcome, str):
                     final_text = outcome
-            if not self.fresh:
-                break
-            # Items steered in at the last tool boundary reach the next model call, which
-            # answers them within this same run, as a real agent loop would.
-            index, steps, variables = self.plan(self.fresh)
-            self.writer.append("custom", customType=SEGMENT_MARKER, data={"index": index})
-            self.fresh = []
+            for item in self.fresh[: max(MAX_SEGMENTS - answered, 0)]:
+                answered += 1
+                index, item_steps, item_variables = self.plan([item])
+                self.writer.append("custom", customType=SEGMENT_MARKER, data={"index": index, "seq": item.seq})
+                work.append((item_steps, item_variables))
         return RunOutcome("done", final_text)
 
     async def step(self, step: dict[str, Any]) -> RunOutcome | str | None:

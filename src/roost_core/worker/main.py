@@ -71,6 +71,7 @@ class Worker:
         self.run_scope: anyio.CancelScope | None = None
         self.exit_code = 0
         self.run_causes: list[dict[str, Any]] = []
+        self.run_hops = 0
 
     # ------------------------------------------------------------------ daemon link
 
@@ -167,6 +168,8 @@ class Worker:
     def take_steer(self) -> list[Item]:
         steered = self.queue.take_all()
         self.run_causes.extend(cause_of(item, joined=True) for item in steered)
+        # A run that took in an item further down a chain is at that step of it now.
+        self.run_hops = max([self.run_hops, *(item.hops for item in steered)])
         return steered
 
     def delivered(self, item: Item) -> None:
@@ -178,7 +181,7 @@ class Worker:
 
     async def call_tool(self, name: str, args: dict[str, Any]) -> tuple[bool, str]:
         try:
-            result = await self.call("tool_call", name=name, args=args)
+            result = await self.call("tool_call", name=name, args=args, hops=self.run_hops)
         except (DaemonUnavailable, ProtocolError) as exc:
             return False, f"error: {exc}"
         return bool(result.get("ok")), str(result.get("text", ""))
@@ -262,6 +265,7 @@ class Worker:
             # The chain this run continues: what it sends or spawns is one step further.
             trace = next((item.trace for item in items if item.trace), None)
             hops = max(item.hops for item in items)
+            self.run_hops = hops
             await self.status(state="running", question=None, error=None, status=None, trace=trace, hops=hops)
             outcome = RunOutcome("aborted")
             with anyio.CancelScope() as scope:
