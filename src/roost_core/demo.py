@@ -8,7 +8,8 @@ the daemon starts a real worker process per job:
    something, runs a tool call, then asks a question and settles as ``needs_input``;
 2. the user replies and the job runs again to ``done``;
 3. a ``shell`` job runs one command to ``done``;
-4. :func:`demo_messaging` (a hook for agent-to-agent messaging, empty for now);
+4. :func:`demo_messaging`: a lead job spawns two children, answers one child's question
+   with ``roost_send``, and gets every report by itself;
 5. the jobs table, and each job's transcript rendered through the render plugin.
 
 Then every job is stopped, the daemon is stopped, any worker left is killed and the temp
@@ -43,12 +44,31 @@ def show(text: str) -> None:
 
 
 def demo_messaging(conn: Any, home: Path) -> None:
-    """Hook for the messaging part of the story (agents messaging each other).
+    """Agents messaging each other: a lead job spawns two children (``roost_spawn``), one
+    asks a question that its report carries, the lead answers with ``roost_send``, and
+    every report lands in the lead's transcript by itself."""
+    from roost_core.cli import wait_for_job
+    from roost_core.hosts.scripted import load_scenario
+    from roost_core.treeview import render_by_dir
 
-    Called with the demo's client and its temp home after the jobs section and before the
-    final jobs table. It does nothing yet; it returns None.
-    """
-    return None
+    heading("5. agents talking to each other")
+    show('$ roost start "document and test login" --name lead --scenario demo-team')
+    lead = conn.call("start", task="document and test login", name="lead", cwd=str(home), scenario=load_scenario("demo-team"))["id"]
+    show("the lead spawns two children; each report comes back without polling")
+    deadline = time.monotonic() + STEP_TIMEOUT
+    while time.monotonic() < deadline:
+        reports = [e for e in conn.call("log", job=lead, entries=True)["entries"] if (e.get("details") or {}).get("kind") == "report"]
+        if len(reports) >= 3:
+            break
+        time.sleep(0.05)
+    else:
+        raise RuntimeError("the lead did not get its three reports")
+    for row in conn.call("jobs")["jobs"]:
+        if row["id"] != lead and row.get("parentSession"):
+            wait_for_job(conn, row["id"], ("done", "failed", "needs_input"), STEP_TIMEOUT)
+    wait_for_job(conn, lead, ("done", "failed"), STEP_TIMEOUT)
+    show("$ roost agents")
+    show(render_by_dir(conn.call("agents")["agents"]))
 
 
 def run_demo() -> int:
@@ -132,7 +152,7 @@ def show_results(conn: Any) -> None:
     from roost_core.cli import format_jobs, local_manager
     from roost_core.transcript import iter_rendered
 
-    heading("5. all jobs")
+    heading("6. all jobs")
     show("$ roost jobs")
     rows = conn.call("jobs")["jobs"]
     show(format_jobs(rows))

@@ -1,5 +1,10 @@
 """Named crash points for the reliability suite.
 
+Points: ``daemon.after_accept_before_persist``, ``daemon.after_persist_before_answer``,
+``daemon.during_handback``, ``daemon.report_routing``, ``store.during_atomic_write``,
+``worker.after_steer_before_message_end``, ``worker.after_message_end_before_ack``,
+``worker.before_handback``.
+
 ``ROOST_FAULTS=name[,name...]`` makes the process SIGKILL itself the first time it reaches
 a named point; a marker file under ``$ROOST_HOME/faults`` makes each fire only once, so
 the restarted process gets past it. Unset (always, outside tests) it costs one lookup.

@@ -16,6 +16,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 import anyio
 
+from roost_core import faults
+
 COMPACT_AFTER_BYTES = 8 * 1024 * 1024
 
 
@@ -39,6 +41,7 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
             os.fsync(fd)
     finally:
         os.close(fd)
+    faults.point("store.during_atomic_write")
     os.replace(tmp, path)
     if durable:
         fsync_dir(path.parent)

@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from roost_core import identity, locks, policy, routing
+from roost_core import faults, identity, locks, policy, routing
 from roost_core.config import Config, load_project_config
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.jobs import ENDED_STATES, Job
@@ -304,12 +304,14 @@ class Daemon:
         # Push before the fsync (the receiver acks only what is in its transcript, and
         # the restart seq gap keeps a lost undurable seq from ever being reused), but
         # answer only once the item is durable.
+        faults.point("daemon.after_accept_before_persist")
         self.push_pending(job)
         try:
             await self.persist_item(job, item)
         except Exception:
             job.queue.items = [it for it in job.queue.items if it.seq != item.seq]
             raise
+        faults.point("daemon.after_persist_before_answer")
         if job.conn is not None:
             return item, "delivered"
         if job.state == "stopped" and kind != "reply":
@@ -859,6 +861,7 @@ class Daemon:
         if not decision.report:
             return {"reported": False, "reason": decision.reason}
         report = Report(child=child, state=run.state, result=run.result, question=run.question, error=run.error)
+        faults.point("daemon.during_handback")
         route = await self.route_report(job, report)
         return {"reported": True, "route": route}
 
@@ -885,6 +888,7 @@ class Daemon:
             if route.action == "queue" and route.target in self.jobs:
                 target = self.jobs[route.target].peer_info()
             if target is not None:
+                faults.point("daemon.report_routing")
                 item = OutgoingItem(
                     sender=report.child,
                     target=target,

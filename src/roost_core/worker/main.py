@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 
+from roost_core import faults
 from roost_core.client import AsyncClient, DaemonUnavailable
 from roost_core.hosts import builtin_hosts
 from roost_core.hosts.base import JobInfo, RunOutcome
@@ -291,6 +292,7 @@ class Worker:
     async def handback(self, outcome: RunOutcome) -> None:
         """Tell the daemon how the run settled and what caused it; the handback plugin
         there decides whether the parent gets a report."""
+        faults.point("worker.before_handback")
         try:
             await self.call(
                 "handback",

@@ -47,7 +47,7 @@ def roost_format_report(report: Report) -> str | None:
         lines.append(f"question: {report.question}")
     if report.error:
         lines.append(f"error: {report.error}")
-    if report.result:
+    if report.result and report.result != report.question:
         lines.append("")
         lines.append(report.result)
     return "\n".join(lines)
