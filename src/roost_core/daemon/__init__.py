@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import anyio
@@ -24,10 +25,10 @@ def run_daemon(paths: Paths | None = None, *, disabled: tuple[str, ...] = (), du
         stream=sys.stderr,
     )
     config = load_user_config(paths.config_file)
-    import os
-
     disabled = tuple(disabled) + tuple(n for n in os.environ.get("ROOST_DISABLE_PLUGINS", "").split(",") if n)
     pm = make_plugin_manager(config, disabled=disabled)
+    # ROOST_DURABLE=0 skips fsync (benchmarks of the non-durable path; never the default).
+    durable = durable and os.environ.get("ROOST_DURABLE", "1") != "0"
     try:
         anyio.run(lambda: serve(paths, config, pm, durable=durable))
     except DaemonRunning as exc:
