@@ -8,6 +8,7 @@ ignored, so a repository can never widen what its agents may reach.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,15 @@ class ConfigError(ValueError):
 
 
 def _number(value: Any, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"{key} must be a non-negative number")
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError as exc:
+        raise ConfigError(f"{key} is too large") from exc
+    if math.isnan(number) or number < 0 or (math.isinf(number) and key != "reapAfterSeconds"):
+        raise ConfigError(f"{key} must be a non-negative finite number")
+    return number
 
 
 @attrs.frozen
@@ -122,4 +129,4 @@ def load_project_config(cwd: str | Path | None) -> dict[str, Any]:
         data = read_mapping(Path(cwd) / ".pi" / "roost.json")
     except ConfigError:
         return {}
-    return {key: value for key, value in data.items() if key in PROJECT_KEYS}
+    return {key: value for key, value in data.items() if key in PROJECT_KEYS and isinstance(value, str)}

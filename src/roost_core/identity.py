@@ -13,6 +13,7 @@ import secrets
 
 _JOB_ID = re.compile(r"^[0-9a-e][0-9a-f]{7}$")
 _FOREGROUND_ID = re.compile(r"^f[0-9a-f]{7}$")
+_HEXISH = re.compile(r"^[0-9a-fA-F]{7}[0-9a-fA-F-]*$")
 
 
 def new_job_id(taken: set[str] | frozenset[str] = frozenset()) -> str:
@@ -26,10 +27,11 @@ def foreground_id(session_id: str | None) -> str:
     """``f`` + 7 hex from the session id; random when there is none (``--no-session``)."""
     if not session_id:
         return "f" + secrets.token_hex(4)[:7]
-    digits = re.sub(r"[^0-9a-f]", "", session_id.lower())
-    if len(digits) < 7:
-        digits = hashlib.sha256(session_id.encode()).hexdigest()
-    return "f" + digits[:7]
+    if _HEXISH.match(session_id):
+        # A UUID or hex id (pi's session ids): its own first digits, as the spec says.
+        return "f" + session_id.replace("-", "").lower()[:7]
+    # Anything else (a path, a name) is hashed, so similar strings do not collide.
+    return "f" + hashlib.sha256(session_id.encode()).hexdigest()[:7]
 
 
 def is_job_id(value: str) -> bool:

@@ -32,7 +32,7 @@ def is_alive(pid: int | None, expected_create_time: float | None = None) -> bool
         return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:
         pass

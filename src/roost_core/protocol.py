@@ -9,6 +9,7 @@ excluded); a longer one is discarded up to its newline and answered ``frame_too_
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Callable
 
 import attrs
@@ -108,6 +109,9 @@ class FrameDecoder:
         return out
 
 
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
 def decode_line(line: bytes) -> dict[str, Any] | ProtocolError:
     try:
         frame = json.loads(line.decode("utf-8"))
@@ -119,6 +123,12 @@ def decode_line(line: bytes) -> dict[str, Any] | ProtocolError:
         return ProtocolError(BAD_JSON, f"frame is not JSON: {exc}")
     if not isinstance(frame, dict):
         return ProtocolError(BAD_JSON, "frame must be a JSON object")
+    if _SURROGATE_ESCAPE.search(line):
+        # A lone surrogate decodes to a str that can never be written back as UTF-8.
+        try:
+            json.dumps(frame, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            return ProtocolError(BAD_JSON, "frame holds a lone UTF-16 surrogate")
     return frame
 
 

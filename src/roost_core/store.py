@@ -133,6 +133,10 @@ class Journal:
         self.compact_after = compact_after
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self._size = os.fstat(self._fd).st_size
+        if self._size and not _ends_with_newline(path):
+            # A torn last record (crash mid-append): end it so the next one stands alone.
+            self._size += os.write(self._fd, b"\n")
+        self._commit_lock = anyio.Lock()
         self._buffer: list[bytes] = []
         self._batch: _Batch = _Batch()
         self._wakeup = anyio.Event()
@@ -160,6 +164,10 @@ class Journal:
             await self._commit()
 
     async def _commit(self) -> None:
+        async with self._commit_lock:
+            await self._commit_locked()
+
+    async def _commit_locked(self) -> None:
         if not self._buffer:
             return
         lines, batch = self._buffer, self._batch
@@ -195,10 +203,16 @@ class Journal:
             raise batch.error
 
     async def aclose(self) -> None:
-        await self._commit()
+        await self._commit()  # waits for a commit in flight, then flushes the rest
         self._closed = True
         self._wakeup.set()
         os.close(self._fd)
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1) == b"\n"
 
 
 class _Batch:

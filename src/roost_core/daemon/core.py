@@ -305,8 +305,8 @@ class Daemon:
         # the restart seq gap keeps a lost undurable seq from ever being reused), but
         # answer only once the item is durable.
         faults.point("daemon.after_accept_before_persist")
-        self.push_pending(job)
         try:
+            self.push_pending(job)
             await self.persist_item(job, item)
         except Exception:
             job.queue.items = [it for it in job.queue.items if it.seq != item.seq]
@@ -455,7 +455,7 @@ class Daemon:
                 job.parent_session, job.parent_peer = previous.parent_session, previous.parent_peer
                 job.root_session, job.depth, job.spawned = previous.root_session, previous.depth, previous.spawned
             job.queue.reply_seq = max(seqs_in(read_entries(session)), default=0)
-        self.save(job)
+        self.add_job(job)
         await self.enqueue(job, "reply", task, text=task, trace=args.get("trace") or f"t-{job.id}-1")
         return {"id": job.id, "name": job.name}
 
@@ -483,8 +483,12 @@ class Daemon:
             state="running",
             **fields,
         )
-        self.jobs[job_id] = job
         return job
+
+    def add_job(self, job: Job) -> None:
+        """Save a new job's record, then make it known (a failed save leaves no ghost)."""
+        self.save(job)
+        self.jobs[job.id] = job
 
     async def op_jobs(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         rows = []
@@ -824,7 +828,7 @@ class Daemon:
             depth=depth,
             spawned=True,
         )
-        self.save(job)
+        self.add_job(job)
         policy.note_spawned(self.pm, request, self.clock())
         await self.enqueue(job, "reply", args["task"], text=args["task"], trace=trace or f"t-{job.id}-1", hops=hops + 1)
         return {"id": job.id, "name": job.name, "report": "a report will arrive by itself when it finishes"}

@@ -107,7 +107,7 @@ OPS: dict[str, Op] = {
             "session": Field((str, type(None)), max_len=PATH),
             "name": Field(str, max_len=NAME),
             "cwd": Field((str, type(None)), max_len=PATH),
-            "pid": Field(int, required=True),
+            "pid": Field(int, required=True, check=lambda v: None if 0 < v < 2**31 else "is not a process id"),
             "sessionId": Field(str, max_len=NAME),
         },
         after="after_register",

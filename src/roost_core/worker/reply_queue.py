@@ -20,6 +20,8 @@ class ReplyQueue:
         self.in_transcript: set[int] = set()
         self._received: list[int] = []
         self.watermark = 0
+        #: Seqs handed to the host and not yet in the transcript: a resend is ignored.
+        self._taken: set[int] = set()
         self.awaiting_start = True
         self.compacting = False
         self.dialog_open = False
@@ -34,8 +36,8 @@ class ReplyQueue:
         self._notify()
 
     def push(self, item: Item) -> None:
-        if item.seq <= self.watermark or any(held.seq == item.seq for held in self.items):
-            return
+        if item.seq <= self.watermark or item.seq in self._taken or any(held.seq == item.seq for held in self.items):
+            return  # acked, handed to the host already, or held
         if item.seq not in self._received:
             self._received.append(item.seq)
             self._received.sort()
@@ -58,12 +60,14 @@ class ReplyQueue:
         if self.gated or self.dialog_open:
             return []
         taken, self.items = self.items, []
+        self._taken.update(item.seq for item in taken)
         return taken
 
     def take_reply(self) -> Item | None:
         """The first user reply, which answers an open dialog; agent items stay."""
         for index, item in enumerate(self.items):
             if item.kind == "reply":
+                self._taken.add(item.seq)
                 return self.items.pop(index)
         return None
 
@@ -75,7 +79,9 @@ class ReplyQueue:
 
     def _advance(self) -> None:
         while self._received and self._received[0] in self.in_transcript:
-            self.watermark = max(self.watermark, self._received.pop(0))
+            seq = self._received.pop(0)
+            self._taken.discard(seq)
+            self.watermark = max(self.watermark, seq)
 
     async def changed(self) -> None:
         await self._changed.wait()
