@@ -53,7 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     log = sub.add_parser("log", help="show a job's transcript")
     log.add_argument("id")
-    log.add_argument("--json", action="store_true")
+    log.add_argument("--json", action="store_true", help="entries (with trace and hops) and the job's sent-item receipts")
+    log.add_argument("--follow", "-f", action="store_true", help="keep printing entries as the transcript grows")
+
+    dead = sub.add_parser("dead", help="agent items that can never be delivered, with the reason")
+    dead.add_argument("--json", action="store_true")
 
     wait = sub.add_parser("wait", help="wait until a job settles (not running)")
     wait.add_argument("id")
@@ -212,10 +216,54 @@ def cmd_log(args: argparse.Namespace) -> int:
     with client() as conn:
         result = conn.call("log", job=args.id)
     if args.json:
-        print(json.dumps(read_entries(result["session"]), ensure_ascii=False, indent=2))
+        print(json.dumps({"id": result["id"], "session": result["session"], "entries": read_entries(result["session"]), "sent": result.get("sent", [])}, ensure_ascii=False, indent=2))
         return 0
-    for text in iter_rendered(local_manager(), result["session"]):
+    pm = local_manager()
+    if args.follow:
+        return follow_log(pm, result["session"])
+    for text in iter_rendered(pm, result["session"]):
         print(text)
+    return 0
+
+
+def follow_log(pm: Any, session: str, *, poll: float = 0.1) -> int:
+    """Print a transcript, then each entry as it is appended (until Ctrl-C)."""
+    from roost_core.policy import render_entry
+    from roost_core.transcript import parse_entry
+
+    offset = 0
+    partial = b""
+    try:
+        while True:
+            try:
+                with open(session, "rb") as fh:
+                    fh.seek(offset)
+                    data = fh.read()
+            except FileNotFoundError:
+                data = b""
+            if data:
+                offset += len(data)
+                lines = (partial + data).split(b"\n")
+                partial = lines.pop()  # an entry still being written
+                for line in lines:
+                    try:
+                        raw = json.loads(line)
+                    except ValueError:
+                        continue
+                    text = render_entry(pm, parse_entry(raw)) if isinstance(raw, dict) else ""
+                    if text:
+                        print(text, flush=True)
+            else:
+                time.sleep(poll)
+    except KeyboardInterrupt:
+        return 0
+
+
+def cmd_dead(args: argparse.Namespace) -> int:
+    with client() as conn:
+        letters = conn.call("dead")["dead"]
+    lines = [f"{d['sender']} → {d['toName']} ({d['to']})  {d['kind']}  {d['reason']}  {d['preview']!r}" for d in letters]
+    emit(args, letters, "\n".join(lines) if lines else "no dead letters")
     return 0
 
 
@@ -276,6 +324,7 @@ COMMANDS = {
     "log": cmd_log,
     "wait": cmd_wait,
     "plugins": cmd_plugins,
+    "dead": cmd_dead,
     "demo": cmd_demo,
 }
 

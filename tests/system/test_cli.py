@@ -93,7 +93,9 @@ def test_start_wait_reply_log_through_the_cli(cli, scenario_file):
     assert "⚙ bash(" in text and "↳ bash: tool-ran" in text
     assert "› you: main" in text
     assert "assistant: Merged into main." in text
-    entries = cli.json("log", "fixer")
+    log = cli.json("log", "fixer")
+    entries = log["entries"]
+    assert log["sent"] == [] and log["session"].endswith(".jsonl")
     assert entries[0]["type"] == "session"
     assert any(e.get("type") == "message" and e["message"]["role"] == "assistant" for e in entries)
 

@@ -23,6 +23,8 @@ from roost_core.config import Config, load_project_config
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.jobs import ENDED_STATES, Job
 from roost_core.daemon.peers import ForegroundPeer
+from roost_core.daemon.receipts import Receipts
+from roost_core.daemon.watch import Watchers
 from roost_core.hosts import builtin_hosts
 from roost_core.paths import Paths
 from roost_core.protocol import (
@@ -30,6 +32,7 @@ from roost_core.protocol import (
     CONFLICT,
     NOT_ACCEPTED,
     NOT_FOUND,
+    QUEUE_FULL,
     UNAUTHORIZED,
     UNREACHABLE,
     ProtocolError,
@@ -84,6 +87,8 @@ class Daemon:
         self.stopping = anyio.Event()
         self._kill_at: dict[str, float] = {}
         self.tg: anyio.abc.TaskGroup | None = None
+        self.receipts = Receipts(paths.state_dir / "dead.jsonl", durable=durable)
+        self.watch = Watchers(self.agent_rows)
         self.clock_offset = 0.0
         self.clock = lambda: time.monotonic() + self.clock_offset
 
@@ -133,6 +138,7 @@ class Daemon:
     def save(self, job: Job) -> None:
         job.updated = time.time()
         self.job_files.save(job.id, job.to_json())
+        self.watch.touch()
 
     async def monitor(self) -> None:
         """Notice worker exits, kill workers that outstay a stop, reap idle workers."""
@@ -294,6 +300,8 @@ class Daemon:
         for item in job.queue.pending(after=job.sent):
             job.conn.send(deliver_event(item))
             job.sent = item.seq
+            if item.is_agent_item:
+                self.receipts.move(job.id, item.seq, "delivered")
 
     async def enqueue(self, job: Job, kind: str, content: str, *, wake: bool = True, **fields: Any) -> tuple[Item, str]:
         """Queue an item durably and hand it on; returns the item and what happened:
@@ -501,11 +509,23 @@ class Daemon:
 
     async def op_agents(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         """Every peer (collapsed by session) with its tree links, for views."""
+        return {"agents": self.agent_rows()}
+
+    async def op_watch(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        """The agent table now; then an ``agents`` event whenever it changes."""
+        self.watch.add(conn)
+        return {"agents": self.agent_rows()}
+
+    async def op_dead(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        return {"dead": list(self.receipts.dead)}
+
+    def agent_rows(self) -> list[dict[str, Any]]:
         table = routing.collapse(self.peer_infos())
         names = {peer.id: peer.name for peer in table.holders.values()}
         rows = []
         for peer in table.holders.values():
             job = self.jobs.get(peer.id) if peer.kind == "job" else None
+            fg = self.foreground.get(peer.id) if peer.kind == "foreground" else None
             parent = self.parent_holder(peer, table)
             rows.append(
                 {
@@ -517,18 +537,21 @@ class Daemon:
                     "live": peer.live,
                     "cwd": peer.cwd,
                     "session": peer.session,
+                    "status": peer.status,
                     "summary": peer.summary,
                     "question": peer.question,
+                    "dialog": bool(job and job.dialog),
                     "parentSession": peer.parent_session,
                     "rootSession": peer.root_session,
                     "parent": parent.id if parent is not None else None,
                     "parentName": names.get(parent.id) if parent is not None else None,
-                    "pending": len(job.queue.items) if job else 0,
-                    "created": job.created if job else None,
+                    "pending": len(job.queue.items) if job else len(fg.in_flight) if fg else 0,
+                    "lastMessage": (job.last_message if job else fg.last_message if fg else None),
+                    "created": job.created if job else fg.registered if fg else None,
                 }
             )
         rows.sort(key=lambda row: (row["created"] or 0, row["id"]))
-        return {"agents": rows}
+        return rows
 
     def parent_holder(self, peer: PeerInfo, table: routing.PeerTable) -> PeerInfo | None:
         """The record that holds ``peer``'s parent session now (live or not)."""
@@ -584,6 +607,10 @@ class Daemon:
         self.jobs.pop(job.id, None)
         self._kill_at.pop(job.id, None)
         dropped = job.queue.clear()
+        for item in dropped:
+            if item.is_agent_item:
+                self.receipts.move(job.id, item.seq, "dead", "target removed")
+        self.watch.touch()
         assert self.journal is not None
         await self.journal.append({"op": "drop", "job": job.id})
         self.job_files.delete(job.id)
@@ -591,7 +618,12 @@ class Daemon:
 
     async def op_log(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         job = self.job_by_ref(args["job"])
-        return {"id": job.id, "session": job.session, "entries": read_entries(job.session) if args.get("entries") else None}
+        return {
+            "id": job.id,
+            "session": job.session,
+            "entries": read_entries(job.session) if args.get("entries") else None,
+            "sent": self.receipts.sent_by(job.id),
+        }
 
     # ------------------------------------------------------------------ ops: workers
 
@@ -667,13 +699,18 @@ class Daemon:
             if seq > job.queue.reply_seq:
                 raise ProtocolError(BAD_ARGS, f"ack: seq {seq} was never queued")
             done = job.queue.ack(seq)
+            for item in done:
+                if item.is_agent_item:
+                    self.receipts.move(job.id, item.seq, "acknowledged")
             if done:
+                self.watch.touch()
                 assert self.journal is not None
                 await self.journal.append({"op": "ack", "job": job.id, "seq": job.queue.acked})
             return {"acked": job.queue.acked}
         if conn.peer is not None:
             for key in [s for s in conn.peer.in_flight if s <= seq]:
                 conn.peer.in_flight.pop(key)
+                self.receipts.move(conn.peer.id, key, "acknowledged")
             return {"acked": seq}
         raise ProtocolError(UNAUTHORIZED, "ack needs a bound connection")
 
@@ -724,6 +761,7 @@ class Daemon:
         peer.name, peer.session, peer.cwd, peer.pid = name, session, args.get("cwd"), pid
         peer.conn = conn
         conn.peer = peer
+        self.watch.touch()
         return {
             "id": peer.id,
             "name": peer.name,
@@ -739,6 +777,8 @@ class Daemon:
             self.soon(lambda: self.retry_undelivered(session=peer.session, peer_id=peer.id))
 
     def peer_disconnected(self, conn: Connection) -> None:
+        self.watch.discard(conn)
+        self.watch.touch()
         if conn.peer is not None and conn.peer.conn is conn:
             conn.peer.conn = None
         if conn.job is not None and conn.job.conn is conn:
@@ -756,7 +796,7 @@ class Daemon:
             if decision.allowed:
                 rows.append(self.peer_row(peer, decision.relation))
         rows.sort(key=lambda row: (row["relation"] != "parent", row["relation"], row["name"], row["id"]))
-        return {"self": {"id": sender.id, "name": sender.name}, "peers": rows}
+        return {"self": {"id": sender.id, "name": sender.name}, "peers": rows, "sent": self.receipts.sent_by(sender.id)}
 
     async def op_send(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         sender = self.sender_info(conn)
@@ -767,6 +807,7 @@ class Daemon:
         )
         decision = self.reach(sender, target, addressed_by)
         if not decision.allowed:
+            self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason="unreachable", text=text)
             raise ProtocolError(UNREACHABLE, decision.reason or f"peer {target.id} is not reachable")
         trace, hops = self.chain_of(conn)
         # The envelope names the sender as the receiver sees it: my child sees "parent".
@@ -775,8 +816,10 @@ class Daemon:
         )
         refusal = policy.check_send(self.pm, outgoing, self.clock(), self.config)
         if refusal is not None:
+            self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=refusal.code, text=text)
             raise ProtocolError(refusal.code, refusal.message)
         if not target.accepts_messages:
+            self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=NOT_ACCEPTED, text=text)
             raise ProtocolError(NOT_ACCEPTED, f"{target.id} is a {target.host} job; it takes no messages")
         content = policy.frame_item(self.pm, outgoing)
         result = await self.deliver_to(target, outgoing, content, trace=trace)
@@ -964,14 +1007,25 @@ class Daemon:
         if target.kind == "foreground":
             peer = self.foreground[target.id]
             if peer.conn is None:
+                self.receipts.record(item.sender.id, target.id, target.name, item.kind, "dead", reason="receiver not running", text=item.text)
                 return {**base, "result": "not running"}
+            peer.last_message = time.time()
             peer.seq += 1
+            self.receipts.record(item.sender.id, target.id, target.name, item.kind, "delivered", seq=peer.seq, text=item.text)
             event = deliver_event(Item(seq=peer.seq, kind=item.kind, content=content, **fields))
             peer.in_flight[peer.seq] = event
             peer.conn.send(event)
             return {**base, "result": "delivered", "seq": peer.seq}
         job = self.jobs[target.id]
-        queued, outcome = await self.enqueue(job, item.kind, content, wake=wake, **fields)
+        try:
+            queued, outcome = await self.enqueue(job, item.kind, content, wake=wake, **fields)
+        except ProtocolError as exc:
+            if exc.code == QUEUE_FULL:
+                self.receipts.record(item.sender.id, target.id, target.name, item.kind, "dead", reason="queue full", text=item.text)
+            raise
+        job.last_message = time.time()
+        state = "delivered" if outcome == "delivered" else "queued"
+        self.receipts.record(item.sender.id, target.id, target.name, item.kind, state, seq=queued.seq, text=item.text)
         result = {**base, "result": outcome, "seq": queued.seq}
         if job.dialog and outcome in ("delivered", "queued"):
             result["waiting"] = "waiting on a dialog"

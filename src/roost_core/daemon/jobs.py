@@ -63,6 +63,7 @@ class Job:
     reaping: bool = False
     idle_since: float = attrs.field(factory=time.monotonic)
     sent: int = 0  # items pushed to the current worker connection (seq watermark)
+    last_message: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = {name: getattr(self, name) for name in PERSISTED}

@@ -26,6 +26,7 @@ class ForegroundPeer:
     seq: int = 0
     registered: float = attrs.field(factory=time.time)
     in_flight: dict[int, dict[str, Any]] = attrs.field(factory=dict)
+    last_message: float | None = None
 
     @property
     def connected(self) -> bool:

@@ -76,6 +76,8 @@ OPS: dict[str, Op] = {
     ),
     "jobs": Op("op_jobs", {}),
     "agents": Op("op_agents", {}),
+    "watch": Op("op_watch", {}),
+    "dead": Op("op_dead", {}),
     "reply": Op("op_reply", {"job": Field(str, required=True, max_len=NAME), "text": Field(str, required=True, max_len=TEXT)}),
     "stop": Op("op_stop", {"job": Field(str, required=True, max_len=NAME)}),
     "remove": Op("op_remove", {"job": Field(str, required=True, max_len=NAME)}),
@@ -216,6 +218,7 @@ async def serve(
             daemon.tg = tg
             daemon.reconcile_workers()
             tg.start_soon(daemon.monitor)
+            tg.start_soon(daemon.watch.run)
             tg.start_soon(_accept_loop, daemon, listener, tg)
             tg.start_soon(_signals, daemon)
             task_status.started(daemon)

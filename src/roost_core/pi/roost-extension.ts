@@ -473,6 +473,7 @@ export default async function roost(pi: ExtensionAPI) {
 					sessionId,
 				});
 				peerId = String(answer.id);
+				ctx.ui.setStatus("roost", `✉ roost ${peerId}`);
 				return peerId;
 			})();
 			peer.catch(() => {
@@ -517,6 +518,7 @@ export default async function roost(pi: ExtensionAPI) {
 				ctx.ui.notify(`roost: agent tools unavailable (${errorText(err)})`, "warning");
 				return;
 			}
+			ctx.ui.setStatus("roost", peerId ? `✉ roost ${peerId}` : "✉ roost");
 			// Fired twice on new_session: registering again for the same session is a no-op.
 			if (processState.wanted && (!peer || ctx.sessionManager.getSessionId() !== sessionId)) {
 				peer = null;

@@ -42,10 +42,22 @@ def _send_text(data: dict[str, Any]) -> str:
     return text
 
 
+def _sent_lines(data: dict[str, Any]) -> list[str]:
+    """What this session sent lately, and where each item is now (receipts)."""
+    sent = data.get("sent") or []
+    if not sent:
+        return []
+    lines = ["you sent:"]
+    for receipt in sent[-10:]:
+        reason = f" ({receipt['reason']})" if receipt.get("reason") else ""
+        lines.append(f"  {receipt.get('kind', 'message')} to {receipt.get('toName')} ({receipt.get('to')}): {receipt.get('state')}{reason}")
+    return lines
+
+
 def _agents_text(data: dict[str, Any]) -> str:
     peers = data.get("peers") or []
     if not peers:
-        return "no reachable agent sessions"
+        return "\n".join(["no reachable agent sessions", *_sent_lines(data)])
     lines = []
     for peer in peers:
         state = peer.get("state", "?")
@@ -57,6 +69,7 @@ def _agents_text(data: dict[str, Any]) -> str:
         lines.append(line)
         if peer.get("question"):
             lines.append(f"    question: {peer['question']}")
+    lines.extend(_sent_lines(data))
     return "\n".join(lines)
 
 

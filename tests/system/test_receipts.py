@@ -1,0 +1,167 @@
+"""Receipts and dead letters, the watch stream and log --follow, through real processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import anyio
+import pytest
+
+from conftest import wait_until
+from fg import in_thread, run_async, send, session, spawn
+from roost_core.client import AsyncClient
+from roost_core.protocol import ProtocolError
+
+QUIET = {"default": {"steps": [{"say": "ok: {input}"}]}}
+
+
+def receipts(lead_data) -> list[dict]:
+    return lead_data["sent"]
+
+
+def test_receipts_move_queued_delivered_acknowledged(daemon, tmp_path):
+    gate = tmp_path / "gate"
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "first", "kid", scenario={"run": [{"steps": [{"wait_for": str(gate)}, {"say": "through"}]}], **QUIET})
+            await in_thread(wait_until, lambda: daemon.job(kid)["connected"] and daemon.job(kid)["pending"] == 0, what="busy")
+            daemon.call("stop", job=kid)
+            await in_thread(daemon.wait_reaped, kid)
+            await send(lead, kid, "while stopped")
+            _, text, data = await lead.call_tool("roost_agents", {})
+            (first,) = [r for r in data["sent"] if r["preview"] == "while stopped"]
+            assert first["state"] == "queued" and first["to"] == kid
+            assert f"message to kid ({kid}): queued" in text
+            daemon.call("reply", job=kid, text="resume")
+            await in_thread(wait_until, lambda: daemon.job(kid)["pending"] == 0 and daemon.job(kid)["state"] != "running", what="drained")
+            _, _, data = await lead.call_tool("roost_agents", {})
+            (first,) = [r for r in data["sent"] if r["preview"] == "while stopped"]
+            assert first["state"] == "acknowledged"
+            # A live receiver: delivered at once, acknowledged once in its transcript.
+            await send(lead, kid, "live one")
+            await in_thread(wait_until, lambda: daemon.job(kid)["pending"] == 0, what="acked")
+            _, _, data = await lead.call_tool("roost_agents", {})
+            (live,) = [r for r in data["sent"] if r["preview"] == "live one"]
+            assert live["state"] == "acknowledged" and live["updated"] >= live["created"]
+
+    run_async(story)
+
+
+def test_dead_letters_for_each_reason(daemon, tmp_path):
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            removed = await spawn(lead, "x", "removed", scenario=QUIET)
+            full = await spawn(lead, "y", "full", scenario=QUIET)
+            await in_thread(daemon.wait_job, removed)
+            await in_thread(daemon.wait_job, full)
+            # 1. target removed while the message waits
+            daemon.call("stop", job=removed)
+            await send(lead, removed, "never read")
+            daemon.call("remove", job=removed)
+            # 2. the target's agent queue is full
+            daemon.call("stop", job=full)
+            for n in range(20):
+                await lead.call("send", to=full, message=f"m{n}")
+            with pytest.raises(ProtocolError):
+                await lead.call("send", to=full, message="one too many")
+        letters = daemon.call("dead")["dead"]
+        reasons = {(d["toName"], d["reason"], d["preview"]) for d in letters}
+        assert ("removed", "target removed", "never read") in reasons
+        assert ("full", "queue full", "one too many") in reasons
+        out = subprocess.run([sys.executable, "-m", "roost_core.cli", "dead"], env=daemon.env, capture_output=True, text=True, timeout=30)
+        assert "target removed" in out.stdout and "queue full" in out.stdout
+
+    run_async(story)
+
+
+def test_dead_letter_when_a_foreground_receiver_is_not_running(daemon, tmp_path):
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "first", "kid", scenario={"run": [{"steps": [{"wait_for": str(tmp_path / "gate")}, {"send": {"to": "{parent}", "message": "late"}}]}]})
+        (tmp_path / "gate").write_text("go")
+        await in_thread(daemon.wait_job, kid)
+        letters = daemon.call("dead")["dead"]
+        assert [(d["sender"], d["reason"], d["preview"]) for d in letters] == [(kid, "receiver not running", "late")]
+
+    run_async(story)
+
+
+def test_dead_letters_survive_a_restart(daemon, tmp_path):
+    test_dead_letter_when_a_foreground_receiver_is_not_running(daemon, tmp_path)
+    daemon.kill9()
+    daemon.restart()
+    assert [d["reason"] for d in daemon.call("dead")["dead"]] == ["receiver not running"]
+
+
+def test_refused_items_have_a_receipt_with_the_reason(daemon, tmp_path):
+    outsider = daemon.start_job("o", scenario=QUIET)
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "x", "kid", scenario=QUIET)
+            await send(lead, outsider, "hello?")
+            await send(lead, kid, "x" * 9000)
+            _, _, data = await lead.call_tool("roost_agents", {})
+            states = [(r["to"], r["state"], r["reason"]) for r in data["sent"]]
+            assert (outsider, "refused", "unreachable") in states
+            assert (kid, "refused", "message_too_long") in states
+
+    run_async(story)
+
+
+def test_watch_pushes_changes_without_polling(daemon, tmp_path):
+    gate = tmp_path / "gate"
+
+    async def story():
+        events: list[dict] = []
+        arrived = anyio.Event()
+
+        def on_event(event):
+            events.append(event)
+            arrived.set()
+
+        client = await AsyncClient.open(daemon.paths.socket, on_event)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.run)
+            snapshot = await client.call("watch")
+            assert snapshot["agents"] == []
+            job = await in_thread(daemon.start_job, "w", scenario={"run": [{"steps": [{"wait_for": str(gate)}, {"say": "done"}]}]})
+            with anyio.fail_after(20):
+                while not any(any(a["id"] == job and a["state"] == "running" for a in e["agents"]) for e in events):
+                    await arrived.wait()
+                    arrived = anyio.Event()
+                count = len(events)
+                gate.write_text("go")
+                while not any(any(a["id"] == job and a["state"] == "done" for a in e["agents"]) for e in events[count:]):
+                    await arrived.wait()
+                    arrived = anyio.Event()
+            assert all(e["event"] == "agents" for e in events)
+            await client.aclose()
+            tg.cancel_scope.cancel()
+
+    run_async(story)
+
+
+def test_log_follow_streams_the_transcript(daemon, tmp_path):
+    gate = tmp_path / "gate"
+    job = daemon.start_job("follow me", scenario={"run": [{"steps": [{"say": "first words"}, {"wait_for": str(gate)}, {"say": "last words"}]}]})
+    proc = subprocess.Popen([sys.executable, "-u", "-m", "roost_core.cli", "log", job, "--follow"], env=daemon.env, stdout=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if "first words" in line:
+                break
+        gate.write_text("go")
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if "last words" in line:
+                break
+        assert "› you: follow me" in lines[0]
+        assert lines[-1] == "assistant: last words"
+    finally:
+        proc.terminate()
+        proc.wait(10)
