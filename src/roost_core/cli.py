@@ -295,15 +295,24 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
-    from roost_core.plugins import blocked_plugins, describe_plugins
+    """Name, version, source and hooks of every loaded plugin, then the blocked names."""
+    from roost_core.plugins import PluginError, blocked_plugins, describe_plugins, known_plugin_names
 
-    pm = local_manager()
+    try:
+        pm = local_manager()
+    except PluginError as exc:  # ROOST_STRICT_PLUGINS=1 and a plugin failed to load
+        print(f"roost: {exc}", file=sys.stderr)
+        return 1
     rows = describe_plugins(pm)
     blocked = blocked_plugins(pm)
-    text = "\n".join(f"{row['name']:<10} {row['version'] or '-':<8} {row['source']:<24} {', '.join(row['hooks'])}" for row in rows)
+    unknown = sorted(set(blocked) - known_plugin_names())
+    table = [("NAME", "VERSION", "SOURCE", "HOOKS")]
+    table += [(row["name"], row["version"] or "-", row["source"], ", ".join(row["hooks"]) or "-") for row in rows]
+    widths = [max(len(line[column]) for line in table) for column in range(3)]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line[:3], widths)) + "  " + line[3] for line in table]
     if blocked:
-        text += "\nblocked: " + ", ".join(blocked)
-    emit(args, {"plugins": rows, "blocked": blocked}, text)
+        lines.append("blocked: " + ", ".join(f"{name} (no such plugin)" if name in unknown else name for name in blocked))
+    emit(args, {"plugins": rows, "blocked": blocked, "unknown_blocked": unknown}, "\n".join(lines))
     return 0
 
 

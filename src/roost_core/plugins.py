@@ -3,6 +3,13 @@
 Order (pytest's): block first, then load defaults, then entry points, then
 ``check_pending`` so a misspelled hook fails loudly. Nothing is registered at import time
 and there is no global manager.
+
+Third-party plugins are loaded one entry point at a time, so one broken plugin is logged
+(with its name and distribution) and skipped instead of taking the daemon down;
+``ROOST_STRICT_PLUGINS=1`` makes it fatal. Because they are not loaded through pluggy's
+``load_setuptools_entrypoints`` (which registers the entry point's object as is, where
+roost unwraps a module's ``plugin`` instance), pluggy does not know their distributions:
+:class:`RoostPluginManager` records them in :attr:`RoostPluginManager.distributions`.
 """
 
 from __future__ import annotations
@@ -21,6 +28,12 @@ from roost_core import hookspecs
 log = logging.getLogger("roost.plugins")
 
 PROJECT = "roost"
+#: Every hook's name starts with this; marked functions without it are not hooks.
+HOOK_PREFIX = "roost_"
+#: What ``roost plugins`` shows as the source of a default plugin.
+DEFAULT_SOURCE = "roost (default)"
+#: ``1`` makes a third-party plugin that fails to load fatal instead of skipped.
+STRICT_ENV = "ROOST_STRICT_PLUGINS"
 
 #: The default plugins, by block name -> module. Same names as the entry points.
 DEFAULT_PLUGINS: dict[str, str] = {
@@ -40,9 +53,30 @@ class PluginError(RuntimeError):
     """A plugin could not be blocked or loaded."""
 
 
-def new_manager() -> pluggy.PluginManager:
+class RoostPluginManager(pluggy.PluginManager):
+    """A :class:`pluggy.PluginManager` for project ``roost`` with two additions.
+
+    * Only functions named ``roost_*`` (and marked with ``roost_core.hookimpl``) are hook
+      implementations, as pytest does with ``pytest_``.
+    * :attr:`distributions` maps the block name of every plugin loaded from an entry point
+      to its :class:`importlib.metadata.Distribution` (``roost plugins`` shows its name and
+      version). Plugins registered by hand are not in it.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(PROJECT)
+        #: block name -> distribution, for plugins loaded from entry points of group ``roost``.
+        self.distributions: dict[str, metadata.Distribution] = {}
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        if not name.startswith(HOOK_PREFIX):
+            return None
+        return super().parse_hookimpl_opts(plugin, name)
+
+
+def new_manager() -> RoostPluginManager:
     """A manager holding the specs and no plugin (what plugin unit tests start from)."""
-    pm = pluggy.PluginManager(PROJECT)
+    pm = RoostPluginManager()
     pm.add_hookspecs(hookspecs)
     return pm
 
@@ -53,9 +87,13 @@ def make_plugin_manager(
     disabled: Iterable[str] = (),
     autoload: bool = True,
     extra: Iterable[tuple[str, object]] = (),
-) -> pluggy.PluginManager:
+) -> RoostPluginManager:
     """Build a manager: block ``disabled`` and the config's ``plugins.disable``, load the
-    defaults, then third-party entry points (when ``autoload``), then ``extra``."""
+    defaults, then third-party entry points of group ``roost`` (when ``autoload``), then
+    ``extra`` (``(name, plugin)`` pairs, registered by hand).
+
+    Tests that must not depend on what is installed pass ``autoload=False``.
+    """
     pm = new_manager()
     blocked = set(disabled)
     if config is not None:
@@ -66,9 +104,9 @@ def make_plugin_manager(
         pm.set_blocked(name)
     for name, module_name in DEFAULT_PLUGINS.items():
         if not pm.is_blocked(name):
-            pm.register(_plugin_object(importlib.import_module(module_name)), name=name)
+            pm.register(plugin_object(importlib.import_module(module_name)), name=name)
     if autoload:
-        _load_entry_points(pm)
+        load_entry_points(pm)
     for name, plugin in extra:
         if not pm.is_blocked(name):
             pm.register(plugin, name=name)
@@ -76,44 +114,117 @@ def make_plugin_manager(
     return pm
 
 
-def _plugin_object(module: Any) -> object:
-    """A plugin module may expose ``plugin`` (a stateful instance) or hook functions."""
-    return getattr(module, "plugin", module)
+def plugin_object(loaded: Any) -> object:
+    """What to register for a loaded module or object: a module may expose ``plugin`` (a
+    stateful instance, as ``roost_plugins.limits`` does) or hook functions."""
+    return getattr(loaded, "plugin", loaded)
 
 
-def _load_entry_points(pm: pluggy.PluginManager) -> None:
-    strict = os.environ.get("ROOST_STRICT_PLUGINS") == "1"
+def load_entry_points(pm: RoostPluginManager) -> int:
+    """Register every entry point of group ``roost`` that is neither blocked nor already
+    registered (the defaults are also entry points of roost itself), one at a time.
+
+    A plugin that fails to import, to register or that implements an unknown ``roost_*``
+    hook is unregistered, logged with its name and distribution, and skipped; with
+    ``ROOST_STRICT_PLUGINS=1`` it raises :class:`PluginError`. Returns how many loaded.
+    """
+    strict = os.environ.get(STRICT_ENV) == "1"
+    count = 0
     for ep in metadata.entry_points(group=PROJECT):
         if pm.is_blocked(ep.name) or pm.has_plugin(ep.name):
             continue
+        dist = ep.dist
+        dist_name = dist.name if dist is not None else "an unknown distribution"
         try:
-            pm.register(_plugin_object(ep.load()), name=ep.name)
+            plugin = plugin_object(ep.load())
+            pm.register(plugin, name=ep.name)
+            unknown = unknown_hooks(pm, plugin)
+            if unknown:
+                raise PluginError(f"unknown hook(s) {', '.join(unknown)}")
         except Exception as exc:
-            dist = ep.dist.name if ep.dist else "?"
+            if pm.has_plugin(ep.name):
+                # pluggy registers the name before it checks each hook: undo the half.
+                pm.unregister(name=ep.name)
             if strict:
-                raise PluginError(f"plugin {ep.name!r} from {dist} failed to load: {exc}") from exc
-            log.warning("skipping plugin %r from %s: %s", ep.name, dist, exc)
+                raise PluginError(f"plugin {ep.name!r} from {dist_name} failed to load: {exc}") from exc
+            log.warning("skipping plugin %r from %s: %s", ep.name, dist_name, exc)
+            continue
+        if dist is not None:
+            pm.distributions[ep.name] = dist
+        count += 1
+    return count
+
+
+def unknown_hooks(pm: pluggy.PluginManager, plugin: object) -> list[str]:
+    """The hooks ``plugin`` implements that no spec declares (what ``check_pending`` would
+    refuse), except those marked ``optionalhook``."""
+    names = set()
+    for caller in pm.get_hookcallers(plugin) or ():
+        if caller.has_spec():
+            continue
+        if any(impl.plugin is plugin and not impl.optionalhook for impl in caller.get_hookimpls()):
+            names.add(caller.name)
+    return sorted(names)
+
+
+def _default_module(name: str) -> Any:
+    module_name = DEFAULT_PLUGINS.get(name)
+    if module_name is None:
+        return None
+    try:
+        return importlib.import_module(module_name)
+    except ImportError:  # pragma: no cover - the defaults ship with roost
+        return None
+
+
+def _roost_version() -> str | None:
+    try:
+        return metadata.version(PROJECT)
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        from roost_core import __version__
+
+        return __version__
 
 
 def describe_plugins(pm: pluggy.PluginManager) -> list[dict[str, Any]]:
-    """Name, version, source and hooks of every registered plugin (``roost plugins``)."""
-    dists = {id(plugin): dist for plugin, dist in pm.list_plugin_distributions()}
+    """Name, version, source and hooks of every registered plugin (``roost plugins``),
+    in registration order, from pluggy's public API only.
+
+    ``source`` is ``roost (default)`` for a default plugin, the distribution's name for a
+    plugin loaded from an entry point (recorded by :class:`RoostPluginManager`, or known to
+    pluggy when it was loaded with ``pm.load_setuptools_entrypoints``), and
+    ``in-process (MODULE)`` for one registered by hand. ``version`` is the
+    distribution's version, or None when there is none.
+    """
+    pluggy_dists = {id(plugin): dist for plugin, dist in pm.list_plugin_distributions()}
+    recorded: dict[str, Any] = getattr(pm, "distributions", {})
     rows = []
     for name, plugin in pm.list_name_plugin():
         if plugin is None:
-            continue
-        dist = dists.get(id(plugin))
+            continue  # blocked
+        version: str | None
+        default = _default_module(name)
+        if default is not None and plugin is plugin_object(default):
+            source, version = DEFAULT_SOURCE, _roost_version()
+        elif name in recorded:
+            source, version = recorded[name].metadata["Name"], recorded[name].version
+        elif id(plugin) in pluggy_dists:
+            dist = pluggy_dists[id(plugin)]
+            source, version = dist.project_name, dist.version
+        else:
+            module = getattr(plugin, "__name__", None) or type(plugin).__module__
+            source, version = f"in-process ({module})", None
         callers = pm.get_hookcallers(plugin) or []
-        rows.append(
-            {
-                "name": name,
-                "version": dist.version if dist else None,
-                "source": dist.project_name if dist else getattr(plugin, "__name__", type(plugin).__name__),
-                "hooks": sorted(caller.name for caller in callers),
-            }
-        )
+        rows.append({"name": name, "version": version, "source": source, "hooks": sorted(caller.name for caller in callers)})
     return rows
 
 
 def blocked_plugins(pm: pluggy.PluginManager) -> list[str]:
+    """The names blocked on ``pm`` (``--disable-plugin``, ``ROOST_DISABLE_PLUGINS``,
+    ``plugins.disable``), sorted; a blocked name need not match an installed plugin."""
     return sorted(name for name, plugin in pm.list_name_plugin() if plugin is None)
+
+
+def known_plugin_names() -> set[str]:
+    """Every name a plugin could be blocked by: the defaults and installed entry points."""
+    return set(DEFAULT_PLUGINS) | {ep.name for ep in metadata.entry_points(group=PROJECT)}

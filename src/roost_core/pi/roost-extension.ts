@@ -470,7 +470,7 @@ export default async function roost(pi: ExtensionAPI) {
 					name: process.env.ROOST_PI_NAME || pi.getSessionName?.() || path.basename(ctx.cwd),
 					cwd: ctx.cwd,
 					pid: process.pid,
-					sessionId,
+					sessionId: peerKey(sessionId),
 				});
 				peerId = String(answer.id);
 				ctx.ui.setStatus("roost", `✉ roost ${peerId}`);
@@ -575,6 +575,18 @@ export default async function roost(pi: ExtensionAPI) {
 			},
 		});
 	}
+}
+
+/**
+ * The session id the daemon derives the peer id from (`f` + its first 7 hex). pi 0.73's
+ * session ids are UUIDv7, whose first digits are a timestamp shared by every session made
+ * within ~17 minutes: the random tail goes first, so the id stays the session's own.
+ */
+function peerKey(sessionId: string | undefined): string | undefined {
+	if (!sessionId) return sessionId;
+	const hex = sessionId.replace(/-/g, "").toLowerCase();
+	if (/^[0-9a-f]{32}$/.test(hex) && hex[12] === "7") return hex.slice(20) + hex.slice(0, 20);
+	return sessionId;
 }
 
 function textOf(content: unknown): string {
