@@ -155,3 +155,14 @@ def test_daemon_survives_restart_and_worker_reconnects(daemon):
     assert daemon.call("reply", job=job, text="again")["result"] == "delivered"
     daemon.wait_job(job, "done")
     assert user_messages(daemon.entries(job)) == ["hello", "again"]
+
+
+def test_a_reply_right_after_stop_starts_the_job_again(daemon):
+    job = daemon.start_job("first", scenario={"default": {"steps": [{"say": "handled {input}"}]}})
+    daemon.wait_job(job, "done")
+    daemon.call("stop", job=job)
+    # The worker may still be exiting: the reply must not be stranded.
+    daemon.call("reply", job=job, text="come back")
+    daemon.wait_job(job, "done")
+    wait_until(lambda: "come back" in user_messages(daemon.entries(job)), what="the reply in the transcript")
+    assert user_messages(daemon.entries(job)).count("come back") == 1

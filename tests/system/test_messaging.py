@@ -302,22 +302,25 @@ def test_self_send_and_size_and_rate_limits(daemon_factory, write_config, tmp_pa
 
 
 def test_agent_item_cap_is_separate_from_user_replies(daemon, tmp_path):
+    gate = tmp_path / "gate"
+
     async def story():
         async with session(daemon, tmp_path) as lead:
-            kid = await spawn(lead, "first", "kid", scenario=QUIET)
-            await in_thread(daemon.wait_job, kid)
-            daemon.call("stop", job=kid)
+            # The child is busy at a gate: everything sent meanwhile waits in its queue.
+            kid = await spawn(lead, "first", "kid", scenario={"run": [{"steps": [{"wait_for": str(gate)}, {"say": "through"}]}], **QUIET})
+            await in_thread(wait_until, lambda: daemon.job(kid)["connected"] and daemon.job(kid)["pending"] == 0, what="busy")
             for n in range(20):
                 await lead.call("send", to=kid, message=f"m{n}")
             with pytest.raises(ProtocolError) as err:
                 await lead.call("send", to=kid, message="m20")
-            assert err.value.code == "queue_full"
+            assert err.value.code == "queue_full" and "20 agent items" in str(err.value)
             # The user can still reply: 50 replies have their own room.
             for n in range(50):
                 daemon.call("reply", job=kid, text=f"r{n}")
             with pytest.raises(ProtocolError) as err:
                 daemon.call("reply", job=kid, text="r50")
-            assert err.value.code == "queue_full"
+            assert err.value.code == "queue_full" and "50 user replies" in str(err.value)
+            gate.write_text("open")
             await in_thread(daemon.wait_job, kid, "done", "idle", timeout=60)
             entries = daemon.entries(kid)
             assert [envelope_of(i)["body"] for i in agent_items(entries)] == [f"m{n}" for n in range(20)]

@@ -308,6 +308,11 @@ class Daemon:
         ``delivered`` (pushed to a connected worker), ``queued`` (kept; the worker is
         starting or reconnecting, or ``wake`` is False), ``started`` (a worker was started
         for it) or ``stopped`` (kept; a stopped job is not woken)."""
+        if job.state == "stopped" and kind == "reply" and wake:
+            # A user reply un-stops the job (messages never do); a worker still exiting
+            # from the stop is then started again for it when it is gone.
+            job.state = "idle"
+            self.save(job)
         item = job.queue.enqueue(kind, content, **fields)
         # Push before the fsync (the receiver acks only what is in its transcript, and
         # the restart seq gap keeps a lost undurable seq from ever being reused), but
@@ -328,8 +333,6 @@ class Daemon:
             return item, "queued"
         if not wake:
             return item, "queued"
-        if job.state == "stopped":
-            job.state = "idle"
         if job.crashes > MAX_CRASH_RESTARTS:
             job.crashes = 0
         self.start_worker(job)
