@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import agent_items
+from conftest import BLOCKED_BY_DEFAULT, agent_items
 from fg import in_thread, run_async, send, session, spawn
 from roost_core.client import Client
 from roost_core.locks import WriterLock, create_time, lock_path
@@ -177,7 +177,7 @@ def test_forged_names_and_delimiters_cannot_break_the_envelope(daemon, tmp_path)
 
 
 def test_blocking_reach_leaves_nothing_reachable(daemon_factory, tmp_path):
-    daemon = daemon_factory(ROOST_DISABLE_PLUGINS="reach").start()
+    daemon = daemon_factory(ROOST_DISABLE_PLUGINS=f"reach,{BLOCKED_BY_DEFAULT}").start()
 
     async def story():
         async with session(daemon, tmp_path) as lead:
@@ -191,7 +191,7 @@ def test_blocking_reach_leaves_nothing_reachable(daemon_factory, tmp_path):
 
 
 def test_blocking_envelope_still_frames_with_the_no_user_authority_text(daemon_factory, tmp_path):
-    daemon = daemon_factory(ROOST_DISABLE_PLUGINS="envelope").start()
+    daemon = daemon_factory(ROOST_DISABLE_PLUGINS=f"envelope,{BLOCKED_BY_DEFAULT}").start()
 
     async def story():
         async with session(daemon, tmp_path) as lead:

@@ -1,0 +1,474 @@
+"""The daemon's state and the mechanism every op shares: job records and their queues,
+worker processes (start, notice exits, reap), foreground peers, and delivery of an item
+to whoever holds the target session now. The ops themselves live in the mixins
+:mod:`~roost_core.daemon.ops_jobs`, :mod:`~roost_core.daemon.ops_messaging` and
+:mod:`~roost_core.daemon.handback`; :class:`roost_core.daemon.core.Daemon` puts them together.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from roost_core import faults, locks, policy, routing
+from roost_core.config import Config
+from roost_core.daemon.connection import Connection
+from roost_core.daemon.jobs import ENDED_STATES, Job
+from roost_core.daemon.peers import ForegroundPeer
+from roost_core.daemon.receipts import Receipts
+from roost_core.daemon.watch import Watchers
+from roost_core.hosts import builtin_hosts
+from roost_core.paths import Paths
+from roost_core.protocol import (
+    BAD_ARGS,
+    NOT_FOUND,
+    QUEUE_FULL,
+    UNAUTHORIZED,
+    ProtocolError,
+)
+from roost_core.queue import Item
+from roost_core.records import (
+    HostSpec,
+    OutgoingItem,
+    PeerInfo,
+)
+from roost_core.store import JobFiles, Journal, read_journal
+
+log = logging.getLogger("roost.daemon")
+
+#: After a daemon restart every job's seq counter jumps by this much, so an item that was
+#: pushed to a worker but not yet durable when the daemon died can never share a seq with
+#: a new one (the queue caps bound such items far below it).
+SEQ_RESTART_GAP = 1000
+#: A worker that crashes with work pending is started again at most this many times.
+MAX_CRASH_RESTARTS = 3
+#: How long a stopped worker gets to exit before its process group is killed.
+STOP_GRACE_SECONDS = 3.0
+MONITOR_INTERVAL = 0.1
+REPORT_CHARS = 6000
+
+
+class DaemonBase:
+    def __init__(self, paths: Paths, config: Config, pm: Any, *, durable: bool = True) -> None:
+        self.paths = paths
+        self.config = config
+        self.pm = pm
+        self.durable = durable
+        self.started = time.time()
+        self.jobs: dict[str, Job] = {}
+        self.foreground: dict[str, ForegroundPeer] = {}
+        self.connections: set[Connection] = set()
+        self.job_files = JobFiles(paths.jobs_dir, durable=durable)
+        self.hosts: dict[str, HostSpec] = {}
+        for contributed in pm.hook.roost_register_hosts():
+            for spec in contributed or ():
+                self.hosts[spec.name] = spec
+        self.hosts.update({spec.name: spec for spec in builtin_hosts()})
+        self.journal: Journal | None = None
+        self.stopping = anyio.Event()
+        self._kill_at: dict[str, float] = {}
+        self.tg: anyio.abc.TaskGroup | None = None
+        self.receipts = Receipts(paths.state_dir / "dead.jsonl", durable=durable)
+        self.watch = Watchers(self.agent_rows)
+        self.clock_offset = 0.0
+        self.clock = lambda: time.monotonic() + self.clock_offset
+
+    def load(self) -> None:
+        """Job records, then the journal's items; then every seq counter jumps a gap."""
+        for job_id, data in self.job_files.load_all().items():
+            try:
+                self.jobs[job_id] = Job.from_json(data)
+            except TypeError:
+                log.warning("skipping unreadable job record %s", job_id)
+        for record in read_journal(self.paths.journal):
+            job = self.jobs.get(record.get("job"))
+            if job is None:
+                continue
+            op = record.get("op")
+            if op == "item" and isinstance(record.get("item"), dict):
+                job.queue.add(Item.from_json(record["item"]))
+            elif op == "ack" and isinstance(record.get("seq"), int):
+                job.queue.ack(record["seq"])
+            elif op == "seq":
+                job.queue.reply_seq = max(job.queue.reply_seq, int(record.get("replySeq", 0)))
+                job.queue.acked = max(job.queue.acked, int(record.get("acked", 0)))
+        for job in self.jobs.values():
+            job.queue.reply_seq += SEQ_RESTART_GAP
+        self.journal = Journal(self.paths.journal, durable=self.durable, snapshot=self.journal_snapshot)
+        self.journal.replace_with(self.journal.snapshot_bytes())
+
+    def journal_snapshot(self) -> list[dict[str, Any]]:
+        records: list[dict[str, Any]] = []
+        for job in self.jobs.values():
+            records.append({"op": "seq", "job": job.id, "replySeq": job.queue.reply_seq, "acked": job.queue.acked})
+            records.extend({"op": "item", "job": job.id, "item": item.to_json()} for item in job.queue.items)
+        return records
+
+    def reconcile_workers(self) -> None:
+        """After a (re)start: a recorded worker that is gone is handled as an exit."""
+        for job in list(self.jobs.values()):
+            if job.worker_pid is not None and not locks.is_alive(job.worker_pid, job.worker_create_time):
+                self.worker_gone(job, None)
+            elif job.worker_pid is None and job.queue.items and job.state not in ("stopped",):
+                if job.state == "running":
+                    job.state = "idle"
+                self.start_worker(job)
+
+    def save(self, job: Job) -> None:
+        job.updated = time.time()
+        self.job_files.save(job.id, job.to_json())
+        self.watch.touch()
+
+    async def monitor(self) -> None:
+        """Notice worker exits, kill workers that outstay a stop, reap idle workers."""
+        while True:
+            await anyio.sleep(MONITOR_INTERVAL)
+            now = self.clock()
+            for job in list(self.jobs.values()):
+                self.check_worker(job, now)
+
+    def check_worker(self, job: Job, now: float) -> None:
+        if job.worker_pid is None:
+            return
+        if job.process is not None:
+            code = job.process.poll()
+            if code is not None:
+                self.worker_gone(job, code)
+                return
+        elif not locks.is_alive(job.worker_pid, job.worker_create_time):
+            self.worker_gone(job, None)
+            return
+        deadline = self._kill_at.get(job.id)
+        if deadline is not None and now >= deadline:
+            self.kill_worker(job)
+            self._kill_at[job.id] = now + STOP_GRACE_SECONDS
+        if (
+            job.conn is not None
+            and not job.reaping
+            and job.state != "running"
+            and not job.dialog
+            and job.queue.reapable()
+            and now - job.idle_since >= self.config.reap_after_seconds
+        ):
+            job.reaping = True
+            job.conn.send({"event": "shutdown", "reason": "reaped"})
+            self._kill_at[job.id] = now + STOP_GRACE_SECONDS
+
+    def soon(self, fn: Any, *args: Any) -> None:
+        """Run ``fn(*args)`` as a task of the daemon (from sync code paths)."""
+        if self.tg is not None:
+            self.tg.start_soon(fn, *args)
+
+    def kill_worker(self, job: Job) -> None:
+        if job.worker_pid is None:
+            return
+        try:
+            os.killpg(job.worker_pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            try:
+                os.kill(job.worker_pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def worker_gone(self, job: Job, code: int | None) -> None:
+        """A worker exited: clean (reaped, stopped) or a crash."""
+        clean = job.reaping or job.state == "stopped" or (code == 0 and job.state != "running")
+        self._kill_at.pop(job.id, None)
+        if job.conn is not None:
+            job.conn.job = None
+            job.conn.close()
+        job.conn = None
+        job.process = None
+        job.worker_pid = None
+        job.worker_create_time = None
+        job.reaping = False
+        job.dialog = False
+        if not clean:
+            job.crashes += 1
+            if job.state == "running":
+                job.state = "failed"
+                job.error = f"worker died during a run ({describe_exit(code)})"
+            log.warning("worker of %s died (%s)", job.id, describe_exit(code))
+        self.save(job)
+        if job.queue.items and job.state != "stopped":
+            if job.crashes <= MAX_CRASH_RESTARTS:
+                self.start_worker(job)
+                return
+            job.state = "failed"
+            job.error = f"worker crashed {job.crashes} times; giving up"
+            self.save(job)
+        if not clean:
+            # Not started again: a parent must not wait for a report that cannot come.
+            self.soon(self.report_ended, job, "crashed")
+
+    def start_worker(self, job: Job) -> None:
+        """Start the worker process of ``job`` in its own session (survives a daemon restart)."""
+        env = dict(os.environ)
+        env.update(
+            {
+                "PI_JOB_TOKEN": job.token,
+                "ROOST_JOB": job.id,
+                "ROOST_SOCKET": str(self.paths.socket),
+                "ROOST_HOME": str(self.paths.home) if os.environ.get("ROOST_HOME") else env.get("ROOST_HOME", ""),
+            }
+        )
+        if not env["ROOST_HOME"]:
+            env.pop("ROOST_HOME")
+        cwd = job.cwd if Path(job.cwd).is_dir() else str(self.paths.home)
+        log_path = self.paths.jobs_dir / f"{job.id}.log"
+        with open(log_path, "ab") as log_file:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "roost_core.worker"],
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=log_file,
+                start_new_session=True,
+                close_fds=True,
+            )
+        job.process = process
+        job.worker_pid = process.pid
+        job.worker_create_time = locks.create_time(process.pid)
+        job.reaping = False
+        if job.state in ENDED_STATES or job.state == "stopped":
+            job.error = None if job.state != "failed" else job.error
+        self.save(job)
+
+    async def shutdown(self) -> None:
+        """Close every connection once its last answers are written (a second at most)."""
+        for conn in list(self.connections):
+            conn.close()
+        with anyio.move_on_after(1):
+            for conn in list(self.connections):
+                await conn.flushed.wait()
+        if self.journal is not None:
+            await self.journal.aclose()
+
+    def job(self, job_id: Any) -> Job:
+        job = self.jobs.get(job_id) if isinstance(job_id, str) else None
+        if job is None:
+            raise ProtocolError(NOT_FOUND, f"no job {job_id!r}")
+        return job
+
+    def job_by_ref(self, ref: str) -> Job:
+        """A job by id, or by exact unique name (for the CLI)."""
+        if ref in self.jobs:
+            return self.jobs[ref]
+        named = [job for job in self.jobs.values() if job.name == ref]
+        if len(named) == 1:
+            return named[0]
+        if named:
+            raise ProtocolError(BAD_ARGS, f"several jobs are named {ref!r}; use an id")
+        raise ProtocolError(NOT_FOUND, f"no job {ref!r}")
+
+    def host_takes_messages(self, job: Job) -> bool:
+        spec = self.hosts.get(job.host)
+        return spec.takes_messages if spec else False
+
+    async def persist_item(self, job: Job, item: Item) -> None:
+        assert self.journal is not None
+        await self.journal.append({"op": "item", "job": job.id, "item": item.to_json()})
+
+    def push_pending(self, job: Job) -> None:
+        """Send every item the current worker connection has not had yet, in seq order."""
+        if job.conn is None:
+            return
+        for item in job.queue.pending(after=job.sent):
+            job.conn.send(deliver_event(item))
+            job.sent = item.seq
+            if item.is_agent_item:
+                self.receipts.move(job.id, item.seq, "delivered")
+
+    async def enqueue(self, job: Job, kind: str, content: str, *, wake: bool = True, **fields: Any) -> tuple[Item, str]:
+        """Queue an item durably and hand it on; returns the item and what happened:
+        ``delivered`` (pushed to a connected worker), ``queued`` (kept; the worker is
+        starting or reconnecting, or ``wake`` is False), ``started`` (a worker was started
+        for it) or ``stopped`` (kept; a stopped job is not woken)."""
+        if job.state == "stopped" and kind == "reply" and wake:
+            # A user reply un-stops the job (messages never do); a worker still exiting
+            # from the stop is then started again for it when it is gone.
+            job.state = "idle"
+            self.save(job)
+        item = job.queue.enqueue(kind, content, **fields)
+        # Push before the fsync (the receiver acks only what is in its transcript, and
+        # the restart seq gap keeps a lost undurable seq from ever being reused), but
+        # answer only once the item is durable.
+        faults.point("daemon.after_accept_before_persist")
+        try:
+            self.push_pending(job)
+            await self.persist_item(job, item)
+        except Exception:
+            job.queue.items = [it for it in job.queue.items if it.seq != item.seq]
+            raise
+        faults.point("daemon.after_persist_before_answer")
+        if job.conn is not None:
+            return item, "delivered"
+        if job.state == "stopped" and kind != "reply":
+            return item, "stopped"
+        if job.worker_pid is not None:
+            return item, "queued"
+        if not wake:
+            return item, "queued"
+        if job.crashes > MAX_CRASH_RESTARTS:
+            job.crashes = 0
+        self.start_worker(job)
+        return item, "started"
+
+    def tree_record(self, session: str | None) -> Job | None:
+        """The job record that carries tree links for ``session``, if any."""
+        if session is None:
+            return None
+        best = None
+        for job in self.jobs.values():
+            if job.session == session and (best is None or job.created > best.created):
+                best = job
+        return best
+
+    def peer_infos(self) -> list[PeerInfo]:
+        infos = [job.peer_info(accepts_messages=self.host_takes_messages(job)) for job in self.jobs.values()]
+        for peer in self.foreground.values():
+            record = self.tree_record(peer.session)
+            infos.append(peer.peer_info(record.peer_info() if record else None))
+        return infos
+
+    def sender_info(self, conn: Connection) -> PeerInfo:
+        if conn.job is not None:
+            return conn.job.peer_info(accepts_messages=self.host_takes_messages(conn.job))
+        if conn.peer is not None:
+            record = self.tree_record(conn.peer.session)
+            return conn.peer.peer_info(record.peer_info() if record else None)
+        raise ProtocolError(UNAUTHORIZED, "this connection is not bound to a session (peer_register or worker hello first)")
+
+    def reach(self, sender: PeerInfo, target: PeerInfo, addressed_by: str):
+        return policy.decide_reach(self.pm, sender, target, addressed_by, self.config)
+
+    def peer_row(self, peer: PeerInfo, relation: str) -> dict[str, Any]:
+        job = self.jobs.get(peer.id) if peer.kind == "job" else None
+        return {
+            "id": peer.id,
+            "name": peer.name,
+            "kind": peer.kind,
+            "relation": relation,
+            "state": peer.state,
+            "status": peer.status,
+            "summary": peer.summary,
+            "question": peer.question,
+            "cwd": peer.cwd,
+            "live": peer.live,
+            "dialog": bool(job and job.dialog),
+        }
+
+    def parent_holder(self, peer: PeerInfo, table: routing.PeerTable) -> PeerInfo | None:
+        """The record that holds ``peer``'s parent session now (live or not)."""
+        if peer.parent_session is not None:
+            return table.holders.get(peer.parent_session)
+        if peer.parent_peer is not None:
+            return table.holder_of(peer.parent_peer)
+        return None
+
+    def live_parent(self, job: Job) -> PeerInfo | None:
+        if job.parent_session is None and job.parent_peer is None:
+            return None
+        table = routing.collapse(self.peer_infos())
+        if job.parent_session is not None:
+            holder = table.holders.get(job.parent_session)
+        else:
+            holder = table.holder_of(job.parent_peer or "")
+        return holder if holder is not None and holder.live else None
+
+    def chain_of(self, conn: Connection) -> tuple[str | None, int]:
+        """The chain the calling session is in: (trace, hops) of what started its run."""
+        if conn.job is not None:
+            return conn.job.run_trace, conn.job.run_hops
+        # A foreground session is where the user sits: what it does starts a new chain.
+        return None, 0
+
+    async def deliver_to(
+        self, target: PeerInfo, item: OutgoingItem, content: str, *, trace: str | None = None, wake: bool = True
+    ) -> dict[str, Any]:
+        base = {"to": target.id, "name": target.name, "relation": item.relation}
+        fields = {
+            "text": item.text,
+            "sender": item.sender.id,
+            "sender_name": item.sender.name,
+            "relation": item.relation,
+            "trace": trace,
+            "hops": item.hops,
+        }
+        if target.kind == "foreground":
+            peer = self.foreground[target.id]
+            if peer.conn is None:
+                self.receipts.record(item.sender.id, target.id, target.name, item.kind, "dead", reason="receiver not running", text=item.text)
+                return {**base, "result": "not running"}
+            peer.last_message = time.time()
+            peer.seq += 1
+            self.receipts.record(item.sender.id, target.id, target.name, item.kind, "delivered", seq=peer.seq, text=item.text)
+            event = deliver_event(Item(seq=peer.seq, kind=item.kind, content=content, **fields))
+            peer.in_flight[peer.seq] = event
+            peer.conn.send(event)
+            return {**base, "result": "delivered", "seq": peer.seq}
+        job = self.jobs[target.id]
+        try:
+            queued, outcome = await self.enqueue(job, item.kind, content, wake=wake, **fields)
+        except ProtocolError as exc:
+            if exc.code == QUEUE_FULL:
+                self.receipts.record(item.sender.id, target.id, target.name, item.kind, "dead", reason="queue full", text=item.text)
+            raise
+        job.last_message = time.time()
+        state = "delivered" if outcome == "delivered" else "queued"
+        self.receipts.record(item.sender.id, target.id, target.name, item.kind, state, seq=queued.seq, text=item.text)
+        result = {**base, "result": outcome, "seq": queued.seq}
+        if job.dialog and outcome in ("delivered", "queued"):
+            result["waiting"] = "waiting on a dialog"
+        return result
+
+
+def deliver_event(item: Item) -> dict[str, Any]:
+    return {
+        "event": "deliver",
+        "seq": item.seq,
+        "kind": item.kind,
+        "content": item.content,
+        "text": item.text,
+        "from": item.sender,
+        "fromName": item.sender_name,
+        "relation": item.relation,
+        "trace": item.trace,
+        "hops": item.hops,
+    }
+
+
+def default_name(task: str) -> str:
+    words = " ".join(task.split()[:6])
+    return words[:40] or "job"
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "exit status unknown"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def check_session_path(session: str) -> str:
+    """An absolute, normalised session path that is not a symlink."""
+    if "\x00" in session or not os.path.isabs(session):
+        raise ProtocolError(BAD_ARGS, "session must be an absolute path")
+    if os.path.normpath(session) != session:
+        raise ProtocolError(BAD_ARGS, "session path must be normalised (no '..' or '//')")
+    if os.path.islink(session):
+        raise ProtocolError(BAD_ARGS, "session path must not be a symlink")
+    return session

@@ -1,0 +1,130 @@
+"""Hand-back: a settled run of a spawned child becomes a report when the handback plugin
+says so, and goes where the plugin routes it; a report that cannot go anywhere yet is kept
+on the child and retried; a child that ends without a report sends a synthetic one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roost_core import faults, policy, routing
+from roost_core.daemon.base import REPORT_CHARS, DaemonBase
+from roost_core.daemon.connection import Connection
+from roost_core.daemon.jobs import Job
+from roost_core.protocol import (
+    BAD_ARGS,
+    ProtocolError,
+)
+from roost_core.records import (
+    OutgoingItem,
+    Report,
+    ReportCandidates,
+    RunCause,
+    RunRecord,
+)
+
+
+
+class HandbackOps(DaemonBase):
+    async def op_handback(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        """A worker's run settled: decide (handback plugin) whether it reports, and route it."""
+        job = conn.job
+        assert job is not None
+        causes = []
+        for raw in args["causes"]:
+            if not isinstance(raw, dict) or not isinstance(raw.get("seq"), int) or not isinstance(raw.get("kind"), str):
+                raise ProtocolError(BAD_ARGS, "handback: each cause needs an integer seq and a kind")
+            causes.append(RunCause(seq=raw["seq"], kind=raw["kind"], sender=raw.get("sender"), joined=bool(raw.get("joined"))))
+        run = RunRecord(
+            causes=tuple(causes),
+            state=args["state"],
+            result=(args.get("result") or "")[:REPORT_CHARS],
+            question=args.get("question"),
+            error=args.get("error"),
+        )
+        if job.parent_session is None and job.parent_peer is None:
+            return {"reported": False, "reason": "no parent"}
+        child = job.peer_info()
+        decision = policy.decide_report(self.pm, child, run, job.parent_streak)
+        job.parent_streak = decision.streak
+        self.save(job)
+        if not decision.report:
+            return {"reported": False, "reason": decision.reason}
+        report = Report(child=child, state=run.state, result=run.result, question=run.question, error=run.error)
+        faults.point("daemon.during_handback")
+        route = await self.route_report(job, report)
+        return {"reported": True, "route": route}
+
+    def report_candidates(self, job: Job) -> ReportCandidates:
+        table = routing.collapse(self.peer_infos())
+        if job.parent_session is not None:
+            holder = table.holders.get(job.parent_session)
+        else:
+            holder = table.holder_of(job.parent_peer or "")
+        session_job = self.tree_record(job.parent_session)
+        return ReportCandidates(
+            parent_session=job.parent_session,
+            parent_peer=job.parent_peer,
+            live_holder=holder if holder is not None and holder.live else None,
+            session_job=session_job.peer_info() if session_job is not None and session_job.id != job.id else None,
+        )
+
+    async def route_report(self, job: Job, report: Report) -> str:
+        """Send a report where the handback plugin says; keep it on the child otherwise."""
+        route = policy.route_report(self.pm, report, self.report_candidates(job))
+        if route.action in ("deliver", "queue") and route.target is not None:
+            table = routing.collapse(self.peer_infos())
+            target = table.holder_of(route.target) if route.action == "deliver" else None
+            if route.action == "queue" and route.target in self.jobs:
+                target = self.jobs[route.target].peer_info()
+            if target is not None:
+                faults.point("daemon.report_routing")
+                item = OutgoingItem(
+                    sender=report.child,
+                    target=target,
+                    text=policy.format_report(self.pm, report),
+                    kind="report",
+                    relation="child",
+                    hops=job.run_hops + 1,
+                )
+                result = await self.deliver_to(target, item, policy.frame_item(self.pm, item), trace=job.run_trace, wake=route.wake)
+                if result["result"] != "not running":
+                    if job.undelivered_report is not None:
+                        job.undelivered_report = None
+                        self.save(job)
+                    return result["result"]
+        if route.action == "drop":
+            return "dropped"
+        job.undelivered_report = {
+            "state": report.state,
+            "result": report.result,
+            "question": report.question,
+            "error": report.error,
+            "synthetic": report.synthetic,
+            "reason": report.reason,
+        }
+        self.save(job)
+        return "kept"
+
+    async def retry_undelivered(self, *, session: str | None = None, peer_id: str | None = None) -> None:
+        """A peer for ``session`` registered, or a job for it started: retry kept reports."""
+        for job in list(self.jobs.values()):
+            kept = job.undelivered_report
+            if kept is None:
+                continue
+            if (session is not None and job.parent_session == session) or (
+                peer_id is not None and job.parent_session is None and job.parent_peer == peer_id
+            ):
+                report = Report(child=job.peer_info(), **kept)
+                await self.route_report(job, report)
+
+    async def report_ended(self, job: Job, reason: str) -> None:
+        """The synthetic ``ended`` report of a spawned child that is gone (once)."""
+        if not job.spawned or job.ended_reported:
+            return
+        report = policy.report_on_end(self.pm, job.peer_info(), reason)
+        if report is None:
+            return
+        job.ended_reported = True
+        await self.route_report(job, report)
+
+

@@ -1,0 +1,319 @@
+"""Ops for jobs and the daemon itself: start, jobs, agents, watch, reply, stop, remove,
+log, dead letters, and the worker's own ops (hello, status, ack)."""
+
+from __future__ import annotations
+
+import hmac
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from roost_core import identity, locks, policy, routing
+from roost_core.config import load_project_config
+from roost_core.daemon.base import (
+    STOP_GRACE_SECONDS,
+    DaemonBase,
+    check_session_path,
+    default_name,
+)
+from roost_core.daemon.connection import Connection
+from roost_core.daemon.jobs import Job
+from roost_core.protocol import (
+    BAD_ARGS,
+    CONFLICT,
+    UNAUTHORIZED,
+    ProtocolError,
+)
+from roost_core.transcript import read_entries, seqs_in
+
+
+
+class JobOps(DaemonBase):
+    async def op_daemon_status(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(),
+            "uptime": round(time.time() - self.started, 3),
+            "socket": str(self.paths.socket),
+            "home": str(self.paths.home),
+            "jobs": len(self.jobs),
+            "live_workers": sum(1 for job in self.jobs.values() if job.worker_pid is not None),
+            "foreground": sum(1 for peer in self.foreground.values() if peer.connected),
+            "connections": len(self.connections),
+        }
+
+    async def op_daemon_stop(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        self.stopping.set()
+        return {"stopping": True}
+
+    async def op_test_clock(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        """Move the daemon's clock forward (rate windows) — only with ROOST_TEST_HOOKS=1."""
+        if os.environ.get("ROOST_TEST_HOOKS") != "1":
+            raise ProtocolError("unknown_op", "unknown op 'test_clock'")
+        self.clock_offset += args["advance"]
+        return {"offset": self.clock_offset}
+
+    async def op_start(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        task = args["task"]
+        if not task.strip():
+            raise ProtocolError(BAD_ARGS, "start: task is empty")
+        cwd = args.get("cwd") or str(self.paths.home)
+        if not os.path.isabs(cwd) or not Path(cwd).is_dir():
+            raise ProtocolError(BAD_ARGS, f"start: cwd {cwd!r} is not an existing absolute directory")
+        project = load_project_config(cwd)
+        host = args.get("host") or project.get("defaultHost") or self.config.default_host
+        if host not in self.hosts:
+            raise ProtocolError(BAD_ARGS, f"start: unknown host {host!r} (known: {', '.join(sorted(self.hosts))})")
+        session = args.get("session")
+        if session is not None:
+            session = self.adoptable_session(session)
+        job = self.create_job(
+            task=task,
+            name=args.get("name"),
+            cwd=cwd,
+            host=host,
+            scenario=args.get("scenario"),
+            model=args.get("model") or project.get("defaultModel"),
+            thinking=args.get("thinking") or project.get("defaultThinking"),
+        )
+        if session is not None:
+            # A foreground session moving to the background (the spec's "←"): the job
+            # continues its file, its tree links and its seqs.
+            job.session = session
+            previous = self.tree_record(session)
+            if previous is not None and previous is not job:
+                job.parent_session, job.parent_peer = previous.parent_session, previous.parent_peer
+                job.root_session, job.depth, job.spawned = previous.root_session, previous.depth, previous.spawned
+            job.queue.reply_seq = max(seqs_in(read_entries(session)), default=0)
+        self.add_job(job)
+        await self.enqueue(job, "reply", task, text=task, trace=args.get("trace") or f"t-{job.id}-1")
+        return {"id": job.id, "name": job.name}
+
+    def adoptable_session(self, session: str) -> str:
+        """A session file a new job may continue: no live process holds it."""
+        session = check_session_path(session)
+        holder = locks.lock_holder(session)
+        if holder is not None:
+            raise ProtocolError(CONFLICT, f"session is held by the live process {holder}; end it first")
+        if any(job.session == session and job.has_worker for job in self.jobs.values()):
+            raise ProtocolError(CONFLICT, "a live job already runs that session")
+        return session
+
+    def create_job(self, *, task: str, name: str | None, cwd: str, host: str, **fields: Any) -> Job:
+        job_id = identity.new_job_id(set(self.jobs) | set(self.foreground))
+        clean_name = policy.sanitize_name(self.pm, name or default_name(task))
+        job = Job(
+            id=job_id,
+            name=clean_name,
+            host=host,
+            cwd=cwd,
+            session=str(self.paths.sessions_dir / f"{job_id}.jsonl"),
+            token=identity.new_token(),
+            task=task,
+            state="running",
+            **fields,
+        )
+        return job
+
+    def add_job(self, job: Job) -> None:
+        """Save a new job's record, then make it known (a failed save leaves no ghost)."""
+        self.save(job)
+        self.jobs[job.id] = job
+
+    async def op_jobs(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        rows = []
+        for job in sorted(self.jobs.values(), key=lambda j: j.created):
+            row = job.row()
+            parent = self.live_parent(job)
+            row["parent"] = parent.id if parent else None
+            rows.append(row)
+        return {"jobs": rows}
+
+    async def op_agents(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        """Every peer (collapsed by session) with its tree links, for views."""
+        return {"agents": self.agent_rows()}
+
+    async def op_watch(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        """The agent table now; then an ``agents`` event whenever it changes."""
+        self.watch.add(conn)
+        return {"agents": self.agent_rows()}
+
+    async def op_dead(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        return {"dead": list(self.receipts.dead)}
+
+    def agent_rows(self) -> list[dict[str, Any]]:
+        table = routing.collapse(self.peer_infos())
+        names = {peer.id: peer.name for peer in table.holders.values()}
+        rows = []
+        for peer in table.holders.values():
+            job = self.jobs.get(peer.id) if peer.kind == "job" else None
+            fg = self.foreground.get(peer.id) if peer.kind == "foreground" else None
+            parent = self.parent_holder(peer, table)
+            rows.append(
+                {
+                    "id": peer.id,
+                    "name": peer.name,
+                    "kind": peer.kind,
+                    "host": peer.host,
+                    "state": peer.state,
+                    "live": peer.live,
+                    "cwd": peer.cwd,
+                    "session": peer.session,
+                    "status": peer.status,
+                    "summary": peer.summary,
+                    "question": peer.question,
+                    "dialog": bool(job and job.dialog),
+                    "parentSession": peer.parent_session,
+                    "rootSession": peer.root_session,
+                    "parent": parent.id if parent is not None else None,
+                    "parentName": names.get(parent.id) if parent is not None else None,
+                    "pending": len(job.queue.items) if job else len(fg.in_flight) if fg else 0,
+                    "lastMessage": (job.last_message if job else fg.last_message if fg else None),
+                    "created": job.created if job else fg.registered if fg else None,
+                }
+            )
+        rows.sort(key=lambda row: (row["created"] or 0, row["id"]))
+        return rows
+
+    async def op_reply(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        job = self.job_by_ref(args["job"])
+        text = args["text"]
+        if not text.strip():
+            raise ProtocolError(BAD_ARGS, "reply: text is empty")
+        item, outcome = await self.enqueue(job, "reply", text, text=text, trace=f"t-{job.id}-{job.queue.reply_seq + 1}")
+        return {"id": job.id, "seq": item.seq, "result": outcome}
+
+    async def op_stop(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        job = self.job_by_ref(args["job"])
+        was = job.state
+        job.state = "stopped"
+        job.dialog = False
+        self.save(job)
+        if job.worker_pid is not None:
+            if job.conn is not None:
+                job.conn.send({"event": "shutdown", "reason": "stopped"})
+            else:
+                self.kill_worker(job)
+            self._kill_at[job.id] = self.clock() + STOP_GRACE_SECONDS
+        await self.report_ended(job, "stopped")
+        return {"id": job.id, "was": was, "state": job.state}
+
+    async def op_remove(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        job = self.job_by_ref(args["job"])
+        if job.state != "stopped":
+            await self.report_ended(job, "removed")
+        job.state = "stopped"
+        if job.worker_pid is not None:
+            self.kill_worker(job)
+        if job.conn is not None:
+            job.conn.job = None
+            job.conn.close()
+        self.jobs.pop(job.id, None)
+        self._kill_at.pop(job.id, None)
+        dropped = job.queue.clear()
+        for item in dropped:
+            if item.is_agent_item:
+                self.receipts.move(job.id, item.seq, "dead", "target removed")
+        self.watch.touch()
+        assert self.journal is not None
+        await self.journal.append({"op": "drop", "job": job.id})
+        self.job_files.delete(job.id)
+        return {"id": job.id, "removed": True, "dropped": len(dropped)}
+
+    async def op_log(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        job = self.job_by_ref(args["job"])
+        return {
+            "id": job.id,
+            "session": job.session,
+            "entries": read_entries(job.session) if args.get("entries") else None,
+            "sent": self.receipts.sent_by(job.id),
+        }
+
+    async def op_worker_hello(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        job = self.jobs.get(args["job"])
+        if job is None or not hmac.compare_digest(job.token.encode(), args["token"].encode()):
+            raise ProtocolError(UNAUTHORIZED, "bad job token")
+        if conn.bound:
+            raise ProtocolError(CONFLICT, "connection is already bound")
+        if job.worker_pid is None or conn.pid != job.worker_pid:
+            raise ProtocolError(UNAUTHORIZED, "only the job's own worker process may say hello")
+        if job.conn is not None and job.conn is not conn:
+            job.conn.job = None
+            job.conn.close()
+        conn.job = job
+        job.conn = conn
+        # Everything unacked is pushed again; the worker drops what its transcript holds.
+        job.sent = job.queue.acked
+        return {
+            "job": {
+                "id": job.id,
+                "name": job.name,
+                "host": job.host,
+                "cwd": job.cwd,
+                "session": job.session,
+                "task": job.task,
+                "scenario": job.scenario,
+                "model": job.model,
+                "thinking": job.thinking,
+                "state": job.state,
+                "parentSession": job.parent_session,
+                "parentPeer": job.parent_peer,
+            },
+            "acked": job.queue.acked,
+            "tools": [tool.to_json() for tool in policy.tool_definitions(self.pm, self.config)],
+        }
+
+    def after_hello(self, conn: Connection) -> None:
+        """Once the hello answer is queued: push everything not yet in the transcript, and
+        retry reports kept for this job's session (a job for it has started)."""
+        if conn.job is not None:
+            self.push_pending(conn.job)
+            self.soon(lambda session=conn.job.session: self.retry_undelivered(session=session))
+
+    async def op_job_status(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        job = conn.job
+        assert job is not None
+        if job.state == "stopped":
+            # The user's stop wins over a status the worker sent before it heard of it.
+            args = {key: value for key, value in args.items() if key not in ("state", "dialog")}
+        for key in ("state", "status", "summary", "question", "error"):
+            if key in args:
+                setattr(job, key, args[key])
+        if "dialog" in args:
+            job.dialog = bool(args["dialog"])
+        if "trace" in args:
+            job.run_trace = args["trace"]
+        if "hops" in args:
+            job.run_hops = args["hops"]
+        if "state" in args and args["state"] != "failed" and "error" not in args:
+            job.error = None
+        if args.get("settled"):
+            job.crashes = 0
+        if job.state != "running":
+            job.idle_since = self.clock()
+        self.save(job)
+        return {"state": job.state}
+
+    async def op_ack(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        seq = args["seq"]
+        if conn.job is not None:
+            job = conn.job
+            if seq > job.queue.reply_seq:
+                raise ProtocolError(BAD_ARGS, f"ack: seq {seq} was never queued")
+            done = job.queue.ack(seq)
+            for item in done:
+                if item.is_agent_item:
+                    self.receipts.move(job.id, item.seq, "acknowledged")
+            if done:
+                self.watch.touch()
+                assert self.journal is not None
+                await self.journal.append({"op": "ack", "job": job.id, "seq": job.queue.acked})
+            return {"acked": job.queue.acked}
+        if conn.peer is not None:
+            for key in [s for s in conn.peer.in_flight if s <= seq]:
+                conn.peer.in_flight.pop(key)
+                self.receipts.move(conn.peer.id, key, "acknowledged")
+            return {"acked": seq}
+        raise ProtocolError(UNAUTHORIZED, "ack needs a bound connection")
+
+

@@ -1,0 +1,262 @@
+"""Ops for agent messaging: foreground peers (``peer_register``), ``peers``, ``send``,
+``spawn`` and the agent tools (``tools``, ``tool_call``), all bound to the calling
+connection: the sender is never an argument."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from roost_core import identity, locks, policy, routing
+from roost_core.daemon.base import DaemonBase, check_session_path
+from roost_core.daemon.connection import Connection
+from roost_core.daemon.jobs import Job
+from roost_core.daemon.peers import ForegroundPeer
+from roost_core.protocol import (
+    BAD_ARGS,
+    CONFLICT,
+    NOT_ACCEPTED,
+    NOT_FOUND,
+    UNAUTHORIZED,
+    UNREACHABLE,
+    Field,
+    ProtocolError,
+    validate_args,
+)
+from roost_core.records import (
+    OutgoingItem,
+    PeerInfo,
+    SpawnRequest,
+    ToolResult,
+)
+from roost_core.transcript import read_entries
+
+
+
+class MessagingOps(DaemonBase):
+    async def op_tools(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        return {"tools": [tool.to_json() for tool in policy.tool_definitions(self.pm, self.config)]}
+
+    async def op_tool_call(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        """Run an agent tool for a bound session: the op behind it, then the text the
+        model reads (tools plugin). A refused call is a normal, failed tool result."""
+        name, params = args["name"], args["args"]
+        if conn.job is not None and "hops" in args:
+            # The worker's run took in items further down the chain since it started.
+            conn.job.run_hops = max(conn.job.run_hops, args["hops"])
+        if name not in {tool.name for tool in policy.tool_definitions(self.pm, self.config)}:
+            raise ProtocolError(NOT_FOUND, f"no agent tool {name!r}")
+        handler = TOOL_OPS.get(name)
+        try:
+            if handler is None:
+                raise ProtocolError(NOT_FOUND, f"agent tool {name!r} has no op")
+            op_name, schema = handler
+            data = await getattr(self, op_name)(conn, validate_args(schema, params, name))
+            result = ToolResult(tool=name, ok=True, data=data)
+        except ProtocolError as exc:
+            result = ToolResult(tool=name, ok=False, code=exc.code, message=exc.message)
+        return {"ok": result.ok, "text": policy.format_tool_result(self.pm, result), "data": result.data, "code": result.code}
+
+    async def op_peer_register(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        if conn.job is not None:
+            raise ProtocolError(CONFLICT, "a worker connection cannot register as a foreground peer")
+        pid = args["pid"]
+        session = args.get("session")
+        if not locks.is_alive(pid):
+            raise ProtocolError(UNAUTHORIZED, f"pid {pid} is not a live process")
+        if not locks.is_descendant(conn.pid, pid):
+            raise ProtocolError(UNAUTHORIZED, "the connecting process is not that pid or one of its descendants")
+        session_id = args.get("sessionId")
+        if session is not None:
+            session = check_session_path(session)
+            holder = locks.lock_holder(session)
+            if holder != pid:
+                raise ProtocolError(UNAUTHORIZED, "the writer lock of that session does not name that pid")
+            if not session_id:
+                header = next((e for e in read_entries(session) if e.get("type") == "session"), None)
+                session_id = header.get("id") if header else None
+            peer_id = identity.foreground_id(session_id or session)
+        elif session_id:
+            # A no-session peer names itself by a random id of its own, so it keeps its
+            # peer id across reconnects; a live peer of another pid keeps its id.
+            peer_id = identity.foreground_id(session_id)
+            taken = self.foreground.get(peer_id)
+            if taken is not None and taken.connected and taken.pid != pid and locks.is_alive(taken.pid):
+                raise ProtocolError(CONFLICT, f"peer id {peer_id} belongs to another live session")
+        else:
+            existing = conn.peer.id if conn.peer is not None and conn.peer.session is None else None
+            peer_id = existing or identity.foreground_id(None)
+        if peer_id in self.jobs:
+            raise ProtocolError(CONFLICT, f"peer id {peer_id} is taken")
+        name = policy.sanitize_name(self.pm, args.get("name") or Path(session or "foreground").stem)
+        peer = self.foreground.get(peer_id)
+        if peer is not None and peer.conn is not None and peer.conn is not conn:
+            old = peer.conn
+            old.peer = None
+            old.send({"event": "replaced", "by": conn.number})
+        if conn.peer is not None and conn.peer.id != peer_id:
+            conn.peer.conn = None
+        if peer is None:
+            peer = ForegroundPeer(id=peer_id, name=name, session=session, cwd=args.get("cwd"), pid=pid)
+            self.foreground[peer_id] = peer
+        peer.name, peer.session, peer.cwd, peer.pid = name, session, args.get("cwd"), pid
+        peer.conn = conn
+        conn.peer = peer
+        self.watch.touch()
+        return {
+            "id": peer.id,
+            "name": peer.name,
+            "tools": [tool.to_json() for tool in policy.tool_definitions(self.pm, self.config)],
+        }
+
+    def after_register(self, conn: Connection) -> None:
+        """Push again what a previous connection of this peer had not acked."""
+        peer = conn.peer
+        if peer is not None:
+            for seq in sorted(peer.in_flight):
+                conn.send(peer.in_flight[seq])
+            self.soon(lambda: self.retry_undelivered(session=peer.session, peer_id=peer.id))
+
+    def peer_disconnected(self, conn: Connection) -> None:
+        self.watch.discard(conn)
+        self.watch.touch()
+        if conn.peer is not None and conn.peer.conn is conn:
+            conn.peer.conn = None
+        if conn.job is not None and conn.job.conn is conn:
+            conn.job.conn = None
+
+    async def op_peers(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        sender = self.sender_info(conn)
+        table = routing.collapse(self.peer_infos())
+        own_key = routing.session_key(sender)
+        rows = []
+        for key, peer in table.holders.items():
+            if key == own_key or peer.id == sender.id:
+                continue
+            decision = self.reach(sender, peer, "list")
+            if decision.allowed:
+                rows.append(self.peer_row(peer, decision.relation))
+        rows.sort(key=lambda row: (row["relation"] != "parent", row["relation"], row["name"], row["id"]))
+        return {"self": {"id": sender.id, "name": sender.name}, "peers": rows, "sent": self.receipts.sent_by(sender.id)}
+
+    async def op_send(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        sender = self.sender_info(conn)
+        text = args["message"]
+        table = routing.collapse(self.peer_infos())
+        target, addressed_by = routing.resolve_target(
+            args["to"], table, lambda peer: self.reach(sender, peer, "name").allowed
+        )
+        decision = self.reach(sender, target, addressed_by)
+        if not decision.allowed:
+            self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason="unreachable", text=text)
+            raise ProtocolError(UNREACHABLE, decision.reason or f"peer {target.id} is not reachable")
+        trace, hops = self.chain_of(conn)
+        # The envelope names the sender as the receiver sees it: my child sees "parent".
+        outgoing = OutgoingItem(
+            sender=sender, target=target, text=text, kind="message", relation=inverse_relation(decision.relation), hops=hops + 1
+        )
+        refusal = policy.check_send(self.pm, outgoing, self.clock(), self.config)
+        if refusal is not None:
+            self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=refusal.code, text=text)
+            raise ProtocolError(refusal.code, refusal.message)
+        if not target.accepts_messages:
+            self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=NOT_ACCEPTED, text=text)
+            raise ProtocolError(NOT_ACCEPTED, f"{target.id} is a {target.host} job; it takes no messages")
+        content = policy.frame_item(self.pm, outgoing)
+        result = await self.deliver_to(target, outgoing, content, trace=trace)
+        result["relation"] = decision.relation
+        policy.note_sent(self.pm, outgoing, self.clock())
+        return result
+
+    async def op_spawn(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        """Start a child job of the calling session, linked into its tree."""
+        sender = self.sender_info(conn)
+        parent_job = conn.job if conn.job is not None else self.tree_record(sender.session)
+        host = args.get("host") or (conn.job.host if conn.job is not None else self.config.default_host)
+        if host not in self.hosts:
+            raise ProtocolError(BAD_ARGS, f"spawn: unknown host {host!r}")
+        cwd = args.get("cwd") or sender.cwd or str(self.paths.home)
+        if not os.path.isabs(cwd) or not Path(cwd).is_dir():
+            raise ProtocolError(BAD_ARGS, f"spawn: cwd {cwd!r} is not an existing absolute directory")
+        model = args.get("model") or (conn.job.model if conn.job is not None else None)
+        thinking = args.get("thinking") or (conn.job.thinking if conn.job is not None else None)
+        scenario = args.get("scenario")
+        if scenario is None and host == "scripted":
+            scenario = child_scenario(conn.job.scenario if conn.job is not None else None, model)
+        root = sender.root_session or sender.session or f"peer:{sender.id}"
+        depth = (parent_job.depth if parent_job is not None else 0) + 1
+        trace, hops = self.chain_of(conn)
+        request = SpawnRequest(
+            parent=sender,
+            depth=depth,
+            live_children=sum(1 for j in self.jobs.values() if j.has_worker and self.is_child_of(j, sender)),
+            live_in_tree=sum(1 for j in self.jobs.values() if j.has_worker and j.tree == root),
+            live_spawned=sum(1 for j in self.jobs.values() if j.has_worker and j.spawned),
+            tree=root,
+            hops=hops + 1,
+        )
+        refusal = policy.check_spawn(self.pm, request, self.clock(), self.config)
+        if refusal is not None:
+            raise ProtocolError(refusal.code, refusal.message)
+        job = self.create_job(
+            task=args["task"],
+            name=args.get("name"),
+            cwd=cwd,
+            host=host,
+            scenario=scenario,
+            model=model,
+            thinking=thinking,
+            parent_session=sender.session,
+            parent_peer=sender.id,
+            root_session=root,
+            depth=depth,
+            spawned=True,
+        )
+        self.add_job(job)
+        policy.note_spawned(self.pm, request, self.clock())
+        await self.enqueue(job, "reply", args["task"], text=args["task"], trace=trace or f"t-{job.id}-1", hops=hops + 1)
+        return {"id": job.id, "name": job.name, "report": "a report will arrive by itself when it finishes"}
+
+    def is_child_of(self, job: Job, parent: PeerInfo) -> bool:
+        if parent.session is not None and job.parent_session == parent.session:
+            return True
+        return job.parent_peer == parent.id
+
+
+#: Agent tool -> (op handler, argument schema). The tool's JSON schema is the tools
+#: plugin's; this is the daemon's own check of what reaches the op.
+TOOL_OPS: dict[str, tuple[str, dict[str, Field]]] = {
+    "roost_agents": ("op_peers", {}),
+    "roost_spawn": (
+        "op_spawn",
+        {
+            "task": Field(str, required=True, max_len=100_000),
+            "name": Field(str, max_len=200),
+            "cwd": Field(str, max_len=4096),
+            "model": Field(str, max_len=200),
+            "thinking": Field(str, max_len=200),
+        },
+    ),
+    "roost_send": ("op_send", {"to": Field(str, required=True, max_len=200), "message": Field(str, required=True, max_len=1_000_000)}),
+}
+
+
+_INVERSE = {"parent": "child", "child": "parent"}
+
+
+def inverse_relation(relation: str) -> str:
+    """The relation seen from the other side (parent <-> child; the rest are symmetric)."""
+    return _INVERSE.get(relation, relation)
+
+
+def child_scenario(parent_scenario: Any, model: str | None) -> Any:
+    """A scripted child's scenario: the parent scenario's ``models[model]`` table, a
+    bundled scenario named ``model``, or the default (None)."""
+    if isinstance(parent_scenario, dict) and model:
+        models = parent_scenario.get("models")
+        if isinstance(models, dict) and isinstance(models.get(model), dict):
+            return models[model]
+    return model
+
+
