@@ -63,11 +63,13 @@ def decide_reach(
     return ReachDecision(allowed=False, relation="external", reason="no reach policy allows this peer")
 
 
+def first_refusal(answers: list[object]) -> Refusal | None:
+    """The first refusal a contribute hook's plugins gave, if any."""
+    return next((answer for answer in answers if isinstance(answer, Refusal)), None)
+
+
 def check_send(pm: pluggy.PluginManager, item: OutgoingItem, now: float, config: Config) -> Refusal | None:
-    for answer in pm.hook.roost_check_send(item=item, now=now, config=config):
-        if isinstance(answer, Refusal):
-            return answer
-    return None
+    return first_refusal(pm.hook.roost_check_send(item=item, now=now, config=config))
 
 
 def note_sent(pm: pluggy.PluginManager, item: OutgoingItem, now: float) -> None:
@@ -118,10 +120,7 @@ def format_tool_result(pm: pluggy.PluginManager, result: ToolResult) -> str:
 
 
 def check_spawn(pm: pluggy.PluginManager, request: SpawnRequest, now: float, config: Config) -> Refusal | None:
-    for answer in pm.hook.roost_check_spawn(request=request, now=now, config=config):
-        if isinstance(answer, Refusal):
-            return answer
-    return None
+    return first_refusal(pm.hook.roost_check_spawn(request=request, now=now, config=config))
 
 
 def note_spawned(pm: pluggy.PluginManager, request: SpawnRequest, now: float) -> None:

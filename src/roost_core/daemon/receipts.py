@@ -19,6 +19,8 @@ from typing import Any
 
 import attrs
 
+from roost_core.transcript import read_entries
+
 PER_SENDER = 100
 PREVIEW_CHARS = 80
 
@@ -58,8 +60,7 @@ class Receipts:
         self._by_sender: dict[str, deque[Receipt]] = {}
         self._by_item: dict[tuple[str, int], Receipt] = {}
         self.dead: list[dict[str, Any]] = []
-        for line in _read_lines(dead_file):
-            self.dead.append(line)
+        self.dead.extend(read_entries(dead_file))
 
     def record(self, sender: str, to: str, to_name: str, kind: str, state: str, *, seq: int | None = None, reason: str | None = None, text: str = "") -> Receipt:
         receipt = Receipt(sender=sender, to=to, to_name=to_name, kind=kind, state=state, seq=seq, reason=reason, preview=text[:PREVIEW_CHARS])
@@ -99,19 +100,3 @@ class Receipts:
 
     def sent_by(self, sender: str, limit: int = 20) -> list[dict[str, Any]]:
         return [receipt.to_json() for receipt in list(self._by_sender.get(sender, ()))[-limit:]]
-
-
-def _read_lines(path: Path) -> list[dict[str, Any]]:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return []
-    out = []
-    for line in data.splitlines():
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            out.append(value)
-    return out
