@@ -3,8 +3,9 @@
 #
 #   scripts/test.sh [PYTEST ARGS...]
 #
-# Creates .venv and installs the package with its test extras if that was not done yet
-# (or pyproject.toml changed since). Coverage includes the daemon and worker subprocesses
+# Creates .venv and installs the package with its test extras, and the example plugins
+# (examples/plugins/*, whose tests run too), if that was not done yet (or a pyproject.toml
+# changed since). Coverage includes the daemon and worker subprocesses
 # ([tool.coverage.run] patch = ["subprocess"]). Fails when a test fails, when no test ran
 # (pytest exit 5), or when line coverage of src is below 85%.
 set -euo pipefail
@@ -15,8 +16,12 @@ stamp=$venv/.roost-test-installed
 if [[ ! -x $venv/bin/python ]]; then
     python3 -m venv "$venv"
 fi
-if [[ ! -f $stamp || pyproject.toml -nt $stamp ]] || ! "$venv/bin/python" -c 'import roost_core, pytest, coverage' 2>/dev/null; then
-    "$venv/bin/python" -m pip install --quiet -e '.[test]'
+# One pip run, so the examples' dependency "roost" is this checkout, never a PyPI lookup.
+examples=(-e examples/plugins/repo-reach -e examples/plugins/json-envelope)
+if [[ ! -f $stamp || pyproject.toml -nt $stamp || examples/plugins/repo-reach/pyproject.toml -nt $stamp \
+      || examples/plugins/json-envelope/pyproject.toml -nt $stamp ]] \
+   || ! "$venv/bin/python" -c 'import roost_core, pytest, coverage, roost_repo_reach, roost_json_envelope' 2>/dev/null; then
+    "$venv/bin/python" -m pip install --quiet -e '.[test]' "${examples[@]}"
     touch "$stamp"
 fi
 

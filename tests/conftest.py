@@ -166,6 +166,12 @@ def agent_items(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in entries if e.get("type") == "custom_message" and e.get("customType") == "pi-roost-agent-message"]
 
 
+#: The example plugins (examples/plugins/) are installed in the test environment and would
+#: be autoloaded by every daemon; the suite tests the defaults, so they are blocked unless
+#: a test overrides ROOST_DISABLE_PLUGINS (keep these names in an override that blocks more).
+BLOCKED_BY_DEFAULT = "repo-reach,json-envelope"
+
+
 @pytest.fixture
 def roost_env(tmp_path: Path) -> dict[str, str]:
     home = tmp_path / "home"
@@ -176,6 +182,7 @@ def roost_env(tmp_path: Path) -> dict[str, str]:
             env.pop(key)
     env["ROOST_HOME"] = str(home)
     env["ROOST_WORKER_ORPHAN_SECONDS"] = "30"
+    env["ROOST_DISABLE_PLUGINS"] = BLOCKED_BY_DEFAULT
     return env
 
 

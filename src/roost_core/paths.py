@@ -92,13 +92,23 @@ def resolve_paths(env: dict[str, str] | None = None) -> Paths:
             state_dir=root / "state",
             config_file=Path(config_override) if config_override else root / "roost.json",
         )
+    import warnings
+
     import platformdirs
 
     agent_dir = env.get("PI_CODING_AGENT_DIR")
     default_config = Path(agent_dir) if agent_dir else Path.home() / ".pi" / "agent"
     return Paths(
         home=Path(platformdirs.user_state_dir("roost")),
-        runtime_dir=Path(platformdirs.user_runtime_dir("roost")),
+        runtime_dir=_runtime_dir(platformdirs, warnings),
         state_dir=Path(platformdirs.user_state_dir("roost")),
         config_file=Path(config_override) if config_override else default_config / "roost.json",
     )
+
+
+def _runtime_dir(platformdirs, warnings) -> Path:
+    # Without XDG_RUNTIME_DIR platformdirs falls back to a per-user temp dir, and says so
+    # on every call; the fallback is what we want, the warning is noise.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return Path(platformdirs.user_runtime_dir("roost"))

@@ -186,6 +186,11 @@ def _roost_version() -> str | None:
         return __version__
 
 
+def _distribution_name(dist: Any) -> str:
+    """A distribution's name (pluggy's ``DistFacade`` or an importlib ``Distribution``)."""
+    return str(dist.metadata["Name"])
+
+
 def describe_plugins(pm: pluggy.PluginManager) -> list[dict[str, Any]]:
     """Name, version, source and hooks of every registered plugin (``roost plugins``),
     in registration order, from pluggy's public API only.
@@ -207,10 +212,10 @@ def describe_plugins(pm: pluggy.PluginManager) -> list[dict[str, Any]]:
         if default is not None and plugin is plugin_object(default):
             source, version = DEFAULT_SOURCE, _roost_version()
         elif name in recorded:
-            source, version = recorded[name].metadata["Name"], recorded[name].version
+            source, version = _distribution_name(recorded[name]), recorded[name].version
         elif id(plugin) in pluggy_dists:
             dist = pluggy_dists[id(plugin)]
-            source, version = dist.project_name, dist.version
+            source, version = _distribution_name(dist), dist.version
         else:
             module = getattr(plugin, "__name__", None) or type(plugin).__module__
             source, version = f"in-process ({module})", None

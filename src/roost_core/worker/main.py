@@ -248,7 +248,8 @@ class Worker:
             from roost_core.paths import resolve_paths
             from roost_core.plugins import make_plugin_manager
 
-            pm = make_plugin_manager(load_user_config(resolve_paths().config_file))
+            disabled = tuple(n for n in os.environ.get("ROOST_DISABLE_PLUGINS", "").split(",") if n)
+            pm = make_plugin_manager(load_user_config(resolve_paths().config_file), disabled=disabled)
             for contributed in pm.hook.roost_register_hosts():
                 for spec in contributed or ():
                     hosts.setdefault(spec.name, spec)

@@ -1,0 +1,84 @@
+"""``roost plugins`` as a real subprocess: the table, blocked names (flag, env, config),
+and installed plugins that fail to load (skipped and named, or fatal when strict)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from roost_core.plugins import DEFAULT_PLUGINS
+
+CLI = [sys.executable, "-m", "roost_core.cli"]
+
+
+def roost(env: dict[str, str], *args: str, expect: int = 0) -> subprocess.CompletedProcess:
+    result = subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=30)
+    assert result.returncode == expect, (args, result.stdout, result.stderr)
+    return result
+
+
+def fake_dist(root: Path, dist: str, name: str, source: str) -> dict[str, str]:
+    """A distribution on its own path entry with one ``roost`` entry point; returns env extras."""
+    root.mkdir(parents=True)
+    module = f"roosttest_cli_{name.replace('-', '_')}"
+    (root / f"{module}.py").write_text(source)
+    info = root / f"{dist.replace('-', '_')}-0.9.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.9\n")
+    (info / "entry_points.txt").write_text(f"[roost]\n{name} = {module}\n")
+    return {"PYTHONPATH": str(root)}
+
+
+def test_the_table_has_name_version_source_and_hooks(roost_env):
+    text = roost(roost_env, "plugins").stdout
+    lines = text.splitlines()
+    assert lines[0].split() == ["NAME", "VERSION", "SOURCE", "HOOKS"]
+    rows = {line.split()[0]: line for line in lines[1:] if not line.startswith("blocked:")}
+    assert set(DEFAULT_PLUGINS) <= set(rows)
+    version = metadata.version("roost")
+    assert rows["reach"].split() == ["reach", version, "roost", "(default)", "roost_decide_reach"]
+    assert rows["handback"].endswith("roost_decide_report, roost_format_report, roost_report_on_end, roost_route_report")
+    # The columns line up: every source starts where the header's SOURCE does.
+    column = lines[0].index("SOURCE")
+    assert all(line[column:].startswith("roost (default)") for name, line in rows.items() if name in DEFAULT_PLUGINS)
+
+
+def test_json_lists_every_plugin_and_the_blocked_names(roost_env):
+    data = json.loads(roost(roost_env, "plugins", "--json").stdout)
+    rows = {row["name"]: row for row in data["plugins"]}
+    assert rows["envelope"] == {"name": "envelope", "version": metadata.version("roost"), "source": "roost (default)", "hooks": ["roost_frame_item", "roost_sanitize_name"]}
+    assert set(data) == {"plugins", "blocked", "unknown_blocked"}
+
+
+def test_blocked_by_flag_env_and_config_with_unknown_names_called_out(roost_env):
+    (Path(roost_env["ROOST_HOME"]) / "roost.json").write_text(json.dumps({"plugins": {"disable": ["render"]}}))
+    env = {**roost_env, "ROOST_DISABLE_PLUGINS": "limits"}
+    result = roost(env, "--disable-plugin", "envelope", "--disable-plugin", "envelop", "plugins")
+    (blocked,) = [line for line in result.stdout.splitlines() if line.startswith("blocked: ")]
+    assert blocked == "blocked: envelop (no such plugin), envelope, limits, render"
+    data = json.loads(roost(env, "--disable-plugin", "envelop", "plugins", "--json").stdout)
+    assert data["blocked"] == ["envelop", "limits", "render"] and data["unknown_blocked"] == ["envelop"]
+    assert not {"limits", "render"} & {row["name"] for row in data["plugins"]}
+
+
+def test_an_installed_plugin_with_its_distribution(roost_env, tmp_path):
+    env = {**roost_env, **fake_dist(tmp_path / "site", "acme-roost", "acme", "from roost_core import hookimpl\n\n@hookimpl\ndef roost_format_report(report):\n    return 'acme'\n")}
+    data = json.loads(roost(env, "plugins", "--json").stdout)
+    (row,) = [row for row in data["plugins"] if row["name"] == "acme"]
+    assert row == {"name": "acme", "version": "0.9", "source": "acme-roost", "hooks": ["roost_format_report"]}
+
+
+@pytest.mark.parametrize("source", ["import roost_no_such_module\n", "from roost_core import hookimpl\n\n@hookimpl\ndef roost_frame_itme(item):\n    return 'x'\n"], ids=["import error", "misspelled hook"])
+def test_a_broken_plugin_is_skipped_with_a_warning_or_fatal_when_strict(roost_env, tmp_path, source):
+    env = {**roost_env, **fake_dist(tmp_path / "site", "acme-broken", "acme", source)}
+    result = roost(env, "plugins", "--json")
+    assert "acme" not in {row["name"] for row in json.loads(result.stdout)["plugins"]}
+    assert "skipping plugin 'acme' from acme-broken" in result.stderr
+    strict = roost({**env, "ROOST_STRICT_PLUGINS": "1"}, "plugins", expect=1)
+    assert strict.stderr.startswith("roost: plugin 'acme' from acme-broken failed to load")
+    assert "Traceback" not in strict.stderr
