@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from roost_core import view
 from roost_core.protocol import ProtocolError
 
 SETTLED = ("idle", "needs_input", "done", "failed", "stopped")
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     plugins.add_argument("--json", action="store_true")
 
     sub.add_parser("demo", help="play a small scenario end to end on a fresh temp home")
+    view.add_parser(sub)
     return parser
 
 
@@ -334,6 +336,7 @@ COMMANDS = {
     "wait": cmd_wait,
     "plugins": cmd_plugins,
     "dead": cmd_dead,
+    "view": view.run,
     "demo": cmd_demo,
 }
 

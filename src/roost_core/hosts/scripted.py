@@ -76,10 +76,14 @@ def load_scenario(source: Any) -> dict[str, Any]:
     if isinstance(source, dict):
         scenario = source
     elif isinstance(source, str):
-        bundled = SCENARIO_DIR / f"{source}.toml"
+        if source.lstrip().startswith("{"):
+            try:
+                return load_scenario(json.loads(source))
+            except ValueError as exc:
+                raise ScenarioError(f"scenario is not valid JSON: {exc}") from exc
         if "\n" in source or "=" in source:
-            text = source
-        elif bundled.is_file():
+            text = source  # TOML text, never tried as a file name
+        elif (bundled := SCENARIO_DIR / f"{source}.toml").is_file():
             text = bundled.read_text()
         elif Path(source).is_file():
             text = Path(source).read_text()
