@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from roost_core import view
+from roost_core.pi import cli as pi_cli
 from roost_core.protocol import ProtocolError
 
 SETTLED = ("idle", "needs_input", "done", "failed", "stopped")
@@ -22,7 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     daemon = sub.add_parser("daemon", help="run the daemon in the foreground, or control it")
-    daemon.add_argument("action", nargs="?", choices=["run", "status", "stop"], default="run")
+    daemon.add_argument("action", nargs="?", choices=["run", "status", "stop", "socket"], default="run",
+                        help="socket: print the socket path, starting the daemon if needed")
     daemon.add_argument("--json", action="store_true")
 
     start = sub.add_parser("start", help="start a background session (job)")
@@ -71,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("demo", help="play a small scenario end to end on a fresh temp home")
     view.add_parser(sub)
+    pi_cli.add_parser(sub)
     return parser
 
 
@@ -113,6 +116,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     from roost_core.paths import resolve_paths
 
     paths = resolve_paths()
+    if args.action == "socket":
+        return pi_cli.socket_command()
     if args.action == "run":
         from roost_core.daemon import run_daemon
 
@@ -337,6 +342,7 @@ COMMANDS = {
     "plugins": cmd_plugins,
     "dead": cmd_dead,
     "view": view.run,
+    "pi": pi_cli.run,
     "demo": cmd_demo,
 }
 

@@ -13,6 +13,7 @@ import secrets
 
 _JOB_ID = re.compile(r"^[0-9a-e][0-9a-f]{7}$")
 _FOREGROUND_ID = re.compile(r"^f[0-9a-f]{7}$")
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _HEXISH = re.compile(r"^[0-9a-fA-F]{7}[0-9a-fA-F-]*$")
 
 
@@ -27,8 +28,11 @@ def foreground_id(session_id: str | None) -> str:
     """``f`` + 7 hex from the session id; random when there is none (``--no-session``)."""
     if not session_id:
         return "f" + secrets.token_hex(4)[:7]
+    if _UUID.match(session_id):
+        # pi's session ids are UUIDv7, whose leading digits are a timestamp shared by every
+        # session of the same minutes: take the random tail.
+        return "f" + session_id.replace("-", "").lower()[-7:]
     if _HEXISH.match(session_id):
-        # A UUID or hex id (pi's session ids): its own first digits, as the spec says.
         return "f" + session_id.replace("-", "").lower()[:7]
     # Anything else (a path, a name) is hashed, so similar strings do not collide.
     return "f" + hashlib.sha256(session_id.encode()).hexdigest()[:7]

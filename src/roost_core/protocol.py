@@ -9,6 +9,7 @@ excluded); a longer one is discarded up to its newline and answered ``frame_too_
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any, Callable
 
@@ -112,9 +113,22 @@ class FrameDecoder:
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
+def _not_json(constant: str) -> Any:
+    # Python's json reads NaN and Infinity, which JSON has not: no strict peer sends them.
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _finite(text: str) -> float:
+    # 1e999 is JSON, but as a float it is infinite, and an answer holding it would not be.
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:20]} is out of range")
+    return value
+
+
 def decode_line(line: bytes) -> dict[str, Any] | ProtocolError:
     try:
-        frame = json.loads(line.decode("utf-8"))
+        frame = json.loads(line.decode("utf-8"), parse_constant=_not_json, parse_float=_finite)
     except UnicodeDecodeError:
         return ProtocolError(BAD_JSON, "frame is not valid UTF-8")
     except RecursionError:

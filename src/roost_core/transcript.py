@@ -18,6 +18,8 @@ from typing import Any, Iterator
 from roost_core.records import TranscriptEntry
 
 AGENT_MESSAGE_TYPE = "pi-roost-agent-message"
+#: A custom entry that only records a seq (pi writes it for a dialog answer).
+SEQ_ENTRY_TYPE = "pi-roost-seq"
 
 
 def now_iso() -> str:
@@ -48,10 +50,15 @@ def seqs_in(entries: list[dict[str, Any]]) -> set[int]:
     seqs: set[int] = set()
     for entry in entries:
         seq = None
+        message = entry.get("message") if isinstance(entry.get("message"), dict) else {}
         if entry.get("type") == "custom_message" and entry.get("customType") == AGENT_MESSAGE_TYPE:
             seq = (entry.get("details") or {}).get("seq")
         elif isinstance(entry.get("roost"), dict):
             seq = entry["roost"].get("seq")
+        elif isinstance(message.get("roost"), dict):
+            seq = message["roost"].get("seq")  # pi: a reply's seq on its user message
+        elif entry.get("type") == "custom" and entry.get("customType") == SEQ_ENTRY_TYPE:
+            seq = (entry.get("data") or {}).get("seq")  # pi: a dialog answer
         if isinstance(seq, int) and not isinstance(seq, bool):
             seqs.add(seq)
     return seqs

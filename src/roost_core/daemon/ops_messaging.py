@@ -101,6 +101,7 @@ class MessagingOps(DaemonBase):
             peer = ForegroundPeer(id=peer_id, name=name, session=session, cwd=args.get("cwd"), pid=pid)
             self.foreground[peer_id] = peer
         peer.name, peer.session, peer.cwd, peer.pid = name, session, args.get("cwd"), pid
+        peer.host = args.get("host") if args.get("host") in self.hosts else None
         peer.conn = conn
         conn.peer = peer
         self.watch.touch()
@@ -173,7 +174,8 @@ class MessagingOps(DaemonBase):
         """Start a child job of the calling session, linked into its tree."""
         sender = self.sender_info(conn)
         parent_job = conn.job if conn.job is not None else self.tree_record(sender.session)
-        host = args.get("host") or (conn.job.host if conn.job is not None else self.config.default_host)
+        own_host = conn.job.host if conn.job is not None else conn.peer.host if conn.peer is not None else None
+        host = args.get("host") or own_host or self.config.default_host
         if host not in self.hosts:
             raise ProtocolError(BAD_ARGS, f"spawn: unknown host {host!r}")
         cwd = args.get("cwd") or sender.cwd or str(self.paths.home)

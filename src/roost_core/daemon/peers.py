@@ -27,6 +27,8 @@ class ForegroundPeer:
     registered: float = attrs.field(factory=time.time)
     in_flight: dict[int, dict[str, Any]] = attrs.field(factory=dict)
     last_message: float | None = None
+    #: The agent host this foreground session runs (its children get it by default).
+    host: str | None = None
 
     @property
     def connected(self) -> bool:

@@ -111,6 +111,7 @@ OPS: dict[str, Op] = {
             "cwd": Field((str, type(None)), max_len=PATH),
             "pid": Field(int, required=True, check=lambda v: None if 0 < v < 2**31 else "is not a process id"),
             "sessionId": Field(str, max_len=NAME),
+            "host": Field(str, max_len=NAME),
         },
         after="after_register",
     ),

@@ -33,8 +33,9 @@ import shutil
 import socket
 import struct
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import anyio
 from anyio.abc import SocketAttribute
@@ -42,7 +43,7 @@ from anyio.abc import SocketAttribute
 from roost_core import locks
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
 from roost_core.queue import Item
-from roost_core.transcript import AGENT_MESSAGE_TYPE, seqs_in
+from roost_core.transcript import seqs_in
 
 log = logging.getLogger("roost.pi")
 
@@ -351,7 +352,7 @@ class PiHost:
             else:
                 raise ValueError(f"unknown op {op!r}")
             answer = {"id": frame.get("id"), "ok": True, "result": result}
-        except Exception as exc:  # noqa: BLE001 - answered to the extension, logged here
+        except Exception as exc:
             log.exception("bridge op %s failed", op)
             answer = {"id": frame.get("id"), "ok": False, "error": {"code": "internal", "message": str(exc)}}
         with contextlib.suppress(Exception):
@@ -513,7 +514,7 @@ class PiHost:
                 starts = self.agent_starts
                 self.pending.update({item.seq: item for item in more})
                 await self.extension("steer", items=[item_json(more[0])])
-                await self.until(lambda: self.agent_starts > starts or self.pi_gone)
+                await self.until(lambda starts=starts: self.agent_starts > starts or self.pi_gone)
                 if len(more) > 1 and not self.pi_gone:
                     await self.extension("steer", items=[item_json(item) for item in more[1:]])
             with anyio.move_on_after(SETTLE_TIMEOUT):

@@ -36,7 +36,7 @@ def read_settings(path: Path) -> dict[str, Any]:
         return {}
     data = json.loads(text or "{}")
     if not isinstance(data, dict):
-        raise ValueError(f"{path} does not hold a JSON object")
+        raise TypeError(f"{path} does not hold a JSON object")
     return data
 
 
@@ -62,7 +62,7 @@ def install(env: dict[str, str] | None = None) -> dict[str, Any]:
     settings = read_settings(path)
     extensions = settings.get("extensions") or []
     if not isinstance(extensions, list):
-        raise ValueError(f"{path}: extensions is not a list")
+        raise TypeError(f"{path}: extensions is not a list")
     ours = str(extension_path())
     kept = [entry for entry in extensions if not is_roost_extension(entry)]
     changed = kept + [ours] != extensions
@@ -77,7 +77,7 @@ def uninstall(env: dict[str, str] | None = None) -> dict[str, Any]:
     settings = read_settings(path)
     extensions = settings.get("extensions") or []
     if not isinstance(extensions, list):
-        raise ValueError(f"{path}: extensions is not a list")
+        raise TypeError(f"{path}: extensions is not a list")
     kept = [entry for entry in extensions if not is_roost_extension(entry)]
     changed = kept != extensions
     if changed:
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     try:
         result = install() if args.action == "install" else uninstall()
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, TypeError) as exc:
         print(f"roost: {exc}", file=sys.stderr)
         return 1
     if getattr(args, "json", False):

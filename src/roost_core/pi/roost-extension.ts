@@ -454,6 +454,7 @@ export default async function roost(pi: ExtensionAPI) {
 
 		const ensurePeer = (ctx: ExtensionContext): Promise<string> => {
 			if (peer) return peer;
+			if (shuttingDown) return Promise.reject(new Error("roost: this session has ended"));
 			const why = eligible(ctx);
 			if (why) return Promise.reject(new Error(`roost: not joining as a peer: ${why}`));
 			processState.wanted = true;
@@ -470,7 +471,8 @@ export default async function roost(pi: ExtensionAPI) {
 					name: process.env.ROOST_PI_NAME || pi.getSessionName?.() || path.basename(ctx.cwd),
 					cwd: ctx.cwd,
 					pid: process.pid,
-					sessionId: peerKey(sessionId),
+					sessionId, // the daemon takes a UUIDv7's random tail for the peer id
+					host: "pi",
 				});
 				peerId = String(answer.id);
 				ctx.ui.setStatus("roost", `✉ roost ${peerId}`);
@@ -558,36 +560,33 @@ export default async function roost(pi: ExtensionAPI) {
 				const task = args.trim() || "Continue where we left off.";
 				const model = ctx.model ? `${ctx.model.provider}/${ctx.model.id}` : undefined;
 				const thinking = pi.getThinkingLevel?.();
-				// The job takes the file over: this process lets go of it first.
+				// The job takes the file over: this process lets go of it first, and does
+				// not come back for it (no reconnect, no lazy registration).
+				shuttingDown = true;
+				if (retry) clearTimeout(retry);
 				link?.close();
 				link = null;
 				peer = null;
 				if (lockedFile) releaseLock(lockedFile);
 				lockedFile = undefined;
+				let started: Json;
 				const conn = await Link.connect(await daemonSocket());
 				try {
-					const started = await conn.call("start", { task, session: file, host: "pi", cwd: ctx.cwd, name: pi.getSessionName?.() || path.basename(ctx.cwd), ...(model ? { model } : {}), ...(thinking ? { thinking } : {}) });
-					ctx.ui.notify(`roost: moved to the background as ${started.id} (${started.name})`, "info");
+					started = await conn.call("start", { task, session: file, host: "pi", cwd: ctx.cwd, name: pi.getSessionName?.() || path.basename(ctx.cwd), ...(model ? { model } : {}), ...(thinking ? { thinking } : {}) });
+				} catch (err) {
+					shuttingDown = false;
+					ctx.ui.notify(`roost: could not hand off: ${errorText(err)}`, "error");
+					return;
 				} finally {
 					conn.close();
 				}
+				ctx.ui.notify(`roost: moved to the background as ${started.id} (${started.name})`, "info");
 				await ctx.newSession();
 			},
 		});
 	}
 }
 
-/**
- * The session id the daemon derives the peer id from (`f` + its first 7 hex). pi 0.73's
- * session ids are UUIDv7, whose first digits are a timestamp shared by every session made
- * within ~17 minutes: the random tail goes first, so the id stays the session's own.
- */
-function peerKey(sessionId: string | undefined): string | undefined {
-	if (!sessionId) return sessionId;
-	const hex = sessionId.replace(/-/g, "").toLowerCase();
-	if (/^[0-9a-f]{32}$/.test(hex) && hex[12] === "7") return hex.slice(20) + hex.slice(0, 20);
-	return sessionId;
-}
 
 function textOf(content: unknown): string {
 	if (!Array.isArray(content)) return String(content ?? "");

@@ -1,0 +1,329 @@
+"""A fake OpenAI-compatible chat-completions server (SSE) driven by a roost scenario.
+
+The scenario format is the scripted host's (``roost_core.hosts.scripted``), so one
+scenario runs on both hosts. The server is stateless: each request carries the whole
+conversation, which is replayed to find where the model is:
+
+- a *run* starts at a user-role message (a user prompt, or an agent item that pi sends as
+  a user-role custom message) that follows the start or an assistant message without
+  tool calls; user-role messages after a tool result are steered items inside a run;
+- runs pick their scenario run exactly as the scripted host does (in order, skipping used
+  ones, ``kind`` and ``match`` filters, ``default`` for the rest);
+- a run's steps are compiled into model responses: ``say`` texts accumulate and go out
+  with the next tool call (one model response = text + at most one tool call, as a real
+  model does); ``ask``/``state`` end the run with their text; ``fail`` answers an HTTP
+  error; when the steps are used up the answer is the last text said (or ``done``).
+
+Tools: ``send``/``spawn``/``agents`` call ``roost_send``/``roost_spawn``/``roost_agents``;
+``wait`` (seconds) is a slow ``bash sleep``; ``wait_for``/``touch``/``shell`` are ``bash``;
+``dialog`` calls a ``confirm`` tool (a test extension); ``tool`` + ``args`` is any tool.
+
+The scenario for a request is chosen by its ``model``: ``scenario["models"][model]`` when
+present (the scripted host's convention for children), else the scenario itself.
+
+Every request body is logged as one JSON line (``{"model", "messages", "tools", "reply"}``)
+so tests can assert what pi sent, in which order and framing.
+
+Run standalone: ``python fake_openai.py SCENARIO.toml LOG.jsonl`` prints the port.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from roost_core.hosts.scripted import load_scenario, substitute, tool_of
+
+_ENVELOPE = re.compile(
+    r'<agent-message from="([^"<>]*)" id="([^"<>]*)" relation="([^"<>]*)" kind="([^"<>]*)">\n(.*?)\n</agent-message>',
+    re.DOTALL,
+)
+WAIT_FOR_SECONDS = 120
+
+
+def content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text")
+    return ""
+
+
+def parse_input(text: str) -> dict[str, str]:
+    """What a scenario sees of one input message: raw body, kind and sender."""
+    match = _ENVELOPE.search(text)
+    if not match:
+        return {"text": text, "kind": "reply", "from": "", "from_name": "", "relation": ""}
+    body = match[5]
+    try:
+        from roost_plugins.envelope import parse_envelopes
+
+        body = parse_envelopes(text)[0]["body"]
+    except (ImportError, IndexError, KeyError):
+        pass  # the regex body is good enough
+    return {"text": body, "kind": match[4], "from": match[2], "from_name": match[1], "relation": match[3]}
+
+
+def split_runs(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The runs of a conversation: their input messages and how many model answers each had."""
+    runs: list[dict[str, Any]] = []
+    previous: dict[str, Any] | None = None
+    for message in messages:
+        role = message.get("role")
+        if role in ("system", "developer"):
+            continue
+        if role == "user":
+            starts = previous is None or (previous.get("role") == "assistant" and not previous.get("tool_calls"))
+            if starts:
+                runs.append({"inputs": [], "answers": 0})
+            if starts or (runs and runs[-1]["answers"] == 0 and previous is not None and previous.get("role") == "user"):
+                runs[-1]["inputs"].append(parse_input(content_text(message.get("content"))))
+        elif role == "assistant" and runs:
+            runs[-1]["answers"] += 1
+        previous = message
+    return runs
+
+
+def pick_run(scenario: dict[str, Any], used: set[int], text: str, kind: str) -> tuple[int | None, list[dict[str, Any]]]:
+    for index, run in enumerate(scenario.get("run", [])):
+        if index in used:
+            continue
+        if run.get("kind") and run["kind"] != kind:
+            continue
+        if run.get("match") and not re.search(run["match"], text):
+            continue
+        return index, list(run.get("steps", []))
+    default = scenario.get("default")
+    if isinstance(default, dict):
+        return None, list(default.get("steps", []))
+    return None, [{"say": "ok"}]
+
+
+def pi_tool(step: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The tool call a scenario step makes in pi (pi's tools: bash, the roost tools...)."""
+    name, args = tool_of(step)
+    if name is None:
+        return None
+    if name == "sleep":
+        return "bash", {"command": f"sleep {float(args.get('seconds', 0))}"}
+    if name == "wait_for":
+        path = shlex.quote(str(args["path"]))
+        tries = int(float(args.get("timeout", WAIT_FOR_SECONDS)) / 0.05)
+        return "bash", {"command": f"for i in $(seq 1 {tries}); do [ -e {path} ] && echo found && exit 0; sleep 0.05; done; exit 1"}
+    if name == "touch":
+        return "bash", {"command": f"date +%s.%N > {shlex.quote(str(args['path']))}"}
+    return name, args
+
+
+def compile_responses(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A run's steps as the model's answers: ``{"text", "tool"?, "error"?}``."""
+    responses: list[dict[str, Any]] = []
+    texts: list[str] = []
+    last_said = ""
+    for step in steps:
+        if "say" in step:
+            texts.append(str(step["say"]))
+            last_said = str(step["say"])
+            continue
+        if "ask" in step:
+            responses.append({"text": "\n".join(texts + [str(step["ask"])])})
+            return responses
+        if "state" in step:
+            responses.append({"text": "\n".join(texts + [str(step.get("text", ""))]) or str(step["state"])})
+            return responses
+        if "fail" in step:
+            responses.append({"error": str(step["fail"])})
+            return responses
+        call = pi_tool(step)
+        if call is None:
+            raise ValueError(f"unknown scenario step {step!r}")
+        responses.append({"text": "\n".join(texts), "tool": call})
+        texts = []
+    responses.append({"text": "\n".join(texts) or last_said or "done"})
+    return responses
+
+
+def scenario_for(scenario: dict[str, Any], model: str) -> dict[str, Any]:
+    models = scenario.get("models")
+    if isinstance(models, dict):
+        for key in (model, model.split("/")[-1]):
+            if isinstance(models.get(key), dict):
+                return load_scenario(models[key])
+    return scenario
+
+
+def answer(scenario: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """The model's answer to one request."""
+    model = str(body.get("model", ""))
+    scenario = scenario_for(scenario, model)
+    runs = split_runs(body.get("messages") or [])
+    if not runs:
+        return {"text": "nothing to answer"}
+    used: set[int] = set()
+    steps: list[dict[str, Any]] = []
+    inputs: list[dict[str, str]] = []
+    for number, run in enumerate(runs, 1):
+        inputs = run["inputs"]
+        text = "\n".join(item["text"] for item in inputs)
+        first_kind = inputs[0]["kind"] if inputs else "reply"
+        index, steps = pick_run(scenario, used, text, first_kind)
+        if index is not None:
+            used.add(index)
+    agent_input = next((item for item in inputs if item["from"]), None)
+    variables = {
+        "input": "\n".join(item["text"] for item in inputs),
+        "from": agent_input["from"] if agent_input else "",
+        "from_name": agent_input["from_name"] if agent_input else "",
+        "kind": inputs[0]["kind"] if inputs else "reply",
+        "run": str(len(runs)),
+        **{str(k): str(v) for k, v in (scenario.get("vars") or {}).items()},
+    }
+    responses = compile_responses([substitute(step, variables) for step in steps])
+    position = runs[-1]["answers"]
+    if position < len(responses):
+        return responses[position]
+    return {"text": responses[-1].get("text") or "done"}
+
+
+class FakeOpenAI:
+    """The server, on 127.0.0.1 and a free port, in a thread of the test process."""
+
+    def __init__(self, scenario: Any, log_path: str | Path, *, delay: float = 0.0) -> None:
+        self.scenario = load_scenario(scenario)
+        self.log_path = Path(log_path)
+        self.delay = delay
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def do_GET(self) -> None:
+                models = ["fake-model", *(fake.scenario.get("models") or {})]
+                data = json.dumps({"object": "list", "data": [{"id": m, "object": "model"} for m in models]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                try:
+                    reply = answer(fake.scenario, body)
+                except Exception as exc:  # noqa: BLE001 - a scenario bug answers an error
+                    reply = {"error": f"fake model: {type(exc).__name__}: {exc}"}
+                fake.log(body, reply)
+                if fake.delay:
+                    time.sleep(fake.delay)
+                if "error" in reply:
+                    data = json.dumps({"error": {"message": reply["error"], "type": "invalid_request_error"}}).encode()
+                    self.send_response(400)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for chunk in sse_chunks(str(body.get("model", "fake-model")), reply):
+                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+                self.close_connection = True
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, name="fake-openai", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return self.server.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def log(self, body: dict[str, Any], reply: dict[str, Any]) -> None:
+        record = {
+            "time": time.time(),
+            "model": body.get("model"),
+            "messages": body.get("messages"),
+            "tools": [tool.get("function", {}).get("name") for tool in body.get("tools") or []],
+            "reply": reply,
+        }
+        with self.lock, open(self.log_path, "a") as fh:
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def requests(self) -> list[dict[str, Any]]:
+        try:
+            lines = self.log_path.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def start(self) -> FakeOpenAI:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def __enter__(self) -> FakeOpenAI:  # noqa: PYI034
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def sse_chunks(model: str, reply: dict[str, Any]) -> list[dict[str, Any]]:
+    completion = "chatcmpl-" + uuid.uuid4().hex[:12]
+    base = {"id": completion, "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    if reply.get("text"):
+        chunks.append(chunk({"content": reply["text"]}))
+    tool = reply.get("tool")
+    if tool:
+        name, args = tool
+        call_id = "call_" + uuid.uuid4().hex[:10]
+        chunks.append(chunk({"tool_calls": [{"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}))
+        chunks.append(chunk({}, "tool_calls"))
+    else:
+        chunks.append(chunk({}, "stop"))
+    chunks.append({**base, "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+    return chunks
+
+
+def main() -> int:  # pragma: no cover - a manual helper
+    scenario, log = sys.argv[1], sys.argv[2]
+    fake = FakeOpenAI(scenario, log).start()
+    print(fake.port, flush=True)
+    try:
+        fake.thread.join()
+    except KeyboardInterrupt:
+        fake.stop()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

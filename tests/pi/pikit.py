@@ -1,0 +1,288 @@
+"""The pi test kit's helpers: find pi, an isolated pi world per test (``PiKit``), tmux."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fake_openai import FakeOpenAI
+
+KIT = Path(__file__).resolve().parent
+AGENT_MESSAGE_TYPE = "pi-roost-agent-message"
+
+
+def find_pi() -> str | None:
+    configured = os.environ.get("ROOST_PI_BIN")
+    if configured:
+        return configured
+    local = KIT / "node_modules" / ".bin" / "pi"
+    if local.exists():
+        return str(local)
+    return shutil.which("pi")
+
+
+def roost_bin() -> str:
+    """The ``roost`` executable the pi extension runs: $ROOST_BIN, or this environment's."""
+    if os.environ.get("ROOST_BIN"):
+        return os.environ["ROOST_BIN"]
+    beside = Path(sys.executable).parent / "roost"
+    return str(beside) if beside.exists() else (shutil.which("roost") or "roost")
+
+
+class PiKit:
+    """One test's pi world: folders, env, fake model, daemon and tmux sessions."""
+
+    def __init__(self, tmp_path: Path, env: dict[str, str], daemon_factory: Any, pi: str) -> None:
+        self.tmp = tmp_path
+        self.env = env
+        self.daemon_factory = daemon_factory
+        self.pi = pi
+        self.home = tmp_path / "pihome"
+        self.agent_dir = self.home / ".pi" / "agent"
+        self.tmpdir = tmp_path / "t"
+        for folder in (self.home, self.agent_dir, self.tmpdir):
+            folder.mkdir(parents=True, exist_ok=True)
+        for key in list(env):
+            if key.endswith("_API_KEY") or (key.startswith("PI_") and key != "PI_OFFLINE"):
+                env.pop(key)
+        node_dir = str(Path(shutil.which("node") or "/usr/bin/node").parent)
+        env.update(
+            {
+                "HOME": str(self.home),
+                "PI_CODING_AGENT_DIR": str(self.agent_dir),
+                "TMPDIR": str(self.tmpdir),
+                "PI_OFFLINE": "1",
+                "FAKE_LLM_API_KEY": "fake-key",
+                "NO_PROXY": "127.0.0.1,localhost",
+                "ROOST_PI_BIN": pi,
+                "ROOST_BIN": roost_bin(),
+                "PATH": os.pathsep.join([str(Path(sys.executable).parent), str(Path(pi).parent), node_dir, env.get("PATH", "/usr/bin:/bin")]),
+            }
+        )
+        for key in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
+            env.pop(key, None)
+        self.fakes: list[FakeOpenAI] = []
+        self.tmux: list[str] = []
+        self.rpcs: list[RpcPi] = []
+
+    # -------------------------------------------------------------- model
+
+    def fake(self, scenario: Any, *, delay: float = 0.0) -> FakeOpenAI:
+        """Start the fake model and point pi at it (models.json, default model)."""
+        fake = FakeOpenAI(scenario, self.tmp / f"model-log-{len(self.fakes)}.jsonl", delay=delay).start()
+        self.fakes.append(fake)
+        ids = ["fake-model", *[str(k) for k in (fake.scenario.get("models") or {})]]
+        models = [{"id": i, "name": i, "reasoning": False, "input": ["text"], "contextWindow": 128000, "maxTokens": 4096} for i in ids]
+        provider = {
+            "baseUrl": fake.base_url,
+            "api": "openai-completions",
+            "apiKey": "FAKE_LLM_API_KEY",
+            "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+            "models": models,
+        }
+        (self.agent_dir / "models.json").write_text(json.dumps({"providers": {"fake": provider}}))
+        self.update_settings({"defaultProvider": "fake", "defaultModel": "fake-model", "quietStartup": True})
+        return fake
+
+    def update_settings(self, values: dict[str, Any]) -> None:
+        path = self.agent_dir / "settings.json"
+        settings = json.loads(path.read_text()) if path.exists() else {}
+        settings.update(values)
+        path.write_text(json.dumps(settings, indent=2))
+
+    # -------------------------------------------------------------- roost
+
+    def daemon(self):
+        return self.daemon_factory().start()
+
+    def roost(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run([self.env["ROOST_BIN"], *args], env=self.env, capture_output=True, text=True, timeout=60, check=check)
+
+    # -------------------------------------------------------------- tmux
+
+    def tmux_start(self, name: str, command: list[str], cwd: Path, width: int = 160, height: int = 50) -> str:
+        if shutil.which("tmux") is None:
+            import pytest
+
+            if os.environ.get("ROOST_REQUIRE_PI") == "1":
+                pytest.fail("tmux is not installed (apt-get install tmux) and ROOST_REQUIRE_PI=1")
+            pytest.skip("tmux is not installed")
+        session = f"roost-pi-{os.getpid()}-{name}"
+        script = self.tmp / f"{name}.sh"
+        exports = "\n".join(f"export {k}={shquote(v)}" for k, v in sorted(self.env.items()) if k.isidentifier())
+        script.write_text(f"#!/bin/bash\n{exports}\ncd {shquote(str(cwd))}\nexec {' '.join(shquote(c) for c in command)}\n")
+        script.chmod(0o700)
+        subprocess.run(["tmux", "-L", session, "new-session", "-d", "-s", session, "-x", str(width), "-y", str(height), str(script)], check=True, env={**os.environ, "TMUX": ""})
+        self.tmux.append(session)
+        return session
+
+    def tmux_screen(self, session: str) -> str:
+        result = subprocess.run(["tmux", "-L", session, "capture-pane", "-p", "-t", session, "-S", "-200"], capture_output=True, text=True, check=False)
+        return result.stdout
+
+    def wait_screen(self, session: str, text: str, timeout: float = 60.0) -> str:
+        """Wait until ``text`` is on the screen; a timeout shows the screen."""
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.tmux_screen(session)
+            if text in screen:
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout}s waiting for {text!r} on screen:\n{screen}")
+            time.sleep(0.1)
+
+    def type_line(self, session: str, text: str, timeout: float = 20.0) -> None:
+        """Type ``text`` into the TUI's editor once it takes input, then press Enter."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.tmux_keys(session, "-l", text)
+            try:
+                self.wait_screen(session, text, timeout=2)
+                break
+            except AssertionError:
+                # Not taking input yet: clear whatever arrived and try again.
+                self.tmux_keys(session, "C-u")
+                if time.monotonic() > deadline:
+                    raise
+        self.tmux_keys(session, "Enter")
+
+    def tmux_keys(self, session: str, *keys: str) -> None:
+        subprocess.run(["tmux", "-L", session, "send-keys", "-t", session, *keys], check=True)
+
+    def require_socket_command(self) -> None:
+        """The foreground extension runs `roost daemon socket`: fail clearly without it."""
+        result = self.roost("daemon", "socket", check=False)
+        assert result.returncode == 0, f"`{self.env['ROOST_BIN']} daemon socket` failed: {result.stderr.strip()}"
+
+    def rpc_pi(self, session: Path, cwd: Path, extra: list[str] | None = None) -> RpcPi:
+        self.require_socket_command()
+        pi = RpcPi(self, session, cwd, extra)
+        self.rpcs.append(pi)
+        return pi
+
+    def cleanup(self) -> None:
+        for pi in self.rpcs:
+            pi.close()
+        for session in self.tmux:
+            subprocess.run(["tmux", "-L", session, "kill-server"], capture_output=True, check=False)
+        for fake in self.fakes:
+            fake.stop()
+
+
+def shquote(value: str) -> str:
+    return "'" + value.replace("'", "'\"'\"'") + "'"
+
+
+# ------------------------------------------------------------------ helpers for the tests
+
+
+def agent_items(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in entries if e.get("type") == "custom_message" and e.get("customType") == AGENT_MESSAGE_TYPE]
+
+
+def user_messages(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in entries if e.get("type") == "message" and (e.get("message") or {}).get("role") == "user"]
+
+
+def message_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition", interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+
+
+class RpcPi:
+    """A pi in RPC mode driven by a test: commands in, events collected by a thread.
+
+    Without ``bridge`` it is a *foreground* pi as far as roost is concerned (RPC mode has a
+    UI: dialogs go over the protocol), with the roost extension loaded by ``-e``.
+    """
+
+    def __init__(self, kit: PiKit, session: Path, cwd: Path, extra: list[str] | None = None) -> None:
+        import threading
+
+        from roost_core.pi import extension_path
+
+        cwd.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [kit.pi, "--mode", "rpc", "--session", str(session), "-e", str(extension_path()), *(extra or [])],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=kit.env,
+            cwd=str(cwd),
+        )
+        self.events: list[dict[str, Any]] = []
+        self.responses: dict[str, dict[str, Any]] = {}
+        self.lock = threading.Lock()
+        self.ids = 0
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            try:
+                frame = json.loads(line)
+            except ValueError:
+                continue
+            with self.lock:
+                if frame.get("type") == "response" and frame.get("id"):
+                    self.responses[frame["id"]] = frame
+                else:
+                    self.events.append(frame)
+
+    def send(self, command: dict[str, Any]) -> str:
+        self.ids += 1
+        request_id = f"t{self.ids}"
+        assert self.process.stdin is not None
+        self.process.stdin.write((json.dumps({"id": request_id, **command}) + "\n").encode())
+        self.process.stdin.flush()
+        return request_id
+
+    def call(self, command: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+        request_id = self.send(command)
+        return wait_for(lambda: self.responses.get(request_id), timeout, what=f"pi's answer to {command['type']}")
+
+    def count(self, kind: str) -> int:
+        with self.lock:
+            return sum(1 for event in self.events if event.get("type") == kind)
+
+    def prompt(self, text: str, timeout: float = 60.0) -> None:
+        """Send a prompt and wait until the run it starts has ended."""
+        ends = self.count("agent_end")
+        answer = self.call({"type": "prompt", "message": text})
+        assert answer.get("success"), answer
+        wait_for(lambda: self.count("agent_end") > ends, timeout, what=f"the run for {text!r}")
+
+    def state(self) -> dict[str, Any]:
+        return self.call({"type": "get_state"})["data"]
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)

@@ -1,0 +1,227 @@
+"""Background pi jobs (host ``pi``): the real pi in RPC mode under a roost worker, with the
+fake model. Reports, mid-turn messages and a reaped job that comes back with --session."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+from conftest import wait_until
+from fg import in_thread, run_async, send, session, spawn
+from pikit import agent_items, message_text, user_messages
+
+from roost_core.policy import NO_USER_AUTHORITY
+
+AUTHORITY_LINE = NO_USER_AUTHORITY.splitlines()[0]
+
+
+def roost_seqs(entries):
+    """Seqs that the pi host tagged onto user messages (``message.roost``)."""
+    return [e["message"]["roost"]["seq"] for e in user_messages(entries) if isinstance(e["message"].get("roost"), dict)]
+
+
+def framed_inputs(request: dict) -> list[str]:
+    """The agent items (user-role messages with an envelope) of one model request."""
+    return [message_text(m) for m in request["messages"] if m.get("role") == "user" and "<agent-message " in message_text(m)]
+
+
+def test_a_pi_job_runs_its_task_and_tags_the_seq(pi_kit, tmp_path):
+    env_dump = tmp_path / "tool-env.txt"
+    fake = pi_kit.fake({"default": {"steps": [{"shell": f"env > {env_dump}"}, {"say": "Done: {input}"}]}})
+    daemon = pi_kit.daemon()
+    job = daemon.start_job("build the thing", host="pi", name="builder")
+    row = daemon.wait_job(job, timeout=60)
+    assert row["state"] == "done", row
+    assert row["summary"] == "Done: build the thing"
+    entries = daemon.entries(job)
+    assert [message_text(e["message"]) for e in user_messages(entries)] == ["build the thing"]
+    assert roost_seqs(entries) == [1]
+    # pi's tools never see the job token, nor the worker's private channel.
+    tool_env = env_dump.read_text()
+    assert "PI_JOB_TOKEN" not in tool_env and daemon.record(job)["token"] not in tool_env
+    assert "ROOST_PI_BRIDGE" not in tool_env
+    requests = fake.requests()
+    assert len(requests) == 2
+    assert {"roost_agents", "roost_send", "roost_spawn", "bash"} <= set(requests[0]["tools"])
+
+
+def test_one_scenario_runs_on_both_hosts(pi_kit):
+    scenario = {"default": {"steps": [{"say": "Looking"}, {"shell": "echo hi"}, {"say": "Done: {input}"}]}}
+    pi_kit.fake(scenario)
+    daemon = pi_kit.daemon()
+    rows = {}
+    for host in ("scripted", "pi"):
+        job = daemon.start_job("same task", host=host, scenario=scenario)
+        rows[host] = daemon.wait_job(job, timeout=60)
+    assert rows["scripted"]["state"] == rows["pi"]["state"] == "done"
+    assert rows["scripted"]["summary"] == rows["pi"]["summary"] == "Done: same task"
+
+
+def test_pi_parent_gets_both_childrens_reports_once_and_framed(pi_kit):
+    scenario = {
+        "run": [
+            {
+                "steps": [
+                    {"spawn": {"task": "count the apples", "name": "kid-a", "model": "kid"}},
+                    {"spawn": {"task": "count the pears", "name": "kid-b", "model": "kid"}},
+                    {"say": "spawned two"},
+                ]
+            }
+        ],
+        "default": {"steps": [{"say": "noted {from_name}"}]},
+        "models": {"kid": {"default": {"steps": [{"say": "finished: {input}"}]}}},
+    }
+    fake = pi_kit.fake(scenario)
+    daemon = pi_kit.daemon()
+    parent = daemon.start_job("delegate the counting", host="pi", name="lead")
+
+    def reports():
+        return [e for e in agent_items(daemon.entries(parent)) if e["details"]["kind"] == "report"]
+
+    wait_until(lambda: len(reports()) >= 2, timeout=90, what="two reports in the parent's session file")
+    daemon.wait_job(parent, timeout=60)
+    got = reports()
+    assert sorted(e["details"]["fromName"] for e in got) == ["kid-a", "kid-b"]
+    assert len({e["details"]["seq"] for e in got}) == 2  # each exactly once
+    assert all(e["details"]["relation"] == "child" for e in got)
+    rows = {row["name"]: row for row in daemon.call("jobs")["jobs"]}
+    assert rows["kid-a"]["host"] == "pi" and rows["kid-a"]["parent"] in (parent, None)
+    # The parent's next model requests carry the reports, framed as agent messages with
+    # the no-user-authority text, never as plain user input.
+    parent_requests = [r for r in fake.requests() if r["model"] == "fake-model"]
+    seen = {}
+    for request in parent_requests:
+        for text in framed_inputs(request):
+            for name in ("kid-a", "kid-b"):
+                if f'from="{name}"' in text and 'kind="report"' in text:
+                    seen.setdefault(name, text)
+    assert set(seen) == {"kid-a", "kid-b"}
+    for text in seen.values():
+        assert AUTHORITY_LINE in text
+    assert any(f"finished: count the {fruit}" in seen[name] for name, fruit in (("kid-a", "apples"),))
+    # The children run the model they were spawned with (the fake routes "kid" to their
+    # scenario) and the parent's thinking level, which the extension filled in.
+    kid_requests = [r for r in fake.requests() if r["model"] == "kid"]
+    assert len(kid_requests) >= 2
+    for name in ("kid-a", "kid-b"):
+        record = daemon.record(rows[name]["id"])
+        assert record["model"] == "kid" and record["thinking"] == "off"
+
+
+def test_a_message_sent_during_a_slow_tool_reaches_the_next_model_call(pi_kit, tmp_path):
+    gate = tmp_path / "gate"
+    scenario = {
+        "run": [{"steps": [{"wait_for": str(gate)}, {"say": "after the slow tool"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    }
+    fake = pi_kit.fake(scenario)
+    daemon = pi_kit.daemon()
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "do the slow thing", "slowpoke", host="pi")
+            # The model has asked for the slow tool: pi is inside it now.
+            await in_thread(wait_until, lambda: len(fake.requests()) >= 1, 60, what="the first model call")
+            ok, text, data = await send(lead, kid, "also check the docs")
+            assert ok and data["result"] == "delivered", text
+            # Let the worker take the message in, then let the slow tool finish.
+            await in_thread(wait_until, lambda: daemon.job(kid)["pending"] >= 1, 10, what="the queued message")
+            await anyio.sleep(0.5)
+            gate.write_text("go")
+            await in_thread(daemon.wait_job, kid, timeout=60)
+            return kid
+
+    kid = run_async(story)
+    requests = [r for r in fake.requests() if r["model"] == "fake-model"]
+    # Call 1 asked for the tool; call 2 (right after the tool) already has the message,
+    # after the tool result.
+    assert requests[0]["reply"].get("tool", [None])[0] == "bash"
+    second = requests[1]["messages"]
+    roles = [m["role"] for m in second]
+    tool_at = roles.index("tool")
+    framed = [i for i, m in enumerate(second) if m["role"] == "user" and "also check the docs" in message_text(m)]
+    assert framed and framed[0] > tool_at, roles
+    assert AUTHORITY_LINE in message_text(second[framed[0]])
+    assert requests[1]["reply"]["text"] == "after the slow tool"
+    items = agent_items(daemon.entries(kid))
+    assert len(items) == 1 and items[0]["details"]["kind"] == "message"
+
+
+def test_a_reaped_pi_job_restarts_with_its_session_and_holds_the_message_once(pi_kit, write_config, tmp_path):
+    write_config({"reapAfterSeconds": 0.5})
+    fake = pi_kit.fake({"default": {"steps": [{"say": "ok: {input}"}]}})
+    daemon = pi_kit.daemon()
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "first task", "sleeper", host="pi")
+            await in_thread(daemon.wait_job, kid, timeout=60)
+            await in_thread(daemon.wait_reaped, kid)
+            _ok, text, data = await send(lead, kid, "wake up and look")
+            assert data["result"] == "started", text
+            await in_thread(wait_until, lambda: daemon.job(kid)["pending"] == 0 and daemon.job(kid)["state"] != "running", 60, what="the message handled")
+            return kid
+
+    kid = run_async(story)
+    entries = daemon.entries(kid)
+    items = agent_items(entries)
+    assert [i["details"]["kind"] for i in items] == ["message"]
+    assert "wake up and look" in items[0]["content"]
+    assert [message_text(e["message"]) for e in user_messages(entries)] == ["first task"]
+    # One file, one header: the second pi resumed it (--session), it did not start over.
+    assert sum(1 for e in entries if e.get("type") == "session") == 1
+    last = [r for r in fake.requests() if r["model"] == "fake-model"][-1]
+    texts = [message_text(m) for m in last["messages"]]
+    assert any("first task" in t for t in texts) and any("wake up and look" in t for t in texts)
+    log = (daemon.paths.jobs_dir / f"{kid}.log").read_text()
+    assert log.count("starting pi") == 2 and "--session" in log
+    # Exactly once in the file as the agent item, never as user input.
+    assert sum(json.dumps(e).count("wake up and look") for e in entries if e.get("type") != "message" or e["message"]["role"] == "user") == 1
+
+
+def test_a_dialog_is_answered_by_a_reply_while_agent_items_wait(pi_kit, tmp_path):
+    from pikit import KIT
+
+    pi_kit.env["ROOST_PI_ARGS"] = f"-e {KIT / 'confirm-tool.ts'}"
+    scenario = {
+        "run": [{"steps": [{"dialog": "Deploy to prod?"}, {"say": "deploy step done"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    }
+    fake = pi_kit.fake(scenario)
+    daemon = pi_kit.daemon()
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "deploy it", "deployer", host="pi")
+            await in_thread(wait_until, lambda: daemon.job(kid)["dialog"], 60, what="the dialog")
+            row = daemon.job(kid)
+            assert row["state"] == "needs_input" and "Deploy to prod?" in row["question"]
+            _ok, text, data = await send(lead, kid, "please hurry")
+            assert data["waiting"] == "waiting on a dialog", text
+            assert agent_items(daemon.entries(kid)) == []  # it waits while the dialog is open
+            daemon.call("reply", job=kid, text="yes")
+            await in_thread(daemon.wait_job, kid, timeout=60)
+            return kid
+
+    kid = run_async(story)
+    entries = daemon.entries(kid)
+    results = [e["message"] for e in entries if e.get("type") == "message" and e["message"]["role"] == "toolResult"]
+    assert [message_text(r) for r in results if r["toolName"] == "confirm"] == ["confirmed"]
+    marks = [e["data"] for e in entries if e.get("type") == "custom" and e.get("customType") == "pi-roost-seq"]
+    assert len(marks) == 1 and marks[0]["dialog"] is True
+    assert [i["details"]["kind"] for i in agent_items(entries)] == ["message"]
+    # The answer never became a user message; the waiting message reached the model after it.
+    assert [message_text(e["message"]) for e in user_messages(entries)] == ["deploy it"]
+    later = [r for r in fake.requests() if any("please hurry" in message_text(m) for m in r["messages"])]
+    assert later
+
+
+def test_agent_tools_off_gives_pi_no_roost_tools(pi_kit, write_config):
+    write_config({"agentTools": False})
+    fake = pi_kit.fake({"default": {"steps": [{"say": "plain"}]}})
+    daemon = pi_kit.daemon()
+    job = daemon.start_job("no tools please", host="pi")
+    assert daemon.wait_job(job, timeout=60)["state"] == "done"
+    (request,) = fake.requests()
+    assert not [name for name in request["tools"] if name.startswith("roost_")]
+    assert "bash" in request["tools"]

@@ -1,0 +1,79 @@
+"""A foreground pi driven over RPC (RPC mode has a UI, so it is a foreground peer): lazy
+registration, the writer lock, delivery and ack, re-registration on a new session, and
+handing the session to a background job (the spec's "←")."""
+
+from __future__ import annotations
+
+from conftest import wait_until
+from fg import in_thread, run_async, send, session
+from pikit import agent_items, message_text, user_messages
+
+from roost_core import locks
+from roost_core.transcript import read_entries
+
+
+def test_joins_lazily_takes_the_lock_gets_messages_and_reregisters(pi_kit, write_config, tmp_path):
+    write_config({"agentExternalMessages": True})
+    scenario = {
+        "run": [{"kind": "reply", "match": "who", "steps": [{"agents": {}}, {"say": "listed them"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    }
+    fake = pi_kit.fake(scenario)
+    daemon = pi_kit.daemon()
+    first_file = tmp_path / "fg" / "first.jsonl"
+    pi = pi_kit.rpc_pi(first_file, tmp_path / "work")
+    pi.state()
+    # Tools are there, but the session is no peer until its first roost call.
+    assert daemon.call("daemon_status")["foreground"] == 0
+    pi.prompt("who is around?")
+    wait_until(lambda: daemon.call("daemon_status")["foreground"] == 1, what="the pi peer")
+    assert locks.lock_holder(first_file) == pi.process.pid
+    assert "roost_agents" in fake.requests()[0]["tools"]
+
+    async def story():
+        async with session(daemon, tmp_path, name="outsider") as outsider:
+            _ok, _text, rows = await outsider.call_tool("roost_agents", {})
+            (peer,) = [row for row in rows["peers"] if row["kind"] == "foreground"]
+            _ok, text, data = await send(outsider, peer["id"], "hello from outside")
+            assert data["result"] == "delivered", text
+            await in_thread(wait_until, lambda: any("hello from outside" in e.get("content", "") for e in agent_items(read_entries(first_file))), 30, what="the message in pi's file")
+            # A new session: the old instance lets go (lock, connection), the new one
+            # registers by itself (session_start, which pi fires twice here).
+            pi.call({"type": "new_session"})
+            second_file = pi.state()["sessionFile"]
+            await in_thread(wait_until, lambda: locks.lock_holder(second_file) == pi.process.pid, 30, what="the new session's lock")
+            _ok, text, rows = await outsider.call_tool("roost_agents", {})
+            live = [row for row in rows["peers"] if row["kind"] == "foreground" and row["live"]]
+            assert len(live) == 1 and live[0]["id"] != peer["id"], rows
+            return peer
+
+    run_async(story)
+    assert locks.lock_holder(first_file) is None
+    items = agent_items(read_entries(first_file))
+    assert len(items) == 1 and items[0]["details"]["kind"] == "message" and items[0]["details"]["relation"] == "external"
+    framed = [m for r in fake.requests() for m in r["messages"] if "hello from outside" in message_text(m)]
+    assert framed and all(m["role"] == "user" and "<agent-message " in message_text(m) for m in framed)
+    # The new pi session stays; the outsider's close reaches the daemon a moment later.
+    wait_until(lambda: daemon.call("daemon_status")["foreground"] == 1, what="the outsider gone")
+
+
+def test_hands_its_session_to_a_background_job(pi_kit, write_config, tmp_path):
+    fake = pi_kit.fake({"default": {"steps": [{"say": "ok: {input}"}]}})
+    daemon = pi_kit.daemon()
+    file = tmp_path / "fg" / "work.jsonl"
+    pi = pi_kit.rpc_pi(file, tmp_path / "work")
+    pi.prompt("start the refactor")
+    assert file.exists()
+    pi.call({"type": "prompt", "message": "/roost-background keep going in the background"})
+    (job,) = wait_until(lambda: daemon.call("jobs")["jobs"], what="the background job")
+    assert job["session"] == str(file) and job["host"] == "pi"
+    row = daemon.wait_job(job["id"], timeout=60)
+    assert row["state"] == "done" and row["summary"] == "ok: keep going in the background"
+    entries = read_entries(file)
+    assert [message_text(e["message"]) for e in user_messages(entries)] == ["start the refactor", "keep going in the background"]
+    assert sum(1 for e in entries if e.get("type") == "session") == 1
+    # The job's worker holds the file now; the foreground pi went on in a new session.
+    assert locks.lock_holder(file) == daemon.record(job["id"])["worker_pid"]
+    wait_until(lambda: pi.state()["sessionFile"] != str(file), what="the foreground's new session")
+    last = [r for r in fake.requests()][-1]
+    assert any("start the refactor" in message_text(m) for m in last["messages"])
