@@ -24,9 +24,11 @@ def test_new_job_id_skips_f_prefixed_and_taken_candidates(monkeypatch):
     assert new_job_id({"abcdef01"}) == "abcdef02"
 
 
-def test_foreground_id_is_f_plus_the_first_7_hex_of_a_uuid_session_id():
+def test_foreground_id_is_f_plus_7_hex_of_a_uuid_session_id_from_its_random_tail():
     session_id = "3F2504E0-4F89-11D3-9A0C-0305E82C3301"
-    assert foreground_id(session_id) == "f3f2504e"
+    assert foreground_id(session_id) == "f82c3301"
+    # UUIDv7 ids made in the same minutes share their leading (time) digits, not their tail.
+    assert foreground_id("019ae0f2-1c3b-7a10-8f1e-5d2c9b7a6e11") != foreground_id("019ae0f2-1c3b-7b22-9a4d-0e6f1c2b3d44")
     assert is_foreground_id(foreground_id(session_id))
     assert not is_job_id(foreground_id(session_id))
 
