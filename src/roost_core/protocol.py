@@ -15,6 +15,11 @@ from typing import Any, Callable
 
 import attrs
 
+try:  # the fast codec; the json module stays the reference and the fallback
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - orjson is a dependency, but roost runs without it
+    _orjson = None
+
 MAX_FRAME = 1024 * 1024
 
 # Stable error codes. Clients match on these, never on messages.
@@ -47,7 +52,26 @@ class ProtocolError(Exception):
         return error
 
 
+if _orjson is not None:
+    #: Anything orjson would write differently from json (a subclass of str/int/dict/list,
+    #: a dataclass, a datetime) is handed to ``default``, which has none: it raises, and
+    #: json writes it (or raises) exactly as before. So do non-str keys, ints beyond 64 bits
+    #: and lone surrogates.
+    _ORJSON_OPTIONS = (
+        _orjson.OPT_APPEND_NEWLINE
+        | _orjson.OPT_PASSTHROUGH_SUBCLASS
+        | _orjson.OPT_PASSTHROUGH_DATACLASS
+        | _orjson.OPT_PASSTHROUGH_DATETIME
+    )
+
+
 def encode(frame: dict[str, Any]) -> bytes:
+    """One frame as a line: compact UTF-8 JSON (orjson when installed, else json)."""
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(frame, option=_ORJSON_OPTIONS)
+        except TypeError:
+            pass
     return json.dumps(frame, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
@@ -126,7 +150,33 @@ def _finite(text: str) -> float:
     return value
 
 
+#: A run of 19+ digits may be an integer beyond 64 bits, which orjson reads as a float.
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+#: json refuses to nest about 1000 deep (RecursionError), orjson 1024: near that, json decides.
+_DEEP = 900
+
+
 def decode_line(line: bytes) -> dict[str, Any] | ProtocolError:
+    if _orjson is not None:
+        # orjson accepts a subset of what the json path below accepts and reads it to the
+        # same values (it refuses NaN, infinite numbers, lone surrogates and invalid UTF-8);
+        # whatever it refuses, or might read differently, goes the json way, which also
+        # words the error.
+        try:
+            frame = _orjson.loads(line)
+        except _orjson.JSONDecodeError:
+            pass
+        else:
+            if (
+                isinstance(frame, dict)
+                and not _LONG_DIGITS.search(line)
+                and line.count(b"[") + line.count(b"{") < _DEEP
+            ):
+                return frame
+    return _decode_line_json(line)
+
+
+def _decode_line_json(line: bytes) -> dict[str, Any] | ProtocolError:
     try:
         frame = json.loads(line.decode("utf-8"), parse_constant=_not_json, parse_float=_finite)
     except UnicodeDecodeError:

@@ -103,6 +103,7 @@ def test_sibling_by_exact_name_and_never_partial(daemon, tmp_path):
     async def story():
         async with session(daemon, tmp_path) as lead:
             kid_b = await spawn(lead, "wait", "kid-b", scenario=QUIET)
+            await in_thread(daemon.wait_job, kid_b)  # connected, so the send is "delivered"
             kid_a = await spawn(lead, "talk", "kid-a", scenario={"default": {"steps": [{"send": {"to": "kid-b", "message": "hi sibling"}}, {"send": {"to": "kid", "message": "partial"}}]}})
             await in_thread(daemon.wait_job, kid_a)
             await in_thread(daemon.wait_job, kid_b)
