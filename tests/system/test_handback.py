@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import signal
 
+import pytest
+
 from conftest import agent_items, wait_until
 from fg import in_thread, run_async, send, session, spawn
 from roost_plugins.envelope import parse_envelopes
@@ -320,3 +322,82 @@ def test_roost_agents_shows_the_tree(daemon, tmp_path):
             assert kid_row["parent"] == lead.peer_id and kid_row["rootSession"] == lead.session
 
     run_async(story)
+
+
+def test_parent_messages_get_reports_three_runs_in_a_row_and_no_more(daemon, tmp_path):
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "start", "kid", scenario={"default": {"steps": [{"say": "answer to {input}"}]}})
+            await in_thread(wait_until, lambda: len(report_events(lead)) == 1, what="the task's report")
+            for n in range(4):
+                await send(lead, kid, f"question {n}")
+                await in_thread(wait_until, lambda n=n: f"question {n}" in " ".join(daemon_texts(daemon, kid)) and quiet(daemon, kid), what=f"run {n}")
+            bodies = [e["content"] for e in report_events(lead)]
+            # The task's report, then one for each of the first three parent messages.
+            assert len(bodies) == 4
+            assert all(f"answer to question {n}" in bodies[n + 1] for n in range(3))
+            assert not any("question 3" in body for body in bodies)
+            # A user reply resets it: the next run reports again.
+            daemon.call("reply", job=kid, text="from the user")
+            await in_thread(wait_until, lambda: len(report_events(lead)) == 5, what="the reply's report")
+
+    run_async(story)
+
+
+def report_events(lead) -> list[dict]:
+    return [e for e in lead.delivered if e["kind"] == "report"]
+
+
+def daemon_texts(daemon, job) -> list[str]:
+    from roost_core.transcript import content_text
+
+    return [content_text(e["message"]["content"]) for e in daemon.entries(job) if e.get("type") == "message"]
+
+
+def test_no_report_while_blocked_on_a_dialog(daemon, tmp_path):
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "deploy", "kid", scenario={"run": [{"steps": [{"dialog": "Deploy?"}, {"say": "deployed"}]}]})
+            await in_thread(wait_until, lambda: daemon.job(kid)["dialog"], what="dialog open")
+            assert report_events(lead) == []
+            daemon.call("reply", job=kid, text="yes")
+            await in_thread(wait_until, lambda: len(report_events(lead)) == 1, what="the report after the dialog")
+            assert "deployed" in report_events(lead)[0]["content"]
+
+    run_async(story)
+
+
+def test_report_result_is_cut_to_6000_chars_and_children_inherit_the_model(daemon, tmp_path):
+    long_text = "x" * 7000
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            parent = daemon.start_job("p", name="p", model="big", thinking="high", scenario={
+                "run": [{"steps": [{"spawn": {"task": "write a lot", "name": "kid"}}, {"say": "spawned"}]}],
+                "default": {"steps": [{"say": "noted"}]},
+            })
+            await in_thread(wait_until, lambda: len(reports(daemon.entries(parent))) == 1, what="report")
+            kid = next(r for r in daemon.call("jobs")["jobs"] if r["name"] == "kid")
+            record = daemon.record(kid["id"])
+            assert (record["model"], record["thinking"]) == ("big", "high")
+            wordy = await spawn(lead, "wordy", "wordy", scenario={"default": {"steps": [{"say": long_text}]}})
+            await in_thread(wait_until, lambda: report_events(lead), what="the wordy report")
+            (event,) = report_events(lead)
+            assert event["from"] == wordy
+            assert "x" * 6000 in event["content"] and "x" * 6001 not in event["content"]
+
+    run_async(story)
+
+
+@pytest.mark.parametrize("blocked", ["reach", "limits", "envelope", "render", "tools", "handback"])
+def test_the_core_still_runs_with_any_default_plugin_blocked(daemon_factory, tmp_path, blocked):
+    import subprocess
+    import sys
+
+    from conftest import BLOCKED_BY_DEFAULT
+
+    daemon = daemon_factory(ROOST_DISABLE_PLUGINS=f"{blocked},{BLOCKED_BY_DEFAULT}").start()
+    job = daemon.start_job("still works", scenario=QUIET)
+    assert daemon.wait_job(job)["state"] == "done"
+    out = subprocess.run([sys.executable, "-m", "roost_core.cli", "log", job], env=daemon.env, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and "still works" in out.stdout
