@@ -21,7 +21,7 @@ import anyio
 from roost_core import faults, locks, policy, routing
 from roost_core.config import Config
 from roost_core.daemon.connection import Connection
-from roost_core.daemon.jobs import ENDED_STATES, Job
+from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.receipts import Receipts
 from roost_core.daemon.watch import Watchers
@@ -211,20 +211,12 @@ class DaemonBase:
 
     def start_worker(self, job: Job) -> None:
         """Start the worker process of ``job`` in its own session (survives a daemon restart)."""
-        env = dict(os.environ)
-        env.update(
-            {
-                "PI_JOB_TOKEN": job.token,
-                "ROOST_JOB": job.id,
-                "ROOST_SOCKET": str(self.paths.socket),
-                "ROOST_HOME": str(self.paths.home) if os.environ.get("ROOST_HOME") else env.get("ROOST_HOME", ""),
-            }
-        )
-        if not env["ROOST_HOME"]:
-            env.pop("ROOST_HOME")
+        env = dict(os.environ, PI_JOB_TOKEN=job.token, ROOST_JOB=job.id, ROOST_SOCKET=str(self.paths.socket))
+        if "ROOST_HOME" in env:
+            env["ROOST_HOME"] = str(self.paths.home)  # absolute: the worker runs in the job's cwd
         cwd = job.cwd if Path(job.cwd).is_dir() else str(self.paths.home)
         log_path = self.paths.jobs_dir / f"{job.id}.log"
-        with open(log_path, "ab") as log_file:
+        with open(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log_file:
             process = subprocess.Popen(
                 [sys.executable, "-m", "roost_core.worker"],
                 cwd=cwd,
@@ -239,8 +231,6 @@ class DaemonBase:
         job.worker_pid = process.pid
         job.worker_create_time = locks.create_time(process.pid)
         job.reaping = False
-        if job.state in ENDED_STATES or job.state == "stopped":
-            job.error = None if job.state != "failed" else job.error
         self.save(job)
 
     async def shutdown(self) -> None:

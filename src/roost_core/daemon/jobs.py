@@ -11,9 +11,6 @@ import attrs
 from roost_core.queue import JobQueue
 from roost_core.records import PeerInfo
 
-#: States in which a job has ended its last run and a new item starts it again.
-ENDED_STATES = frozenset({"done", "failed", "idle", "needs_input"})
-
 PERSISTED = (
     "id", "name", "host", "cwd", "session", "token", "task", "scenario", "model", "thinking",
     "state", "status", "summary", "question", "error", "created", "updated",
