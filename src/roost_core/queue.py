@@ -36,7 +36,19 @@ class Item:
     hops: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        # attrs.asdict, spelled out: it is called for every item made durable.
+        return {
+            "seq": self.seq,
+            "kind": self.kind,
+            "content": self.content,
+            "text": self.text,
+            "sender": self.sender,
+            "sender_name": self.sender_name,
+            "relation": self.relation,
+            "created": self.created,
+            "trace": self.trace,
+            "hops": self.hops,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Item:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Iterator
 import anyio
 
 from roost_core import faults
-from roost_core.protocol import _DEEP, _LONG_DIGITS, _orjson, encode
+from roost_core.protocol import _DEEP, _long_digits, _orjson, encode
 
 COMPACT_AFTER_BYTES = 8 * 1024 * 1024
 
@@ -112,7 +112,7 @@ def _loads(line: bytes) -> Any:
         except _orjson.JSONDecodeError:
             pass
         else:
-            if not _LONG_DIGITS.search(line) and line.count(b"[") + line.count(b"{") < _DEEP:
+            if not _long_digits(line) and line.count(b"[") + line.count(b"{") < _DEEP:
                 return record
     return json.loads(line)
 

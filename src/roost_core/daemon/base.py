@@ -323,12 +323,43 @@ class DaemonBase:
                 best = job
         return best
 
+    def newest_by_session(self) -> dict[str, Job]:
+        """``tree_record`` for every session at once: one pass over the jobs."""
+        newest: dict[str, Job] = {}
+        for job in self.jobs.values():
+            best = newest.get(job.session)
+            if best is None or job.created > best.created:
+                newest[job.session] = job
+        return newest
+
     def peer_infos(self) -> list[PeerInfo]:
         infos = [job.peer_info(accepts_messages=self.host_takes_messages(job)) for job in self.jobs.values()]
+        newest = self.newest_by_session() if any(peer.session is not None for peer in self.foreground.values()) else {}
         for peer in self.foreground.values():
-            record = self.tree_record(peer.session)
+            record = newest.get(peer.session) if peer.session is not None else None
             infos.append(peer.peer_info(record.peer_info() if record else None))
         return infos
+
+    def holder_by_id(self, peer_id: str) -> PeerInfo | None:
+        """``routing.collapse(self.peer_infos()).holder_of(peer_id)``, looking only at the
+        records of the session ``peer_id`` belongs to."""
+        record: Any = self.jobs.get(peer_id) or self.foreground.get(peer_id)
+        if record is None:
+            return None
+        session = record.session
+        if session is None:
+            jobs, peers = [], [record]
+        else:
+            jobs = [job for job in self.jobs.values() if job.session == session]
+            peers = [peer for peer in self.foreground.values() if peer.session == session]
+        infos = [job.peer_info(accepts_messages=self.host_takes_messages(job)) for job in jobs]
+        newest = None
+        for job in jobs:
+            if newest is None or job.created > newest.created:
+                newest = job
+        for peer in peers:
+            infos.append(peer.peer_info(newest.peer_info() if newest is not None else None))
+        return routing.collapse(infos).holder_of(peer_id)
 
     def sender_info(self, conn: Connection) -> PeerInfo:
         if conn.job is not None:
@@ -416,6 +447,10 @@ class DaemonBase:
         job.last_message = time.time()
         state = "delivered" if outcome == "delivered" else "queued"
         self.receipts.record(item.sender.id, target.id, target.name, item.kind, state, seq=queued.seq, text=item.text)
+        if queued.seq <= job.queue.acked:
+            # Pushed before the fsync, the worker acked it while it was being made durable
+            # (its ack found no receipt to move yet).
+            self.receipts.move(target.id, queued.seq, "acknowledged")
         result = {**base, "result": outcome, "seq": queued.seq}
         if job.dialog and outcome in ("delivered", "queued"):
             result["waiting"] = "waiting on a dialog"

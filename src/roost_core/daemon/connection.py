@@ -1,15 +1,23 @@
 """One client connection: batched reads, one gathered write per wake-up, its own error
 boundary. What it is bound to (a job's worker, a foreground peer, or nothing) decides
-which ops it may call and who it speaks as."""
+which ops it may call and who it speaks as.
+
+Writes: every frame queued in one pass of the event loop goes out in one ``send``. On
+asyncio that send is made by a loop callback straight on the socket (no task to wake);
+when the socket is full, or off asyncio, the connection's writer task sends instead, and
+keeps sending until nothing waits, so bytes always leave in the order they were queued.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import struct
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.lowlevel
 from anyio.abc import SocketAttribute
 
 from roost_core.protocol import encode
@@ -34,6 +42,21 @@ def peer_credentials(stream: Any) -> tuple[int, int]:
         return 0, -1
 
 
+def raw_socket(stream: Any) -> socket.socket | None:
+    try:
+        return stream.extra(SocketAttribute.raw_socket)
+    except anyio.TypedAttributeLookupError:
+        return None
+
+
+def asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio loop, or None (another backend, or no loop at all)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 class Connection:
     def __init__(self, stream: Any, number: int) -> None:
         self.stream = stream
@@ -47,6 +70,10 @@ class Connection:
         self._wake = anyio.Event()
         self.closed = False
         self.flushed = anyio.Event()
+        self.raw = raw_socket(stream)
+        self.loop = asyncio_loop() if self.raw is not None else None
+        self._flush_soon = False  # a flush callback is scheduled
+        self._writer_owns = False  # the writer task sends: the socket was full, or it writes now
 
     @property
     def same_user(self) -> bool:
@@ -57,7 +84,7 @@ class Connection:
         return self.job is not None or self.peer is not None
 
     def send(self, frame: dict[str, Any]) -> None:
-        """Queue a frame; the writer task sends everything queued in one write."""
+        """Queue a frame; everything queued in one pass of the loop leaves in one write."""
         if self.closed:
             return
         data = encode(frame)
@@ -65,7 +92,65 @@ class Connection:
         self._outbox_bytes += len(data)
         if self._outbox_bytes > MAX_OUTBOX_BYTES:
             self.closed = True
-        self._wake.set()
+        if self.closed or self._writer_owns or self.loop is None:
+            self._wake.set()
+        elif not self._flush_soon:
+            self._flush_soon = True
+            self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """The loop callback: one non-blocking send of the whole outbox."""
+        self._flush_soon = False
+        if self._writer_owns or not self._outbox:
+            return
+        if self.closed:
+            self._wake.set()  # the writer task writes what is left, as close() expects
+            return
+        assert self.raw is not None
+        data = b"".join(self._outbox)
+        self._outbox.clear()
+        self._outbox_bytes = 0
+        try:
+            sent = self.raw.send(data)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError:
+            self.close()  # as a failed write of the writer task: this connection is done
+            return
+        if sent < len(data):
+            # The socket is full: the writer task waits for room and sends the rest first.
+            rest = data[sent:]
+            self._outbox.insert(0, rest)
+            self._outbox_bytes += len(rest)
+            self._writer_owns = True
+            self._wake.set()
+
+    async def receive(self) -> bytes:
+        """The next bytes from the client (up to :data:`READ_SIZE`); ``EndOfStream`` at its end.
+
+        On asyncio: straight from the socket, waiting on its file descriptor when there is
+        nothing to read (what the stream does, without its per-read overhead). A read that
+        found data without waiting still lets the other tasks run first, so a client that
+        keeps its socket full cannot starve the rest."""
+        if self.loop is None:
+            return await self.stream.receive(READ_SIZE)
+        assert self.raw is not None
+        waited = False
+        while True:
+            try:
+                data = self.raw.recv(READ_SIZE)
+            except (BlockingIOError, InterruptedError):
+                fd = self.raw.fileno()
+                if fd < 0:
+                    raise anyio.ClosedResourceError
+                await _readable(self.loop, fd)
+                waited = True
+                continue
+            if not waited:
+                await anyio.lowlevel.checkpoint()
+            if not data:
+                raise anyio.EndOfStream
+            return data
 
     async def writer(self) -> None:
         try:
@@ -78,14 +163,34 @@ class Connection:
             await self._wake.wait()
             self._wake = anyio.Event()
             if not self._outbox:
+                self._writer_owns = False
                 continue
+            # Frames queued while this write waits wake this task again (not the callback).
+            self._writer_owns = True
             data = b"".join(self._outbox)
             self._outbox.clear()
             self._outbox_bytes = 0
             await self.stream.send(data)
             if self.closed:
                 break
+            if not self._outbox:
+                self._writer_owns = False
 
     def close(self) -> None:
         self.closed = True
         self._wake.set()
+
+
+async def _readable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
+    """Until ``fd`` has something to read (or is at its end)."""
+    future = loop.create_future()
+    loop.add_reader(fd, _set_done, future)
+    try:
+        await future
+    finally:
+        loop.remove_reader(fd)
+
+
+def _set_done(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)

@@ -144,10 +144,14 @@ class MessagingOps(DaemonBase):
     async def op_send(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         sender = self.sender_info(conn)
         text = args["message"]
-        table = routing.collapse(self.peer_infos())
-        target, addressed_by = routing.resolve_target(
-            args["to"], table, lambda peer: self.reach(sender, peer, "name").allowed
-        )
+        # An exact id (what agents use) needs only its own session's records; a name is
+        # matched against every peer the sender may reach.
+        target, addressed_by = self.holder_by_id(args["to"]), "id"
+        if target is None:
+            table = routing.collapse(self.peer_infos())
+            target, addressed_by = routing.resolve_target(
+                args["to"], table, lambda peer: self.reach(sender, peer, "name").allowed
+            )
         decision = self.reach(sender, target, addressed_by)
         if not decision.allowed:
             self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason="unreachable", text=text)

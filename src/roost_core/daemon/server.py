@@ -286,7 +286,7 @@ async def _reader(daemon: Daemon, conn: Connection) -> None:
     decoder = FrameDecoder()
     while not conn.closed:
         try:
-            data = await conn.stream.receive(READ_SIZE)
+            data = await conn.receive()
         except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             return
         for frame in decoder.feed(data):

@@ -8,6 +8,7 @@ the body as sent.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from typing import TYPE_CHECKING
@@ -48,6 +49,7 @@ def _sanitize_once(name: str) -> str:
     return _SPACES.sub(" ", kept).strip()[:MAX_NAME_CHARS].strip()
 
 
+@functools.lru_cache(maxsize=4096)
 def sanitize(name: str) -> str:
     """``name`` reduced to ``[\\w .:@/-]``, one space at a time, at most 64 chars."""
     cleaned = _sanitize_once(name)

@@ -1,0 +1,90 @@
+"""Daemon memory per idle peer and per queued item (private memory, USS, of the daemon).
+
+* per idle foreground peer: N no-session peers connected and registered, nothing sent;
+* per job record: N ended job records loaded at start, against an empty daemon;
+* per queued item: messages of 200 characters sent to stopped jobs (a stopped job keeps
+  its queue and is not woken by messages), 20 per job (the agent-item cap).
+
+Baselines, for scale: the bare anyio broker's memory per idle connection, and the size of
+one item's journal record (the bytes that must be kept somewhere).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from bench.common import BareServer, RoostDaemon, Row, fmt_bytes, message_text, raise_nofile, rss_bytes
+from bench.peers import RawConn, register_foreground, write_job_records
+
+SETTLE = 0.5
+
+
+def settled(pid: int, settle: float | None = None) -> int:
+    time.sleep(SETTLE if settle is None else settle)
+    return rss_bytes(pid)
+
+
+def measure(peers: int, jobs: int, item_jobs: int, items_per_job: int = 20, settle: float = SETTLE) -> dict[str, float]:
+    raise_nofile()
+    out: dict[str, float] = {}
+    # Empty daemon vs one that loaded `jobs` ended job records.
+    with RoostDaemon(label="mem0") as empty:
+        empty.start()
+        base_empty = settled(empty.pid, settle)
+    with RoostDaemon(label="memj") as loaded:
+        write_job_records(loaded, jobs)
+        loaded.start()
+        out["per_job_record"] = (settled(loaded.pid, settle) - base_empty) / jobs
+
+    with RoostDaemon(label="mem") as daemon:
+        stopped = write_job_records(daemon, item_jobs, state="stopped")
+        daemon.start()
+        m0 = settled(daemon.pid, settle)
+        conns = register_foreground(daemon.socket, peers)
+        m1 = settled(daemon.pid, settle)
+        out["per_idle_peer"] = (m1 - m0) / peers
+        sender = conns[0]
+        body = message_text(200)
+        count = 0
+        for job_id in stopped:
+            for _ in range(items_per_job):
+                result = sender.call("send", to=job_id, message=body)
+                assert result["result"] == "stopped", result
+                count += 1
+        m2 = settled(daemon.pid, settle)
+        out["per_item"] = (m2 - m1) / count
+        out["items"] = count
+        for conn in conns:
+            conn.close()
+
+    from roost_core.queue import Item
+
+    out["item_record_bytes"] = len(json.dumps({"op": "item", "job": "01234567", "item": Item(seq=1, kind="message", content=message_text(600), text=body).to_json()}))
+    with BareServer(label="mem") as bare:
+        b0 = settled(bare.pid, settle)
+        bare_conns = []
+        for n in range(peers):
+            conn = RawConn(bare.socket)
+            conn.write("hello", name=f"c{n}")
+            bare_conns.append(conn)
+        for conn in bare_conns:
+            conn.read()
+        out["bare_per_conn"] = (settled(bare.pid, settle) - b0) / peers
+        for conn in bare_conns:
+            conn.close()
+    return out
+
+
+def run(quick: bool = False, smoke: bool = False) -> list[Row]:
+    peers = 20 if smoke else 1000 if quick else 3000
+    jobs = 20 if smoke else 1000 if quick else 3000
+    item_jobs = 1 if smoke else 50 if quick else 150
+    m = measure(peers, jobs, item_jobs, settle=0.05 if smoke else SETTLE)
+    return [
+        Row("memory", f"per idle foreground peer (connected; {peers:,} peers)", fmt_bytes(m["per_idle_peer"]),
+            fmt_bytes(m["bare_per_conn"]) + " (bare conn)", m["per_idle_peer"] / m["bare_per_conn"], raw=m),
+        Row("memory", f"per ended job record ({jobs:,} records)", fmt_bytes(m["per_job_record"]), raw=m),
+        Row("memory", f"per queued item (200-char message, {int(m['items']):,} items)", fmt_bytes(m["per_item"]),
+            fmt_bytes(m["item_record_bytes"]) + " (its record)", m["per_item"] / m["item_record_bytes"], raw=m),
+    ]

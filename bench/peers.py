@@ -1,0 +1,230 @@
+"""``peers`` with 100 / 1,000 / 10,000 registered peers.
+
+The mix, per N: half job records, a quarter foreground peers holding a session file (the
+usual pi TUI session: writer lock held by this process), a quarter no-session foreground
+peers. Jobs are written as ended job records (state ``done``) before the daemon starts, the
+daemon loading them as it does after a restart: starting thousands of real workers would
+measure process start-up, not ``peers``. Foreground peers are real connections, opened
+from this process on plain blocking sockets and registered with ``peer_register`` (this
+process raises its file limit; the daemon inherits it).
+
+The clock runs at the caller, a no-session foreground peer: from just before it writes
+``{"op": "peers"}`` to the answer read and decoded (roost's own decoder). Baseline: the
+bare anyio broker answering a prebuilt list of as many rows of the same fields, encoded per
+call, read by the same loop with the bare codec.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from bench.common import BareServer, RoostDaemon, Row, fmt_time, median, percentile, raise_nofile
+
+BATCH = 200
+
+
+class RawConn:
+    """A blocking client connection that reads whole answers (the bench's side of a peer)."""
+
+    def __init__(self, path: str, decoder: Any = None) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(120)
+        self.sock.connect(path)
+        self.buffer = b""
+        self.ids = 0
+        self.decoder = decoder
+
+    def write(self, op: str, **args: Any) -> None:
+        self.ids += 1
+        self.sock.sendall(json.dumps({"id": self.ids, "op": op, **args}).encode() + b"\n")
+
+    def read(self) -> Any:
+        while True:
+            # Skip pushed events; return the next answer.
+            while b"\n" not in self.buffer:
+                chunk = self.sock.recv(1 << 20)
+                if not chunk:
+                    raise ConnectionError("closed")
+                self.buffer += chunk
+            line, _, self.buffer = self.buffer.partition(b"\n")
+            frame = self.decoder(line) if self.decoder else json.loads(line)
+            if isinstance(frame, dict) and "event" not in frame:
+                return frame
+
+    def call(self, op: str, **args: Any) -> Any:
+        self.write(op, **args)
+        frame = self.read()
+        if not frame.get("ok"):
+            raise RuntimeError(f"{op}: {frame.get('error')}")
+        return frame["result"]
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def write_job_records(daemon: RoostDaemon, count: int, *, state: str = "done") -> list[str]:
+    from roost_core import identity
+    from roost_core.daemon.jobs import Job
+    from roost_core.store import JobFiles
+
+    files = JobFiles(daemon.paths.jobs_dir, durable=False)
+    taken: set[str] = set()
+    now = time.time()
+    for n in range(count):
+        job_id = identity.new_job_id(taken)
+        taken.add(job_id)
+        job = Job(
+            id=job_id,
+            name=f"job {n}",
+            host="scripted",
+            cwd=str(daemon.home),
+            session=str(daemon.paths.sessions_dir / f"{job_id}.jsonl"),
+            token=identity.new_token(),
+            task=f"task {n}",
+            state=state,
+            summary=f"finished task {n}" if state == "done" else None,
+            created=now - count + n,
+            updated=now,
+        )
+        files.save(job_id, job.to_json())
+    return sorted(taken)
+
+
+def register_foreground(socket_path: str, count: int, *, with_session: int = 0, folder: Path | None = None,
+                        start: int = 0) -> list[RawConn]:
+    """``count`` connected foreground peers; the first ``with_session`` hold a session."""
+    from roost_core import locks
+
+    conns: list[RawConn] = []
+    for first in range(0, count, BATCH):
+        batch = []
+        for n in range(first, min(count, first + BATCH)):
+            conn = RawConn(socket_path)
+            index = start + n
+            # The peer id is "f" + the first 7 hex digits of the session id: keep them unique.
+            session_id = f"{index:07x}{uuid.uuid4().hex}"
+            args: dict[str, Any] = {"name": f"fg {index}", "pid": os.getpid(), "sessionId": session_id, "cwd": "/tmp"}
+            if n < with_session:
+                assert folder is not None
+                session = str(folder / f"s{index}.jsonl")
+                locks.WriterLock(session).acquire()
+                args["session"] = session
+            else:
+                args["session"] = None
+            conn.write("peer_register", **args)
+            batch.append(conn)
+        for conn in batch:
+            frame = conn.read()
+            if not frame.get("ok"):
+                raise RuntimeError(f"peer_register: {frame.get('error')}")
+        conns.extend(batch)
+    return conns
+
+
+def time_calls(conn: RawConn, op: str, reps: int) -> list[float]:
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        conn.write(op)
+        frame = conn.read()
+        times.append(time.perf_counter() - t0)
+        assert frame.get("ok"), frame
+    return times
+
+
+def roost_peers(n: int, reps: int) -> dict[str, Any]:
+    from roost_core.protocol import decode_line
+
+    raise_nofile()
+    jobs = n // 2
+    fg = n - jobs
+    with_session = fg // 2
+    daemon = RoostDaemon(label="peers")
+    conns: list[RawConn] = []
+    try:
+        write_job_records(daemon, jobs)
+        daemon.start()
+        folder = daemon.home / "fg"
+        folder.mkdir()
+        t0 = time.perf_counter()
+        conns = register_foreground(daemon.socket, fg, with_session=with_session, folder=folder)
+        register_s = time.perf_counter() - t0
+        caller = conns[-1]  # a no-session peer
+        caller.decoder = decode_line
+        listed = len(caller.call("peers")["peers"])
+        times = time_calls(caller, "peers", reps)
+    finally:
+        for conn in conns:
+            conn.close()
+        daemon.close()
+    return {"p50": percentile(times, 50), "p99": percentile(times, 99), "listed": listed, "register_s": register_s}
+
+
+def bare_peers(n: int, reps: int) -> dict[str, Any]:
+    from bench.bare import loads
+
+    with BareServer(rows=n - 1, label="peers") as server:
+        conn = RawConn(server.socket, decoder=loads)
+        conn.call("hello", name="caller")
+        times = time_calls(conn, "peers", reps)
+        conn.close()
+    return {"p50": percentile(times, 50), "p99": percentile(times, 99)}
+
+
+def sizes(quick: bool, smoke: bool) -> list[tuple[int, int]]:
+    if smoke:
+        return [(8, 3), (24, 3)]
+    if quick:
+        return [(100, 30), (1000, 20), (10000, 5)]
+    return [(100, 100), (1000, 50), (10000, 15)]
+
+
+def run(quick: bool = False, smoke: bool = False) -> list[Row]:
+    rows: list[Row] = []
+    results = []
+    for n, reps in sizes(quick, smoke):
+        roost, bare = roost_peers(n, reps), bare_peers(n, reps)
+        results.append((n, roost, bare))
+        target = "p50 < 5 ms" if n == 1000 else "—"
+        met = roost["p50"] < 0.005 if n == 1000 else None
+        rows.append(
+            Row(
+                "peers",
+                f"p50 with {n:,} peers ({roost['listed']:,} listed, {reps} calls); p99 {fmt_time(roost['p99'])}",
+                fmt_time(roost["p50"]),
+                fmt_time(bare["p50"]),
+                roost["p50"] / bare["p50"],
+                target,
+                met,
+                raw={"n": n, "roost": roost, "bare": bare},
+            )
+        )
+    # Growth: cost ∝ N^k between consecutive sizes; linear is k = 1 (allow noise to 1.15).
+    exponents = []
+    for (n1, r1, _), (n2, r2, _) in zip(results, results[1:]):
+        exponents.append(math.log(r2["p50"] / r1["p50"]) / math.log(n2 / n1))
+    worst = max(exponents)
+    per_peer = ", ".join(f"{r['p50'] / n * 1e6:.1f} µs/peer at {n:,}" for n, r, _ in results)
+    bare_exp = max(
+        math.log(b2["p50"] / b1["p50"]) / math.log(n2 / n1) for (n1, _, b1), (n2, _, b2) in zip(results, results[1:])
+    )
+    rows.append(
+        Row(
+            "peers",
+            f"growth exponent k (time ∝ N^k), worst step; {per_peer}",
+            f"k = {worst:.2f}",
+            f"k = {bare_exp:.2f}",
+            None,
+            "k ≤ 1.15",
+            worst <= 1.15,
+            raw={"exponents": exponents},
+        )
+    )
+    return rows

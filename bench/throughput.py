@@ -1,0 +1,199 @@
+"""Sustained throughput: 16 sender/receiver pairs, each sender keeping a few requests in
+flight, for a fixed window after a warm-up.
+
+What "durable mailbox on" means here: a message is journaled only when its receiver has
+a mailbox, i.e. is a job (a foreground receiver has none: it is pushed to, and told again
+on reconnect, but nothing is written). So the receivers are **job records whose worker is
+the bench's receiver process**: the job records are written before the daemon starts,
+naming the receiver process as the worker (pid and create time), and that process says
+``worker_hello`` with the job's token, exactly as a worker that outlived a daemon restart
+does. The daemon then runs its real durable path for every message (queue item, push to
+the worker before the fsync, journal group commit, answer ``delivered`` once durable) and
+for every ack (journal record). What it does not run is an agent host writing a
+transcript per item, which is the worker's cost, not the daemon's. Senders are no-session
+foreground peers (``agentExternalMessages`` on, addressed by exact id).
+
+The receiver acks like ``Worker.ack_sender``: one cumulative ``ack`` per wake-up, waiting
+for its answer. Senders keep ``WINDOW`` requests in flight (a job's queue holds at most 20
+agent items, so the window stays well below that); a ``queue_full`` answer is retried
+after 1 ms and counted.
+
+Baselines, same run:
+
+* durable: bare append+fsync group commit to a file beside the daemon's journal
+  (:func:`bench.bare.commit_bench`), with as many closed-loop appenders as roost has
+  requests in flight (pairs × window), records of the size of roost's item record;
+* non-durable (``ROOST_DURABLE=0``: the journal is written but never fsynced): the bare
+  anyio forwarder between the same client processes;
+* shown for reference: the bare forwarder with a group-commit journal (handling one
+  request at a time per connection, as roost does), and roost foreground → foreground
+  (no mailbox) against the bare forwarder.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from bench.common import PYTHON, REPO, Agent, BareServer, RoostDaemon, Row, bench_env, fmt_rate, median
+
+PAIRS = 16
+WINDOW = 4
+PROCESSES = 4
+
+
+def write_job_records(daemon: RoostDaemon, owners: list[tuple[int, float]]) -> list[dict[str, Any]]:
+    """One idle job record per receiver, its worker being the receiver's process."""
+    from roost_core import identity
+    from roost_core.daemon.jobs import Job
+    from roost_core.store import JobFiles
+
+    files = JobFiles(daemon.paths.jobs_dir, durable=False)
+    specs, taken = [], set()
+    for n, (pid, create_time) in enumerate(owners):
+        job_id = identity.new_job_id(taken)
+        taken.add(job_id)
+        job = Job(
+            id=job_id,
+            name=f"receiver-{n}",
+            host="scripted",
+            cwd=str(daemon.home),
+            session=str(daemon.paths.sessions_dir / f"{job_id}.jsonl"),
+            token=identity.new_token(),
+            task="bench receiver",
+            state="idle",
+            worker_pid=pid,
+            worker_create_time=create_time,
+        )
+        files.save(job_id, job.to_json())
+        specs.append({"kind": "job", "job": job_id, "token": job.token})
+    return specs
+
+
+def pairs_run(system: str, *, receivers: str, durable: bool, seconds: float, warmup: float, pairs: int = PAIRS,
+              window: int = WINDOW, processes: int = PROCESSES) -> dict[str, Any]:
+    """Messages/s over the window, with ``receivers`` "job" or "fg"."""
+    processes = min(processes, pairs)
+    agents = [Agent("pairs", {}) for _ in range(processes)]
+    server: Any = None
+    try:
+        hellos = [agent.hear() for agent in agents]
+        # Pair j: sender in process j % P, receiver in process (j + 1) % P.
+        owner_of = [(j + 1) % processes for j in range(pairs)]
+        if system == "roost":
+            server = RoostDaemon(durable=durable, label="tput")
+            specs: list[dict[str, Any]] = [{"kind": "fg"}] * pairs
+            if receivers == "job":
+                specs = write_job_records(server, [(hellos[p]["pid"], hellos[p]["create_time"]) for p in owner_of])
+            server.start()
+        else:
+            server = BareServer(durable=durable, label="tput")
+            specs = [{"kind": "fg"}] * pairs
+        receiver_ids: dict[int, str] = {}
+        for p, agent in enumerate(agents):
+            mine = [j for j in range(pairs) if owner_of[j] == p]
+            agent.tell({"cmd": "connect", "system": system, "socket": server.socket, "receivers": [specs[j] for j in mine],
+                        "senders": sum(1 for j in range(pairs) if j % processes == p), "tag": f"{p}x"})
+            for j, rid in zip(mine, agent.hear()["receivers"]):
+                receiver_ids[j] = rid
+        now = time.perf_counter()
+        t_begin = now + 0.2
+        t_start, t_end = t_begin + warmup, t_begin + warmup + seconds
+        for p, agent in enumerate(agents):
+            targets = [receiver_ids[j] for j in range(pairs) if j % processes == p]
+            agent.tell({"cmd": "run", "targets": targets, "window": window, "t_begin": t_begin, "t_start": t_start, "t_end": t_end})
+        # The server's CPU time over the window: a figure less shaken by other load.
+        import psutil
+
+        server_process = psutil.Process(server.pid)
+        time.sleep(max(0.0, t_start - time.perf_counter()))
+        cpu0 = sum(server_process.cpu_times()[:2])
+        time.sleep(max(0.0, t_end - time.perf_counter()))
+        cpu1 = sum(server_process.cpu_times()[:2])
+        sent = [agent.hear(timeout=120) for agent in agents]
+        for agent in agents:
+            agent.tell({"cmd": "finish"})
+        seen = [agent.hear() for agent in agents]
+    finally:
+        for agent in agents:
+            agent.close()
+        if server is not None:
+            server.close()
+    errors: dict[str, int] = {}
+    for s in sent:
+        for code, count in s["errors"].items():
+            errors[code] = errors.get(code, 0) + count
+    count = sum(s["in_window"] for s in sent)
+    return {
+        "rate": count / seconds,
+        "cpu_per_msg": (cpu1 - cpu0) / count if count else float("nan"),
+        "delivered_rate": sum(s["in_window"] for s in seen) / seconds,
+        "errors": errors,
+    }
+
+
+def commit_baseline(appenders: int, seconds: float, warmup: float = 0.3) -> dict[str, Any]:
+    import subprocess
+    import tempfile
+
+    from bench.common import message_text
+    from roost_core.queue import Item
+
+    # A record as large as roost's journal item for the same message.
+    size = len(json.dumps(Item(seq=1, kind="message", content=message_text(600), text=message_text(230)).to_json()))
+    with tempfile.TemporaryDirectory(prefix="rb-commit-") as folder:
+        out = subprocess.run(
+            [PYTHON, "-m", "bench.bare", "commit", "--path", f"{folder}/log", "--appenders", str(appenders),
+             "--seconds", str(seconds), "--size", str(size), "--warmup", str(warmup)],
+            capture_output=True, text=True, cwd=str(REPO), env=bench_env(), check=True,
+        )
+    return json.loads(out.stdout)
+
+
+def run(quick: bool = False, smoke: bool = False) -> list[Row]:
+    seconds = 0.15 if smoke else 1.0 if quick else 3.0
+    warmup = 0.1 if smoke else 0.3 if quick else 0.5
+    reps = 1 if smoke or quick else 3
+    pairs = 2 if smoke else PAIRS
+    kw = {"seconds": seconds, "warmup": warmup, "pairs": pairs, "processes": 1 if smoke else PROCESSES}
+    keys = ("commit", "commit_conn", "roost_d", "bare_fwd", "roost_nd", "bare_d", "roost_fg")
+    res: dict[str, list[dict[str, Any]]] = {k: [] for k in keys}
+    for _ in range(reps):
+        res["commit"].append(commit_baseline(pairs * WINDOW, seconds, warmup))
+        res["roost_d"].append(pairs_run("roost", receivers="job", durable=True, **kw))
+        res["bare_fwd"].append(pairs_run("bare", receivers="fg", durable=False, **kw))
+        res["roost_nd"].append(pairs_run("roost", receivers="job", durable=False, **kw))
+        if not smoke:
+            res["commit_conn"].append(commit_baseline(pairs, seconds, warmup))
+            res["bare_d"].append(pairs_run("bare", receivers="fg", durable=True, **kw))
+            res["roost_fg"].append(pairs_run("roost", receivers="fg", durable=True, **kw))
+
+    def med(key: str, field: str = "rate") -> float:
+        return median([r[field] for r in res[key]])
+
+    def cpu(key: str) -> str:
+        return f"{med(key, 'cpu_per_msg') * 1e6:.0f} µs"
+
+    label = f"{pairs} pairs × {WINDOW} in flight, {seconds:g} s × {reps}"
+    commit = med("commit", "records_per_s")
+    roost_d, roost_nd, bare_fwd = med("roost_d"), med("roost_nd"), med("bare_fwd")
+    rows = [
+        Row("throughput", f"durable msgs/s vs bare group-commit records/s, {pairs * WINDOW} appenders ({label}; "
+            f"daemon CPU {cpu('roost_d')}/msg)", fmt_rate(roost_d), fmt_rate(commit),
+            roost_d / commit, "≥ 0.50x", roost_d / commit >= 0.5, raw={"roost": res["roost_d"], "commit": res["commit"]}),
+        Row("throughput", f"non-durable msgs/s vs bare forward ({label}; daemon CPU {cpu('roost_nd')}/msg, "
+            f"bare broker {cpu('bare_fwd')}/msg)", fmt_rate(roost_nd), fmt_rate(bare_fwd),
+            roost_nd / bare_fwd, "≥ 0.40x", roost_nd / bare_fwd >= 0.4, raw={"roost": res["roost_nd"], "bare": res["bare_fwd"]}),
+    ]
+    if res["bare_d"]:
+        commit_conn, bare_d, roost_fg = med("commit_conn", "records_per_s"), med("bare_d"), med("roost_fg")
+        rows += [
+            Row("throughput", f"ref: durable vs bare group commit, {pairs} appenders (one per sender connection)",
+                fmt_rate(roost_d), fmt_rate(commit_conn), roost_d / commit_conn, raw={"commit": res["commit_conn"]}),
+            Row("throughput", f"ref: durable vs bare forwarder + group commit (bare broker {cpu('bare_d')}/msg)",
+                fmt_rate(roost_d), fmt_rate(bare_d), roost_d / bare_d, raw={"bare": res["bare_d"]}),
+            Row("throughput", f"ref: foreground→foreground, no mailbox, vs bare forward (daemon CPU {cpu('roost_fg')}/msg)",
+                fmt_rate(roost_fg), fmt_rate(bare_fwd), roost_fg / bare_fwd, raw={"roost": res["roost_fg"]}),
+        ]
+    return rows

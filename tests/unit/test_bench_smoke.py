@@ -1,0 +1,44 @@
+"""The benchmark harness still runs: every benchmark in its smallest configuration
+(``python -m bench --smoke NAME``, the five side by side), checked for a figure, a
+same-run baseline and a ratio. It times nothing and asserts no target: the figures of a
+smoke run mean nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCHES = {"latency": "send→deliver", "throughput": "throughput", "peers": "peers", "coldstart": "cold start", "memory": "memory"}
+
+pytestmark = pytest.mark.skipif(not (REPO / "bench" / "__main__.py").exists(), reason="no bench/ in this tree")
+
+
+def test_every_benchmark_runs_its_smallest_configuration(tmp_path):
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ROOST_")}
+    runs = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", "bench", "--smoke", "--json", str(tmp_path / f"{name}.json"), name],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in BENCHES
+    }
+    for name, process in runs.items():
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, f"{name}: {out[-2000:]}{err[-4000:]}"
+        assert "| benchmark | metric | roost | baseline | ratio | target | met |" in out, name
+        rows = json.loads((tmp_path / f"{name}.json").read_text())["rows"]
+        assert rows and {row["bench"] for row in rows} == {BENCHES[name]}, name
+        for row in rows:
+            assert row["roost"] and row["roost"] != "n/a", row
+        # Every benchmark compares with its same-run baseline.
+        assert any(row["ratio"] is not None for row in rows), name
