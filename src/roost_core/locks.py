@@ -26,6 +26,14 @@ def create_time(pid: int) -> float | None:
 
 
 
+def owner_uid(pid: int) -> int | None:
+    """The real uid of process ``pid``, or None when there is no such process."""
+    try:
+        return psutil.Process(pid).uids().real
+    except (psutil.Error, ValueError, OverflowError):
+        return None
+
+
 def is_alive(pid: int | None, expected_create_time: float | None = None) -> bool:
     """True when ``pid`` runs and, if given, started at ``expected_create_time``."""
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
