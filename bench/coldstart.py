@@ -20,8 +20,6 @@ import socket
 import subprocess
 import tempfile
 import time
-from pathlib import Path
-from typing import Any
 
 import anyio
 

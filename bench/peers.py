@@ -25,7 +25,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.common import BareServer, RoostDaemon, Row, fmt_time, median, percentile, raise_nofile
+from bench.common import BareServer, RoostDaemon, Row, fmt_time, percentile, raise_nofile
 
 BATCH = 200
 

@@ -84,7 +84,7 @@ def start_daemon(paths: Paths, *, extra_env: dict[str, str] | None = None) -> su
     paths.ensure()
     env = dict(os.environ)
     env.update(extra_env or {})
-    with open(paths.daemon_log, "ab") as log_file:
+    with os.fdopen(os.open(paths.daemon_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log_file:
         return subprocess.Popen(
             daemon_command(),
             stdin=subprocess.DEVNULL,

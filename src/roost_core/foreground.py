@@ -24,7 +24,7 @@ from roost_core import locks
 from roost_core.client import AsyncClient, DaemonUnavailable, NotSent
 from roost_core.paths import Paths, resolve_paths
 from roost_core.protocol import ProtocolError
-from roost_core.transcript import AGENT_MESSAGE_TYPE, SessionWriter
+from roost_core.transcript import AGENT_MESSAGE_TYPE, SessionWriter, seqs_in
 
 DeliverHandler = Callable[[dict[str, Any]], Awaitable[None] | None]
 
@@ -60,12 +60,15 @@ class ForegroundSession:
         self.error: ProtocolError | None = None
         #: A no-session peer's own id source, so it keeps its peer id across reconnects.
         self.ephemeral_id = uuid.uuid4().hex
+        #: Seqs already written (or, with no session, seen): a resend is acked, not kept.
+        self._seen: set[int] = set()
 
     async def __aenter__(self) -> ForegroundSession:
         if self.session is not None:
             self.lock = locks.WriterLock(self.session)
             self.lock.acquire()
             self.writer = SessionWriter(self.session, cwd=self.cwd)
+            self._seen = seqs_in(self.writer.entries)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         return self
@@ -100,7 +103,11 @@ class ForegroundSession:
         delay = 0.02
         while not self._closing:
             try:
-                client = await AsyncClient.open(self.paths.socket, self._on_event)
+                # Events are acked on the connection they came by, even one that arrives
+                # in the same read as the register answer (before self.client is set).
+                holder: list[AsyncClient] = []
+                client = await AsyncClient.open(self.paths.socket, lambda event: self._on_event(event, holder[0]))
+                holder.append(client)
             except DaemonUnavailable:
                 await anyio.sleep(delay)
                 delay = min(delay * 2, 1.0)
@@ -109,6 +116,9 @@ class ForegroundSession:
                 tg.start_soon(client.run)
                 try:
                     args: dict[str, Any] = {"session": self.session, "name": self.name, "cwd": self.cwd, "pid": self.register_pid}
+                    # The daemon numbers what it sends after what we hold, so a new
+                    # daemon's seqs are never taken for resends.
+                    args["lastSeq"] = max(self._seen, default=0)
                     if self.writer is not None and self.writer.session_id:
                         args["sessionId"] = self.writer.session_id
                     elif self.session is None:
@@ -135,9 +145,15 @@ class ForegroundSession:
                 self._registered = anyio.Event()
                 tg.cancel_scope.cancel()
 
-    async def _on_event(self, event: dict[str, Any]) -> None:
+    async def _on_event(self, event: dict[str, Any], client: AsyncClient | None = None) -> None:
         if event.get("event") != "deliver":
             return
+        seq = int(event["seq"])
+        if seq in self._seen:
+            # Pushed again after a reconnect: already written; only ack it again.
+            await self._ack(client, seq)
+            return
+        self._seen.add(seq)
         if self.writer is not None:
             self.writer.append(
                 "custom_message",
@@ -153,9 +169,16 @@ class ForegroundSession:
             result = self.on_deliver(event)
             if result is not None:
                 await result
-        if self.client is not None:
+        await self._ack(client or self.client, seq)
+
+    async def _ack(self, client: AsyncClient | None, seq: int) -> None:
+        if client is None:
+            return
+        try:
             # Never await an answer here: this runs inside the reader that would read it.
-            await self.client.notify("ack", seq=int(event["seq"]))
+            await client.notify("ack", seq=seq)
+        except DaemonUnavailable:
+            pass  # the daemon is gone; what it had in flight for us went with it
 
     # ------------------------------------------------------------------ use
 

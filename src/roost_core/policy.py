@@ -77,7 +77,9 @@ def note_sent(pm: pluggy.PluginManager, item: OutgoingItem, now: float) -> None:
 
 
 def fallback_frame(item: OutgoingItem) -> str:
-    body = item.text.replace("<", "&lt;")
+    # Every body line is quoted, so no line of the body can pass for the frame's own
+    # "[agent ...]" / "[end of agent ...]" lines.
+    body = "\n".join("| " + line for line in item.text.replace("<", "&lt;").split("\n"))
     return (
         f"[agent {item.kind} from {fallback_sanitize(item.sender.name)} ({item.sender.id}), "
         f"relation {item.relation}]\n{body}\n[end of agent {item.kind}]\n{NO_USER_AUTHORITY}"

@@ -18,6 +18,10 @@ from roost_core.records import AGENT_KINDS, ITEM_KINDS
 #: Separate caps, so agents can never crowd out the user (or the other way round).
 MAX_USER_REPLIES = 50
 MAX_AGENT_ITEMS = 20
+#: Seqs handed out but not yet durable, at most. Acks free room in the caps before
+#: anything is durable, so the caps alone do not bound these; the daemon's restart gap
+#: (``SEQ_RESTART_GAP``) must stay above this, or a restart could reuse a seq.
+MAX_UNDURABLE_SEQS = 500
 
 
 @attrs.define
@@ -66,6 +70,8 @@ class JobQueue:
     def __init__(self, reply_seq: int = 0, acked: int = 0) -> None:
         self.reply_seq = reply_seq
         self.acked = acked
+        #: The highest seq known to be on disk (the daemon marks it after each commit).
+        self.durable = reply_seq
         self.items: list[Item] = []
 
     def next_seq(self) -> int:
@@ -81,6 +87,12 @@ class JobQueue:
         if count >= cap:
             who = "agent items" if agent else "user replies"
             raise ProtocolError(QUEUE_FULL, f"queue full: {cap} {who} already wait for this job")
+        if self.reply_seq - self.durable >= MAX_UNDURABLE_SEQS:
+            raise ProtocolError(QUEUE_FULL, "queue busy: items wait for the disk; try again")
+
+    def mark_durable(self, seq: int) -> None:
+        """Every item queued up to ``seq`` is on disk."""
+        self.durable = max(self.durable, seq)
 
     def enqueue(self, kind: str, content: str, **fields: Any) -> Item:
         self.check_room(kind)

@@ -14,7 +14,6 @@ import sys
 import threading
 import time
 import unicodedata
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -614,7 +613,6 @@ BAD_SCENARIOS = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="D7: start/spawn accept a scenario the scripted host cannot load; the worker dies at start, four times, then the job fails")
 def test_a_scenario_the_scripted_host_cannot_load_is_refused(shared, record, tmp_path):
     tally = Tally("scenarios")
     before = {row["id"] for row in shared.call("jobs")["jobs"]}

@@ -3,13 +3,9 @@ the foreground process dying between writing an item and acking it."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import anyio
 import pytest
@@ -22,7 +18,6 @@ from roost_core.client import DaemonUnavailable
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.mark.xfail(strict=True, reason="D5: the ack's DaemonUnavailable escapes the event handler and takes the whole foreground session down")
 def test_a_foreground_peer_survives_the_daemon_dying_before_its_ack(daemon_factory, write_config, tmp_path, record):
     """The receiver has written the item and is about to ack it when the daemon is
     killed: the ack cannot be sent. The session must carry on (reconnect, send) rather than
@@ -86,7 +81,6 @@ RECEIVER = textwrap.dedent(
 )
 
 
-@pytest.mark.xfail(strict=True, reason="D6: a foreground session writes every deliver event, so an unacked item pushed again after a re-register is in its transcript twice")
 def test_a_foreground_process_that_dies_before_its_ack_gets_no_duplicate_when_resumed(daemon_factory, write_config, tmp_path, record):
     """A pi session is killed after writing a delivered item and before acking it; the
     session is resumed by a new process, which registers again: the daemon pushes the
@@ -146,7 +140,6 @@ class SlowFirstRead:
         await self.stream.aclose()
 
 
-@pytest.mark.xfail(strict=True, reason="D13: an item that arrives in the same read as the register answer is written but never acked (self.client is not set yet)")
 def test_an_item_arriving_with_the_register_answer_is_acked(daemon_factory, tmp_path, monkeypatch, record):
     """A report kept while the parent was away is pushed right after it registers again,
     typically in the same read as the register answer. It must be written once and acked

@@ -23,7 +23,7 @@ import random
 import re
 import signal
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -363,23 +363,12 @@ def test_load_with_reaps_and_restarts(daemon_factory, write_config, tmp_path, re
     assert outcome["stuck"] == [], outcome["stuck"]
     assert growth < RSS_GROWTH_BOUND, summary
     assert not (verdict.lost or verdict.out_of_order or verdict.unexpected), verdict.explain()
-    # Known defects with a fix proposed (docs/reliability.md), each with its own regression
-    # test: duplicates in a foreground receiver's transcript (D6, made likely by D12) and
-    # foreground items never acked (D13). Anything else fails above.
-    foreground = {peer.peer_id for peer in load.peers}
-    known = []
-    fg_duplicates = [d for d in verdict.duplicated if d.split(": ", 1)[0].split("->")[1] in foreground]
-    if len(fg_duplicates) != len(verdict.duplicated):
-        raise AssertionError(verdict.explain())
-    if fg_duplicates:
-        known.append(f"D6/D12: {len(fg_duplicates)} duplicates in foreground transcripts")
-    if load.unacked_foreground:
-        known.append(f"D13: {load.unacked_foreground} foreground items never acked")
-    if known:
-        pytest.xfail("; ".join(known))
+    # D6/D12/D13 (duplicates in foreground transcripts, foreground items never acked) are
+    # fixed: any duplicate or unacked foreground item fails here.
+    assert not verdict.duplicated, verdict.explain()
+    assert not load.unacked_foreground, f"{load.unacked_foreground} foreground items never acked"
 
 
-@pytest.mark.xfail(strict=True, reason="D14: dead letters are kept in memory without bound (and all read back at start); past 1 MiB the `dead` answer is too large for a client to read")
 def test_dead_letters_stay_bounded_and_readable(daemon_factory, write_config, tmp_path, record):
     """Every ``queue_full`` refusal is a dead letter (the sender backs off and sends it
     again, so under load there are thousands: 17,293 in the soak). The daemon must keep

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from roost_core import policy
 from roost_core.policy import NO_USER_AUTHORITY
@@ -218,7 +218,6 @@ def fallback_frames(framed: str) -> list[str]:
     return re.findall(r"^\[agent (?:message|report) from [^\]]*\]$", framed, re.MULTILINE)
 
 
-@pytest.mark.xfail(strict=True, reason="D11: with the envelope plugin blocked, a body can end the core's fallback frame ('[end of agent message]') and open a forged one")
 def test_fallback_frame_cannot_be_forged_either(record):
     """With the envelope plugin blocked the core frames items itself: a body must not be
     able to end that frame and start a new one of its own either."""
@@ -441,7 +440,6 @@ def test_queue_keeps_cumulative_ack_order_and_drops_nothing_across_crashes(recor
     run_queue_model(record, "queue: enqueue/commit/ack/crash/restore/compact (real caps)")
 
 
-@pytest.mark.xfail(strict=True, reason="D10: acks free cap room before items are durable, so a disk stall can hand out more seqs than SEQ_RESTART_GAP; a crash then reuses one and the worker drops the new item as a resend")
 def test_queue_restart_gap_survives_a_disk_stall(record):
     """The found interleaving, with the real caps (20+50) and gap (1000): while one commit
     is stuck, 1,001 items are enqueued, pushed, written and acked (never more than one

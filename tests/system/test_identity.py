@@ -13,7 +13,6 @@ import pytest
 
 from conftest import BLOCKED_BY_DEFAULT, agent_items
 from fg import in_thread, run_async, send, session, spawn
-from roost_core.client import Client
 from roost_core.locks import WriterLock, create_time, lock_path
 from roost_core.policy import NO_USER_AUTHORITY
 from roost_core.protocol import ProtocolError

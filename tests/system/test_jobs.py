@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 
-import pytest
 
 from conftest import user_messages, wait_until
 from roost_core.locks import is_alive

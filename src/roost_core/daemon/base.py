@@ -102,6 +102,7 @@ class DaemonBase:
                 job.queue.acked = max(job.queue.acked, int(record.get("acked", 0)))
         for job in self.jobs.values():
             job.queue.reply_seq += SEQ_RESTART_GAP
+            job.queue.durable = job.queue.reply_seq
         self.journal = Journal(self.paths.journal, durable=self.durable, snapshot=self.journal_snapshot)
         self.journal.replace_with(self.journal.snapshot_bytes())
 
@@ -121,6 +122,11 @@ class DaemonBase:
                 if job.state == "running":
                     job.state = "idle"
                 self.start_worker(job)
+            elif job.worker_pid is None and job.state == "running":
+                # Made, but the daemon died before its task was stored: nothing will run it.
+                job.state = "failed"
+                job.error = "the daemon stopped before this job's task was stored; reply to start it"
+                self.save(job)
 
     def save(self, job: Job) -> None:
         job.updated = time.time()
@@ -181,6 +187,7 @@ class DaemonBase:
     def worker_gone(self, job: Job, code: int | None) -> None:
         """A worker exited: clean (reaped, stopped) or a crash."""
         clean = job.reaping or job.state == "stopped" or (code == 0 and job.state != "running")
+        in_a_run = job.state == "running"
         self._kill_at.pop(job.id, None)
         if job.conn is not None:
             job.conn.job = None
@@ -201,12 +208,17 @@ class DaemonBase:
         if job.queue.items and job.state != "stopped":
             if job.crashes <= MAX_CRASH_RESTARTS:
                 self.start_worker(job)
+                if in_a_run:
+                    # The run that died is not run again (its items are in the transcript):
+                    # its parent hears of it now, if that run reports.
+                    self.soon(self.report_crashed_run, job)
                 return
             job.state = "failed"
             job.error = f"worker crashed {job.crashes} times; giving up"
             self.save(job)
-        if not clean:
-            # Not started again: a parent must not wait for a report that cannot come.
+        if not clean and (in_a_run or job.crashes > MAX_CRASH_RESTARTS):
+            # A run died and is not started again: a parent must not wait for a report
+            # that cannot come. (A worker that died idle had reported; a message wakes it.)
             self.soon(self.report_ended, job, "crashed")
 
     def start_worker(self, job: Job) -> None:
@@ -299,6 +311,7 @@ class DaemonBase:
         except Exception:
             job.queue.items = [it for it in job.queue.items if it.seq != item.seq]
             raise
+        job.queue.mark_durable(item.seq)
         faults.point("daemon.after_persist_before_answer")
         if job.conn is not None:
             return item, "delivered"
@@ -486,6 +499,21 @@ def describe_exit(code: int | None) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exit code {code}"
+
+
+def check_scenario(host: str, scenario: Any, cwd: str) -> None:
+    """Refuse a scenario the scripted host could not load (its worker would die at start,
+    again and again); a relative path is read from the job's cwd, as the worker will."""
+    if host != "scripted" or scenario is None:
+        return
+    from roost_core.hosts.scripted import ScenarioError, load_scenario
+
+    if isinstance(scenario, str) and not os.path.isabs(scenario) and (Path(cwd) / scenario).is_file():
+        scenario = str(Path(cwd) / scenario)
+    try:
+        load_scenario(scenario)
+    except ScenarioError as exc:
+        raise ProtocolError(BAD_ARGS, f"scenario: {exc}") from exc
 
 
 def check_session_path(session: str) -> str:

@@ -41,18 +41,59 @@ class HandbackOps(DaemonBase):
             question=args.get("question"),
             error=args.get("error"),
         )
+        run_key = args.get("run")
+        self.settle_run(job, run)
+        if run_key is not None and run_key <= job.handback_run:
+            return {"reported": False, "reason": "already handed back"}
         if job.parent_session is None and job.parent_peer is None:
+            self.mark_handed_back(job, run_key)
             return {"reported": False, "reason": "no parent"}
         child = job.peer_info()
         decision = policy.decide_report(self.pm, child, run, job.parent_streak)
         job.parent_streak = decision.streak
-        self.save(job)
         if not decision.report:
+            self.mark_handed_back(job, run_key)
             return {"reported": False, "reason": decision.reason}
         report = Report(child=child, state=run.state, result=run.result, question=run.question, error=run.error)
         faults.point("daemon.during_handback")
         route = await self.route_report(job, report)
+        # Marked only once routed: a handback resent after a crash before this point is
+        # routed again; one that was routed is dropped.
+        self.mark_handed_back(job, run_key)
         return {"reported": True, "route": route}
+
+    async def report_crashed_run(self, job: Job) -> None:
+        """A report-worthy run whose worker died reports as failed (once)."""
+        causes = tuple(
+            RunCause(seq=c["seq"], kind=str(c.get("kind")), sender=c.get("sender"), joined=bool(c.get("joined"))) for c in job.run_causes
+        )
+        if not causes or causes[0].seq <= job.handback_run or (job.parent_session is None and job.parent_peer is None):
+            return
+        run = RunRecord(causes=causes, state="failed", error=job.error)
+        decision = policy.decide_report(self.pm, job.peer_info(), run, job.parent_streak)
+        job.parent_streak = decision.streak
+        if decision.report:
+            await self.route_report(job, Report(child=job.peer_info(), state="failed", error=job.error))
+        self.mark_handed_back(job, causes[0].seq)
+
+    def settle_run(self, job: Job, run: RunRecord) -> None:
+        """The run is over, as the settled status after the handback says again: a worker
+        that dies in between leaves a settled job, not one 'running'."""
+        if job.state != "stopped":
+            job.state = run.state
+        job.question = run.question
+        job.error = run.error
+        job.dialog = False
+        # The summary the settled status will send too, so state and summary change at once.
+        job.summary = next((line.strip()[:200] for line in (run.result or run.question or "").splitlines() if line.strip()), None)
+        job.crashes = 0
+        job.idle_since = self.clock()
+        self.save(job)
+
+    def mark_handed_back(self, job: Job, run_key: int | None) -> None:
+        if run_key is not None:
+            job.handback_run = max(job.handback_run, run_key)
+        self.save(job)
 
     def report_candidates(self, job: Job) -> ReportCandidates:
         table = routing.collapse(self.peer_infos())

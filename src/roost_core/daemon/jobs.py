@@ -16,7 +16,7 @@ PERSISTED = (
     "state", "status", "summary", "question", "error", "created", "updated",
     "parent_session", "parent_peer", "root_session", "depth", "spawned",
     "worker_pid", "worker_create_time", "crashes", "undelivered_report", "dialog",
-    "run_trace", "run_hops", "parent_streak", "ended_reported",
+    "run_trace", "run_hops", "parent_streak", "ended_reported", "handback_run", "run_causes",
 )
 
 
@@ -53,6 +53,8 @@ class Job:
     run_hops: int = 0
     parent_streak: int = 0
     ended_reported: bool = False
+    handback_run: int = 0
+    run_causes: list = attrs.field(factory=list)
     # Runtime only.
     queue: JobQueue = attrs.field(factory=JobQueue)
     conn: Any = None

@@ -14,6 +14,7 @@ from roost_core.config import load_project_config
 from roost_core.daemon.base import (
     STOP_GRACE_SECONDS,
     DaemonBase,
+    check_scenario,
     check_session_path,
     default_name,
 )
@@ -64,6 +65,7 @@ class JobOps(DaemonBase):
         host = args.get("host") or project.get("defaultHost") or self.config.default_host
         if host not in self.hosts:
             raise ProtocolError(BAD_ARGS, f"start: unknown host {host!r} (known: {', '.join(sorted(self.hosts))})")
+        check_scenario(host, args.get("scenario"), cwd)
         session = args.get("session")
         if session is not None:
             session = self.adoptable_session(session)
@@ -85,6 +87,7 @@ class JobOps(DaemonBase):
                 job.parent_session, job.parent_peer = previous.parent_session, previous.parent_peer
                 job.root_session, job.depth, job.spawned = previous.root_session, previous.depth, previous.spawned
             job.queue.reply_seq = max(seqs_in(read_entries(session)), default=0)
+            job.queue.durable = job.queue.reply_seq
         self.add_job(job)
         await self.enqueue(job, "reply", task, text=task, trace=args.get("trace") or f"t-{job.id}-1")
         return {"id": job.id, "name": job.name}
@@ -285,6 +288,8 @@ class JobOps(DaemonBase):
             job.run_trace = args["trace"]
         if "hops" in args:
             job.run_hops = args["hops"]
+        if "causes" in args:
+            job.run_causes = [c for c in args["causes"] if isinstance(c, dict) and isinstance(c.get("seq"), int)]
         if "state" in args and args["state"] != "failed" and "error" not in args:
             job.error = None
         if args.get("settled"):

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from roost_core import identity, locks, policy, routing
-from roost_core.daemon.base import DaemonBase, check_session_path
+from roost_core.daemon.base import DaemonBase, check_scenario, check_session_path
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
@@ -65,6 +65,8 @@ class MessagingOps(DaemonBase):
         session = args.get("session")
         if not locks.is_alive(pid):
             raise ProtocolError(UNAUTHORIZED, f"pid {pid} is not a live process")
+        if locks.owner_uid(pid) != conn.uid:
+            raise ProtocolError(UNAUTHORIZED, f"pid {pid} is not a process of this user")
         if not locks.is_descendant(conn.pid, pid):
             raise ProtocolError(UNAUTHORIZED, "the connecting process is not that pid or one of its descendants")
         session_id = args.get("sessionId")
@@ -101,6 +103,8 @@ class MessagingOps(DaemonBase):
             peer = ForegroundPeer(id=peer_id, name=name, session=session, cwd=args.get("cwd"), pid=pid)
             self.foreground[peer_id] = peer
         peer.name, peer.session, peer.cwd, peer.pid = name, session, args.get("cwd"), pid
+        # Number what this peer gets after what it holds (a new daemon starts at 0).
+        peer.seq = max(peer.seq, args.get("lastSeq") or 0)
         peer.host = args.get("host") if args.get("host") in self.hosts else None
         peer.conn = conn
         conn.peer = peer
@@ -190,6 +194,7 @@ class MessagingOps(DaemonBase):
         scenario = args.get("scenario")
         if scenario is None and host == "scripted":
             scenario = child_scenario(conn.job.scenario if conn.job is not None else None, model)
+        check_scenario(host, scenario, cwd)
         root = sender.root_session or sender.session or f"peer:{sender.id}"
         depth = (parent_job.depth if parent_job is not None else 0) + 1
         trace, hops = self.chain_of(conn)
@@ -263,6 +268,9 @@ def child_scenario(parent_scenario: Any, model: str | None) -> Any:
         models = parent_scenario.get("models")
         if isinstance(models, dict) and isinstance(models.get(model), dict):
             return models[model]
-    return model
+    from roost_core.hosts.scripted import SCENARIO_DIR
+
+    # A model that names no bundled scenario (a real model's name) gets the default one.
+    return model if model and (SCENARIO_DIR / f"{model}.toml").is_file() else None
 
 

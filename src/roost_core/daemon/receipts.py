@@ -22,6 +22,8 @@ import attrs
 from roost_core.transcript import read_entries
 
 PER_SENDER = 100
+#: Dead letters kept in memory (the newest); the file keeps them all.
+MAX_DEAD = 1000
 PREVIEW_CHARS = 80
 
 
@@ -59,8 +61,7 @@ class Receipts:
         self.durable = durable
         self._by_sender: dict[str, deque[Receipt]] = {}
         self._by_item: dict[tuple[str, int], Receipt] = {}
-        self.dead: list[dict[str, Any]] = []
-        self.dead.extend(read_entries(dead_file))
+        self.dead: deque[dict[str, Any]] = deque(read_entries(dead_file), maxlen=MAX_DEAD)
 
     def record(self, sender: str, to: str, to_name: str, kind: str, state: str, *, seq: int | None = None, reason: str | None = None, text: str = "") -> Receipt:
         receipt = Receipt(sender=sender, to=to, to_name=to_name, kind=kind, state=state, seq=seq, reason=reason, preview=text[:PREVIEW_CHARS])

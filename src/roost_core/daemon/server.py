@@ -23,7 +23,7 @@ import anyio
 import attrs
 
 from roost_core.config import Config
-from roost_core.daemon.connection import READ_SIZE, Connection
+from roost_core.daemon.connection import Connection
 from roost_core.daemon.core import Daemon
 from roost_core.paths import Paths
 from roost_core.protocol import (
@@ -99,6 +99,7 @@ OPS: dict[str, Op] = {
             "settled": Field(bool),
             "trace": Field((str, type(None)), max_len=NAME),
             "hops": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
+            "causes": Field(list, max_len=1000),
         },
         who="worker",
     ),
@@ -111,6 +112,7 @@ OPS: dict[str, Op] = {
             "cwd": Field((str, type(None)), max_len=PATH),
             "pid": Field(int, required=True, check=lambda v: None if 0 < v < 2**31 else "is not a process id"),
             "sessionId": Field(str, max_len=NAME),
+            "lastSeq": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
             "host": Field(str, max_len=NAME),
         },
         after="after_register",
@@ -146,6 +148,7 @@ OPS: dict[str, Op] = {
             "question": Field((str, type(None)), max_len=8000),
             "error": Field((str, type(None)), max_len=8000),
             "causes": Field(list, required=True, max_len=1000),
+            "run": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
         },
         who="worker",
     ),
@@ -212,7 +215,9 @@ async def serve(
         finally:
             os.umask(old_umask)
         os.chmod(sock_path, 0o600)
-        paths.daemon_pidfile.write_text(str(os.getpid()))
+        fd = os.open(paths.daemon_pidfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
         async with listener, anyio.create_task_group() as tg:
             assert daemon.journal is not None
             await tg.start(daemon.journal.run)
@@ -220,10 +225,20 @@ async def serve(
             daemon.reconcile_workers()
             tg.start_soon(daemon.monitor)
             tg.start_soon(daemon.watch.run)
-            tg.start_soon(_accept_loop, daemon, listener, tg)
+            accepting = anyio.CancelScope()
+
+            async def accept() -> None:
+                with accepting:
+                    await _accept_loop(daemon, listener, tg)
+
+            tg.start_soon(accept)
             tg.start_soon(_signals, daemon)
             task_status.started(daemon)
             await daemon.stopping.wait()
+            # Nobody new while the old connections flush: a peer reconnecting now would be
+            # served by a daemon that reads no more acks and is closing its journal.
+            accepting.cancel()
+            await listener.aclose()
             await daemon.shutdown()
             tg.cancel_scope.cancel()
     finally:

@@ -268,7 +268,9 @@ class Worker:
             trace = next((item.trace for item in items if item.trace), None)
             hops = max(item.hops for item in items)
             self.run_hops = hops
-            await self.status(state="running", question=None, error=None, status=None, trace=trace, hops=hops)
+            # The causes go with "running": if this worker dies, the daemon can still
+            # tell whether the run that died owes its parent a report.
+            await self.status(state="running", question=None, error=None, status=None, trace=trace, hops=hops, causes=self.run_causes)
             outcome = RunOutcome("aborted")
             with anyio.CancelScope() as scope:
                 self.run_scope = scope
@@ -281,6 +283,9 @@ class Worker:
             if outcome.state == "aborted":
                 return
             summary = first_line(outcome.final_text) or first_line(outcome.question or "") or None
+            # The handback settles the run on the daemon's side (state and report in one
+            # op), so a worker that dies now leaves a run either reported or crashed.
+            await self.handback(outcome)
             await self.status(
                 state=outcome.state,
                 question=outcome.question,
@@ -288,23 +293,30 @@ class Worker:
                 summary=summary,
                 settled=True,
             )
-            await self.handback(outcome)
 
     async def handback(self, outcome: RunOutcome) -> None:
         """Tell the daemon how the run settled and what caused it; the handback plugin
         there decides whether the parent gets a report."""
         faults.point("worker.before_handback")
-        try:
-            await self.call(
-                "handback",
-                result=outcome.final_text[:REPORT_CHARS],
-                state=outcome.state if outcome.state in ("done", "idle", "needs_input", "failed") else "done",
-                question=outcome.question,
-                error=outcome.error,
-                causes=self.run_causes,
-            )
-        except (DaemonUnavailable, ProtocolError) as exc:
-            log.warning("handback not sent: %s", exc)
+        args = {
+            "result": outcome.final_text[:REPORT_CHARS],
+            "state": outcome.state if outcome.state in ("done", "idle", "needs_input", "failed") else "done",
+            "question": outcome.question,
+            "error": outcome.error,
+            "causes": self.run_causes,
+            # The run's first seq names it, so the daemon drops a handback it already has.
+            "run": self.run_causes[0]["seq"] if self.run_causes else 0,
+        }
+        while not self.shutdown.is_set():
+            try:
+                await self.call("handback", **args)
+                return
+            except ProtocolError as exc:
+                log.warning("handback refused: %s", exc)
+                return
+            except DaemonUnavailable:
+                # Lost with the daemon (sent or not): send it again once it is back.
+                await anyio.sleep(0.05)
 
 
 def first_line(text: str) -> str:
