@@ -105,6 +105,12 @@ def test_a_foreground_process_that_dies_before_its_ack_gets_no_duplicate_when_re
                     assert await resumed.ensure_registered() == receiver_id
                     await anyio.sleep(1.0)  # time for a resend to arrive
                     await in_thread(lambda: (daemon.terminate(), daemon.restart()))
+                    # A new daemon knows a foreground peer only once it has registered again.
+                    await in_thread(
+                        wait_until,
+                        lambda: any(row["id"] == receiver_id and row["live"] for row in daemon.call("agents")["agents"]),
+                        what="the receiver registered with the new daemon",
+                    )
                     result = await sender.call("send", to=receiver_id, message="after a daemon restart")
                     assert result["result"] == "delivered"
                     await in_thread(wait_until, lambda: any(e.get("text") == "after a daemon restart" for e in resumed.delivered), what="new item")
