@@ -11,12 +11,13 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Iterable
 
 import attrs
+
+from conftest import wait_until
 
 from roost_core.transcript import AGENT_MESSAGE_TYPE, read_entries
 from roost_plugins.envelope import parse_envelopes
@@ -306,15 +307,8 @@ def file_mode(path: Path) -> int:
     return os.stat(path, follow_symlinks=False).st_mode & 0o777
 
 
-def wait_for(predicate, timeout: float = 30.0, interval: float = 0.02, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+#: The suite-wide poller (tests/conftest.py), under the name this kit's callers use.
+wait_for = wait_until
 
 
 def transcript(path: str | Path) -> list[dict[str, Any]]:
