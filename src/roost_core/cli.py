@@ -80,8 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.disable_plugin:
-        existing = [n for n in os.environ.get("ROOST_DISABLE_PLUGINS", "").split(",") if n]
-        os.environ["ROOST_DISABLE_PLUGINS"] = ",".join(existing + args.disable_plugin)
+        os.environ["ROOST_DISABLE_PLUGINS"] = ",".join([*disabled_plugins(), *args.disable_plugin])
     handler = COMMANDS[args.command]
     try:
         return handler(args)
@@ -95,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def disabled_plugins() -> tuple[str, ...]:
-    return tuple(n for n in os.environ.get("ROOST_DISABLE_PLUGINS", "").split(",") if n)
+    from roost_core.plugins import disabled_from_env
+
+    return disabled_from_env()
 
 
 def client() -> Any:

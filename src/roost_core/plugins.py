@@ -74,6 +74,12 @@ class RoostPluginManager(pluggy.PluginManager):
         return super().parse_hookimpl_opts(plugin, name)
 
 
+def disabled_from_env() -> tuple[str, ...]:
+    """Plugin names blocked by ``ROOST_DISABLE_PLUGINS`` (comma separated): how
+    ``roost --disable-plugin`` reaches a daemon or worker it starts."""
+    return tuple(name for name in os.environ.get("ROOST_DISABLE_PLUGINS", "").split(",") if name)
+
+
 def new_manager() -> RoostPluginManager:
     """A manager holding the specs and no plugin (what plugin unit tests start from)."""
     pm = RoostPluginManager()

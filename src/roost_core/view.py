@@ -814,20 +814,10 @@ def run_live(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m roost_core.view``: the view without the rest of the CLI."""
-    from roost_core.protocol import ProtocolError
+    """``python -m roost_core.view``: the same as ``roost view`` (the CLI's error handling)."""
+    from roost_core.cli import main as cli_main
 
-    parser = argparse.ArgumentParser(prog="roost view", description="A live view of the agent tree.")
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except ProtocolError as exc:
-        print(f"roost: {exc.code}: {exc.message}", file=sys.stderr)
-        return 1
-    except (ConnectionError, ValueError) as exc:
-        print(f"roost: {exc}", file=sys.stderr)
-        return 1
+    return cli_main(["view", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -8,61 +8,16 @@ import os
 import socket
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from reliability.kit import Raw
 from conftest import DaemonHandle, wait_until
 from roost_core.locks import WriterLock
 from roost_core.protocol import MAX_FRAME
 
 QUICK = {"default": {"steps": [{"say": "ok: {input}"}]}}
-
-
-class Raw:
-    """A raw connection: bytes out, newline-delimited JSON answers in."""
-
-    def __init__(self, path: Path, timeout: float = 15.0) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.sock.connect(str(path))
-        self.buffer = b""
-
-    def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def send_frame(self, frame: dict[str, Any]) -> None:
-        self.send(json.dumps(frame).encode() + b"\n")
-
-    def read(self) -> dict[str, Any]:
-        """The next answer (pushed events are skipped)."""
-        while True:
-            while b"\n" not in self.buffer:
-                chunk = self.sock.recv(256 * 1024)
-                if not chunk:
-                    raise EOFError("the daemon closed the connection without an answer")
-                self.buffer += chunk
-            line, self.buffer = self.buffer.split(b"\n", 1)
-            frame = json.loads(line)
-            if "event" not in frame:
-                return frame
-
-    def request(self, frame: dict[str, Any] | bytes) -> dict[str, Any]:
-        if isinstance(frame, bytes):
-            self.send(frame if frame.endswith(b"\n") else frame + b"\n")
-        else:
-            self.send_frame(frame)
-        return self.read()
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self) -> Raw:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 @pytest.fixture(scope="module")

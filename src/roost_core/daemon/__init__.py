@@ -15,7 +15,7 @@ from roost_core.paths import Paths, resolve_paths
 def run_daemon(paths: Paths | None = None, *, disabled: tuple[str, ...] = (), durable: bool = True) -> int:
     """Run the daemon in this process until it is told to stop. Returns an exit code."""
     from roost_core.daemon.server import DaemonRunning, serve
-    from roost_core.plugins import make_plugin_manager
+    from roost_core.plugins import disabled_from_env, make_plugin_manager
 
     paths = paths or resolve_paths()
     paths.ensure()
@@ -25,7 +25,7 @@ def run_daemon(paths: Paths | None = None, *, disabled: tuple[str, ...] = (), du
         stream=sys.stderr,
     )
     config = load_user_config(paths.config_file)
-    disabled = tuple(disabled) + tuple(n for n in os.environ.get("ROOST_DISABLE_PLUGINS", "").split(",") if n)
+    disabled = tuple(disabled) + disabled_from_env()
     pm = make_plugin_manager(config, disabled=disabled)
     # ROOST_DURABLE=0 skips fsync (benchmarks of the non-durable path; never the default).
     durable = durable and os.environ.get("ROOST_DURABLE", "1") != "0"

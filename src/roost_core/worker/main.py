@@ -246,10 +246,9 @@ class Worker:
         if job.host not in hosts:
             from roost_core.config import load_user_config
             from roost_core.paths import resolve_paths
-            from roost_core.plugins import make_plugin_manager
+            from roost_core.plugins import disabled_from_env, make_plugin_manager
 
-            disabled = tuple(n for n in os.environ.get("ROOST_DISABLE_PLUGINS", "").split(",") if n)
-            pm = make_plugin_manager(load_user_config(resolve_paths().config_file), disabled=disabled)
+            pm = make_plugin_manager(load_user_config(resolve_paths().config_file), disabled=disabled_from_env())
             for contributed in pm.hook.roost_register_hosts():
                 for spec in contributed or ():
                     hosts.setdefault(spec.name, spec)
