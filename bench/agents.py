@@ -123,11 +123,13 @@ async def pairs(args: dict[str, Any]) -> None:
     async with anyio.create_task_group() as tg:
         for n, spec in enumerate(connect.get("receivers", [])):
             job = spec if spec.get("kind") == "job" else None
-            receiver = Receiver("cumulative" if job is not None else "each")
+            # A job's worker acks cumulatively and waits for the answer; so does a bare
+            # receiver standing in for one ("ack": "cumulative").
+            receiver = Receiver(spec.get("ack") or ("cumulative" if job is not None else "each"))
             receiver.client = await open_client(system, socket, receiver.on_event)
             tg.start_soon(receiver.client.run)
             ids["receivers"].append(await register(system, receiver.client, f"r{tag}{n}", job))
-            if job is not None:
+            if receiver.ack == "cumulative":
                 tg.start_soon(receiver.ack_loop)
             receivers.append(receiver)
         for n in range(connect.get("senders", 0)):

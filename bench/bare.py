@@ -6,8 +6,9 @@
   ``deliver`` event to the named connection, answer the sender), ``ack`` and ``peers``
   (answer a prebuilt list of N rows, encoded per call). With ``--journal``, ``send`` and
   ``ack`` append a record to one shared log with group commit (one write+fsync in flight,
-  in a thread; appends arriving meanwhile join the next) and answer once durable, handled
-  one request at a time per connection, as roost does. No validation, no policy, no state.
+  in a thread; appends arriving meanwhile join the next) and are answered once durable,
+  from the commit (no task per request: a connection's next requests go on meanwhile,
+  and answers keep their order because commits do). No validation, no policy, no state.
 * ``commit``: bare append+fsync group commit to one file, N appenders in a closed loop.
 * :class:`BareClient`: the same API as :class:`roost_core.client.AsyncClient` with no
   locking beyond what the stream needs.
@@ -59,12 +60,14 @@ def split_lines(buffer: bytearray, data: bytes) -> list[bytes]:
 
 
 class GroupLog:
-    """One append-only file; ``append`` returns once its record is written (and fsynced)."""
+    """One append-only file; ``append`` returns once its record is written (and fsynced);
+    ``add`` buffers a record and calls ``then`` once it is."""
 
     def __init__(self, path: str, *, fsync: bool = True) -> None:
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self.fsync = fsync
         self.buffer: list[bytes] = []
+        self.callbacks: list[Any] = []
         self.done = anyio.Event()
         self.wake = anyio.Event()
         self.commits = 0
@@ -83,17 +86,24 @@ class GroupLog:
             self.wake = anyio.Event()
             if not self.buffer:
                 continue
-            lines, done = self.buffer, self.done
-            self.buffer, self.done = [], anyio.Event()
+            lines, done, callbacks = self.buffer, self.done, self.callbacks
+            self.buffer, self.done, self.callbacks = [], anyio.Event(), []
             await anyio.to_thread.run_sync(self._write, b"".join(lines))
             self.commits += 1
             self.records += len(lines)
+            for callback in callbacks:
+                callback()
             done.set()
 
-    async def append(self, record: bytes) -> None:
+    def add(self, record: bytes, then: Any = None) -> None:
         self.buffer.append(record)
-        done = self.done
+        if then is not None:
+            self.callbacks.append(then)
         self.wake.set()
+
+    async def append(self, record: bytes) -> None:
+        done = self.done
+        self.add(record)
         await done.wait()
 
 
@@ -172,13 +182,18 @@ class Broker:
                 {"event": "deliver", "seq": target.seq, "kind": "message", "content": message, "text": message,
                  "from": conn.name, "fromName": conn.name, "relation": "external", "trace": None, "hops": 1}
             )
+            answer = {"id": rid, "ok": True, "result": {"to": target.name, "result": "delivered", "seq": target.seq}}
             if self.log is not None:
-                await self.log.append(dumps({"op": "item", "job": target.name, "item": {"seq": target.seq, "content": message}}))
-            conn.send({"id": rid, "ok": True, "result": {"to": target.name, "result": "delivered", "seq": target.seq}})
+                record = dumps({"op": "item", "job": target.name, "item": {"seq": target.seq, "content": message}})
+                self.log.add(record, lambda: conn.send(answer))
+            else:
+                conn.send(answer)
         elif op == "ack":
+            answer = {"id": rid, "ok": True, "result": {"acked": frame.get("seq")}}
             if self.log is not None:
-                await self.log.append(dumps({"op": "ack", "job": conn.name, "seq": frame.get("seq")}))
-            conn.send({"id": rid, "ok": True, "result": {"acked": frame.get("seq")}})
+                self.log.add(dumps({"op": "ack", "job": conn.name, "seq": frame.get("seq")}), lambda: conn.send(answer))
+            else:
+                conn.send(answer)
         elif op == "hello":
             conn.name = frame.get("name") or f"c{id(conn):x}"
             self.names[conn.name] = conn

@@ -9,7 +9,7 @@ from this process on plain blocking sockets and registered with ``peer_register`
 process raises its file limit; the daemon inherits it).
 
 The clock runs at the caller, a no-session foreground peer: from just before it writes
-``{"op": "peers"}`` to the answer read and decoded (roost's own decoder). Baseline: the
+``{"op": "peers"}`` to the answer read and decoded (roost's client decoder). Baseline: the
 bare anyio broker answering a prebuilt list of as many rows of the same fields, encoded per
 call, read by the same loop with the bare codec.
 """
@@ -140,7 +140,7 @@ def time_calls(conn: RawConn, op: str, reps: int) -> list[float]:
 
 
 def roost_peers(n: int, reps: int) -> dict[str, Any]:
-    from roost_core.protocol import decode_line
+    from roost_core.protocol import decode_answer
 
     raise_nofile()
     jobs = n // 2
@@ -157,7 +157,7 @@ def roost_peers(n: int, reps: int) -> dict[str, Any]:
         conns = register_foreground(daemon.socket, fg, with_session=with_session, folder=folder)
         register_s = time.perf_counter() - t0
         caller = conns[-1]  # a no-session peer
-        caller.decoder = decode_line
+        caller.decoder = decode_answer
         listed = len(caller.call("peers")["peers"])
         times = time_calls(caller, "peers", reps)
     finally:

@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable
 import anyio
 
 from roost_core.paths import Paths, resolve_paths
-from roost_core.protocol import FrameDecoder, ProtocolError, encode
+from roost_core.protocol import FrameDecoder, ProtocolError, decode_answer, encode
 
 STARTUP_TIMEOUT = 15.0
 
@@ -42,7 +42,7 @@ class Client:
         except OSError as exc:
             self.sock.close()
             raise DaemonUnavailable(str(exc)) from exc
-        self._decoder = FrameDecoder()
+        self._decoder = FrameDecoder(decode=decode_answer)
         self._frames: list[Any] = []
         self._ids = itertools.count(1)
 
@@ -150,7 +150,7 @@ class AsyncClient:
         return cls(stream, on_event)
 
     async def run(self) -> None:
-        decoder = FrameDecoder()
+        decoder = FrameDecoder(decode=decode_answer)
         try:
             while True:
                 try:

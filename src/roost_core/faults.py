@@ -17,9 +17,29 @@ import signal
 from pathlib import Path
 
 
+_wanted: frozenset[str] | None = None
+
+
+def _armed() -> frozenset[str]:
+    """The points ``ROOST_FAULTS`` names, read once per process (``os.environ`` is slow
+    enough to show on the daemon's hot path, which passes points per message)."""
+    global _wanted
+    if _wanted is None:
+        _wanted = frozenset(filter(None, os.environ.get("ROOST_FAULTS", "").split(",")))
+    return _wanted
+
+
+def _forget() -> None:
+    global _wanted
+    _wanted = None
+
+
+# A forked child (a worker from the fork server) reads its own environment again.
+os.register_at_fork(after_in_child=_forget)
+
+
 def point(name: str) -> None:
-    wanted = os.environ.get("ROOST_FAULTS")
-    if not wanted or name not in wanted.split(","):
+    if name not in (_wanted if _wanted is not None else _armed()):
         return
     home = os.environ.get("ROOST_HOME")
     if not home:

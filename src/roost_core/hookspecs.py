@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from roost_core.config import Config
     from roost_core.records import (
         HostSpec,
@@ -73,6 +75,27 @@ def roost_decide_reach(
     """
 
 
+@hookspec(firstresult=True)
+def roost_decide_reach_many(
+    sender: PeerInfo, targets: Sequence[PeerInfo], addressed_by: str, config: Config
+) -> list[ReachDecision] | None:
+    """Decide reach for many targets at once: what ``roost_decide_reach`` answers for each,
+    in one call instead of one per target.
+
+    Called for a ``peers`` listing (``addressed_by`` ``"list"``), and only when every
+    plugin that implements ``roost_decide_reach`` implements this hook too: a plugin that
+    decides one target at a time is then asked one target at a time, never bypassed.
+
+    :param sender: the peer bound to the calling connection.
+    :param targets: the candidate receivers.
+    :param addressed_by: as for ``roost_decide_reach``.
+    :param config: the user-level config.
+    :return: one :class:`~roost_core.records.ReachDecision` per target, in the order of
+        ``targets``, or None for no opinion (the core then asks ``roost_decide_reach``
+        per target). Stops at the first non-None result.
+    """
+
+
 # --------------------------------------------------------------------------- limits
 
 
@@ -93,10 +116,11 @@ def roost_check_send(item: OutgoingItem, now: float, config: Config) -> Refusal 
 
 @hookspec
 def roost_note_sent(item: OutgoingItem, now: float) -> None:
-    """Observe an agent message that was accepted (stored or delivered).
+    """Observe an agent message that was accepted (queued or delivered).
 
-    Called once per accepted ``send``, after every check passed, so counters (rate
-    limits) count only what really went out.
+    Called once per accepted ``send``, after every check passed and the item was taken
+    (so counters such as rate limits count only what went out), before it is durable: a
+    send pipelined right behind it on the same connection is already checked against it.
 
     :param item: the accepted item.
     :param now: the daemon's clock (monotonic seconds).

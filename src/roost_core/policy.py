@@ -63,6 +63,23 @@ def decide_reach(
     return ReachDecision(allowed=False, relation="external", reason="no reach policy allows this peer")
 
 
+def decide_reach_many(
+    pm: pluggy.PluginManager, sender: PeerInfo, targets: list[PeerInfo], addressed_by: str, config: Config
+) -> list[ReachDecision]:
+    """``decide_reach`` for every target, in one plugin call when the reach plugins allow.
+
+    The batch hook is asked only when every plugin deciding reach one target at a time
+    also decides in batches, so installing a plugin that only implements
+    ``roost_decide_reach`` still has it decide every listing."""
+    single = {impl.plugin for impl in pm.hook.roost_decide_reach.get_hookimpls()}
+    batch = {impl.plugin for impl in pm.hook.roost_decide_reach_many.get_hookimpls()}
+    if targets and single <= batch:
+        answer = pm.hook.roost_decide_reach_many(sender=sender, targets=targets, addressed_by=addressed_by, config=config)
+        if isinstance(answer, list) and len(answer) == len(targets) and all(isinstance(d, ReachDecision) for d in answer):
+            return answer
+    return [decide_reach(pm, sender, target, addressed_by, config) for target in targets]
+
+
 def first_refusal(answers: list[object]) -> Refusal | None:
     """The first refusal a contribute hook's plugins gave, if any."""
     return next((answer for answer in answers if isinstance(answer, Refusal)), None)

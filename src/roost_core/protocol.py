@@ -91,8 +91,9 @@ class FrameDecoder:
     dropped as it streams in, so memory stays bounded by :data:`MAX_FRAME`.
     """
 
-    def __init__(self, max_frame: int = MAX_FRAME) -> None:
+    def __init__(self, max_frame: int = MAX_FRAME, decode: Callable[[bytes], dict[str, Any] | ProtocolError] | None = None) -> None:
         self.max_frame = max_frame
+        self.decode = decode or decode_line
         self._buffer = bytearray()
         self._discarding = False
 
@@ -123,7 +124,7 @@ class FrameDecoder:
                 out.append(ProtocolError(FRAME_TOO_LARGE, f"frame larger than {self.max_frame} bytes"))
                 continue
             if line.strip():
-                out.append(decode_line(line))
+                out.append(self.decode(line))
         rest = data[start:]
         if rest and not self._discarding:
             self._buffer += rest
@@ -160,8 +161,29 @@ _NINETEEN = b"0" * 19
 def _long_digits(line: bytes) -> bool:
     return _NINETEEN in line.translate(_DIGIT_MAP)
 
+
 #: json refuses to nest about 1000 deep (RecursionError), orjson 1024: near that, json decides.
 _DEEP = 900
+_CONTAINERS = (dict, list)
+
+
+def _shallow(value: Any, line: bytes) -> bool:
+    """Whether ``value`` (read from ``line``) nests fewer than :data:`_DEEP` containers.
+
+    A line with fewer brackets than that cannot nest deeper (the common case, two byte
+    counts). A wide one, such as a listing of a thousand peers, is walked: its containers
+    only, which costs far less than reading it again the json way."""
+    if type(value) not in _CONTAINERS or line.count(b"[") + line.count(b"{") < _DEEP:
+        return True
+    stack = [(value, 1)]
+    while stack:
+        container, depth = stack.pop()
+        if depth >= _DEEP:
+            return False
+        for item in container.values() if type(container) is dict else container:
+            if type(item) in _CONTAINERS:
+                stack.append((item, depth + 1))
+    return True
 
 
 def decode_line(line: bytes) -> dict[str, Any] | ProtocolError:
@@ -178,8 +200,27 @@ def decode_line(line: bytes) -> dict[str, Any] | ProtocolError:
             if (
                 isinstance(frame, dict)
                 and not _long_digits(line)
-                and line.count(b"[") + line.count(b"{") < _DEEP
+                and _shallow(frame, line)
             ):
+                return frame
+    return _decode_line_json(line)
+
+
+def decode_answer(line: bytes) -> dict[str, Any] | ProtocolError:
+    """A frame the daemon wrote (what clients read): orjson's reading as it is.
+
+    The checks of :func:`decode_line` keep a request's meaning the same whichever codec
+    reads it, against any input; the daemon's frames come from :func:`encode`, which
+    writes nothing they would catch that a client cares about (the one case, an integer
+    beyond 64 bits, is a request id the client chose). Whatever orjson refuses still
+    goes the json way, which words the error."""
+    if _orjson is not None:
+        try:
+            frame = _orjson.loads(line)
+        except _orjson.JSONDecodeError:
+            pass
+        else:
+            if isinstance(frame, dict):
                 return frame
     return _decode_line_json(line)
 

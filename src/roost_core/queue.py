@@ -97,8 +97,14 @@ class JobQueue:
     def enqueue(self, kind: str, content: str, **fields: Any) -> Item:
         self.check_room(kind)
         item = Item(seq=self.next_seq(), kind=kind, content=content, **fields)
-        self.add(item)
+        # The newest seq: its place is the end.
+        self.reply_seq = item.seq
+        self.items.append(item)
         return item
+
+    def drop(self, seq: int) -> None:
+        """Take back an item that could not be made durable (its sender is told so)."""
+        self.items = [item for item in self.items if item.seq != seq]
 
     def add(self, item: Item) -> None:
         """Put an item back (journal replay): keeps order, ignores one already acked or held."""

@@ -10,6 +10,7 @@ item already held or acked is ignored), which lets compaction run between commit
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -17,9 +18,11 @@ from typing import Any, Callable, Iterable, Iterator
 import anyio
 
 from roost_core import faults
-from roost_core.protocol import _DEEP, _long_digits, _orjson, encode
+from roost_core.protocol import _long_digits, _orjson, _shallow, encode
 
 COMPACT_AFTER_BYTES = 8 * 1024 * 1024
+
+log = logging.getLogger("roost.store")
 
 
 def fsync_dir(folder: Path) -> None:
@@ -112,7 +115,7 @@ def _loads(line: bytes) -> Any:
         except _orjson.JSONDecodeError:
             pass
         else:
-            if not _long_digits(line) and line.count(b"[") + line.count(b"{") < _DEEP:
+            if not _long_digits(line) and _shallow(record, line):
                 return record
     return json.loads(line)
 
@@ -153,7 +156,7 @@ class Journal:
             self._size += os.write(self._fd, b"\n")
         self._commit_lock = anyio.Lock()
         self._buffer: list[bytes] = []
-        self._batch: _Batch = _Batch()
+        self._commit_next = Commit()
         self._wakeup = anyio.Event()
         self._closed = False
         self.commits = 0
@@ -185,8 +188,8 @@ class Journal:
     async def _commit_locked(self) -> None:
         if not self._buffer:
             return
-        lines, batch = self._buffer, self._batch
-        self._buffer, self._batch = [], _Batch()
+        lines, commit = self._buffer, self._commit_next
+        self._buffer, self._commit_next = [], Commit()
         try:
             if self.durable:
                 await anyio.to_thread.run_sync(self._write, b"".join(lines))
@@ -199,10 +202,10 @@ class Journal:
                 # repeat what the snapshot holds.
                 await anyio.to_thread.run_sync(self.replace_with, self.snapshot_bytes())
         except OSError as exc:
-            batch.error = JournalError(str(exc))
+            commit.error = JournalError(str(exc))
         self.commits += 1
         self.records += len(lines)
-        batch.done.set()
+        commit.finish()
 
     def _write(self, data: bytes) -> None:
         view = memoryview(data)
@@ -212,15 +215,22 @@ class Journal:
             os.fsync(self._fd)
         self._size += len(data)
 
-    async def append(self, *records: dict[str, Any]) -> None:
+    def add(self, *records: dict[str, Any]) -> Commit:
+        """Buffer ``records`` for the next commit and return that commit (see
+        :class:`Commit`); the committer task writes it as soon as the one in flight is done."""
         if self._closed:
             raise JournalError("journal is closed")
         self._buffer.extend(encode_record(record) for record in records)
-        batch = self._batch
         self._wakeup.set()
-        await batch.done.wait()
-        if batch.error is not None:
-            raise batch.error
+        return self._commit_next
+
+    async def append(self, *records: dict[str, Any]) -> None:
+        """Write ``records`` and return once they are on disk (raises :class:`JournalError`
+        when they could not be written)."""
+        commit = self.add(*records)
+        await commit.done.wait()
+        if commit.error is not None:
+            raise commit.error
 
     async def aclose(self) -> None:
         await self._commit()  # waits for a commit in flight, then flushes the rest
@@ -235,9 +245,31 @@ def _ends_with_newline(path: Path) -> bool:
         return fh.read(1) == b"\n"
 
 
-class _Batch:
-    __slots__ = ("done", "error")
+class Commit:
+    """One group commit of the journal: the records buffered until its write began.
+
+    ``done`` is set, and every ``when_done`` callback called in the order they were
+    added, once the write is over: on disk, or failed with ``error`` set. Callbacks let a
+    request whose answer waits for its record be answered without a task of its own."""
+
+    __slots__ = ("done", "error", "_callbacks")
 
     def __init__(self) -> None:
         self.done = anyio.Event()
         self.error: Exception | None = None
+        self._callbacks: list[Callable[[Commit], None]] = []
+
+    def when_done(self, callback: Callable[[Commit], None]) -> None:
+        if self.done.is_set():
+            callback(self)
+        else:
+            self._callbacks.append(callback)
+
+    def finish(self) -> None:
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            try:
+                callback(self)
+            except Exception:  # noqa: BLE001 - one waiter's bug must not strand the others
+                log.exception("journal commit callback failed")
+        self.done.set()

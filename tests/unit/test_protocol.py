@@ -253,3 +253,51 @@ def test_type_names_in_messages_are_readable():
     message = bad({"name": "a", "note": 3})
     assert "string or null" in message
     assert json.dumps(message)  # plain text
+
+
+def _wide_listing(rows: int) -> bytes:
+    peers = [{"id": f"f{n:07x}", "name": f"peer [{n}]", "live": n % 2 == 0, "summary": None} for n in range(rows)]
+    return json.dumps({"id": 1, "ok": True, "result": {"peers": peers}}).encode()
+
+
+def test_a_wide_frame_with_many_brackets_reads_as_json_reads_it():
+    # Thousands of rows are thousands of brackets, but only four levels deep.
+    line = _wide_listing(3000)
+    assert line.count(b"{") > 3000
+    assert decode_line(line) == json.loads(line)
+
+
+def test_a_wide_frame_that_also_nests_too_deep_is_refused_as_json_would():
+    peers = _wide_listing(1000)[:-1]  # without its closing brace
+    deep = b'"x": ' + b"[" * 2000 + b"]" * 2000
+    result = decode_line(peers + b", " + deep + b"}")
+    assert isinstance(result, ProtocolError)
+    assert result.code == BAD_JSON and "deeply" in result.message
+
+
+@pytest.mark.parametrize("depth", [850, 899, 900, 960])
+def test_nesting_near_the_limit_in_a_wide_frame_reads_the_same_both_ways(depth):
+    # Past 900 levels the json path decides (it refuses near its recursion limit), so the
+    # answer never depends on which codec read the line.
+    peers = _wide_listing(1000)[:-1]
+    line = peers + b', "x": ' + b"[" * depth + b"]" * depth + b"}"
+    from roost_core.protocol import _decode_line_json
+
+    fast, reference = decode_line(line), _decode_line_json(line)
+    if isinstance(reference, ProtocolError):
+        assert isinstance(fast, ProtocolError) and fast.code == reference.code
+    else:
+        assert fast == reference
+
+
+def test_clients_read_the_daemons_frames_as_the_reference_reads_them():
+    from roost_core.protocol import _decode_line_json, decode_answer
+
+    line = _wide_listing(2000)
+    assert decode_answer(line) == _decode_line_json(line)
+    assert decode_answer(b'{"event": "deliver", "text": "caf\\u00e9 \\ud83d\\ude00"}') == {"event": "deliver", "text": "café 😀"}
+    for bad in (b"not json", b"[1]", b'{"x": NaN}'):
+        answer = decode_answer(bad)
+        assert isinstance(answer, ProtocolError) and answer.code == BAD_JSON
+    decoder = FrameDecoder(decode=decode_answer)
+    assert decoder.feed(line + b"\n" + b'{"id": 2}\n') == [json.loads(line), {"id": 2}]

@@ -137,6 +137,7 @@ def test_load_plugin_finds_installed_entry_points() -> None:
 HOOK_CALLS = {
     "roost_register_hosts": lambda: {},
     "roost_decide_reach": lambda: {"sender": make_peer(), "target": make_peer(id="b"), "addressed_by": "id", "config": make_config()},
+    "roost_decide_reach_many": lambda: {"sender": make_peer(), "targets": [make_peer(id="b")], "addressed_by": "list", "config": make_config()},
     "roost_check_send": lambda: {"item": make_item(), "now": 0.0, "config": make_config()},
     "roost_note_sent": lambda: {"item": make_item(), "now": 0.0},
     "roost_check_spawn": lambda: {"request": make_spawn_request(), "now": 0.0, "config": make_config()},
@@ -155,6 +156,7 @@ HOOK_CALLS = {
 EXPECTED = {
     "roost_register_hosts": list,
     "roost_decide_reach": ReachDecision,
+    "roost_decide_reach_many": list,
     "roost_check_send": list,
     "roost_note_sent": list,
     "roost_check_spawn": list,
@@ -182,7 +184,9 @@ def test_every_hook_can_be_called_with_kit_records(hook: str) -> None:
     assert list(kwargs) == list(inspect.signature(spec).parameters)
     result = getattr(make_manager(defaults=True).hook, hook)(**kwargs)
     assert isinstance(result, EXPECTED[hook])
-    if isinstance(result, list):
+    if spec.roost_spec["firstresult"] and isinstance(result, list):
+        assert all(isinstance(element, ReachDecision) for element in result)
+    elif isinstance(result, list):
         for contributed in result:
             assert contributed is None or isinstance(contributed, (Refusal, list))
             for element in contributed if isinstance(contributed, list) else ():

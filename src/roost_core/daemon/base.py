@@ -13,13 +13,16 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
 
 from roost_core import faults, locks, policy, routing
 from roost_core.config import Config
+from roost_core.daemon import changes
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
@@ -40,7 +43,7 @@ from roost_core.records import (
     OutgoingItem,
     PeerInfo,
 )
-from roost_core.store import JobFiles, Journal, read_journal
+from roost_core.store import Commit, JobFiles, Journal, read_journal
 
 log = logging.getLogger("roost.daemon")
 
@@ -80,6 +83,11 @@ class DaemonBase:
         self.watch = Watchers(self.agent_rows)
         self.clock_offset = 0.0
         self.clock = lambda: time.monotonic() + self.clock_offset
+        # The peer tables, built by _build_tables at one generation of changes.
+        self._tables_generation = -1
+        self._newest: dict[str, Job] = {}
+        self._table = routing.PeerTable(holders={}, aliases={})
+        self._listing: list[tuple[str, PeerInfo, dict[str, Any]]] | None = None
 
     def load(self) -> None:
         """Job records, then the journal's items; then every seq counter jumps a gap."""
@@ -103,6 +111,7 @@ class DaemonBase:
         for job in self.jobs.values():
             job.queue.reply_seq += SEQ_RESTART_GAP
             job.queue.durable = job.queue.reply_seq
+        changes.changed()
         self.journal = Journal(self.paths.journal, durable=self.durable, snapshot=self.journal_snapshot)
         self.journal.replace_with(self.journal.snapshot_bytes())
 
@@ -276,10 +285,6 @@ class DaemonBase:
         spec = self.hosts.get(job.host)
         return spec.takes_messages if spec else False
 
-    async def persist_item(self, job: Job, item: Item) -> None:
-        assert self.journal is not None
-        await self.journal.append({"op": "item", "job": job.id, "item": item.to_json()})
-
     def push_pending(self, job: Job) -> None:
         """Send every item the current worker connection has not had yet, in seq order."""
         if job.conn is None:
@@ -295,6 +300,14 @@ class DaemonBase:
         ``delivered`` (pushed to a connected worker), ``queued`` (kept; the worker is
         starting or reconnecting, or ``wake`` is False), ``started`` (a worker was started
         for it) or ``stopped`` (kept; a stopped job is not woken)."""
+        item, commit = self.accept_item(job, kind, content, wake=wake, **fields)
+        await commit.done.wait()
+        return item, self.item_outcome(job, item, commit, wake=wake)
+
+    def accept_item(self, job: Job, kind: str, content: str, *, wake: bool = True, **fields: Any) -> tuple[Item, Commit]:
+        """The first half of :meth:`enqueue`, with no wait: queue the item, push it to a
+        connected worker and hand its record to the journal; returns the item and the
+        commit that will make it durable (raises ``queue_full`` at the cap)."""
         if job.state == "stopped" and kind == "reply" and wake:
             # A user reply un-stops the job (messages never do); a worker still exiting
             # from the stop is then started again for it when it is gone.
@@ -307,72 +320,77 @@ class DaemonBase:
         faults.point("daemon.after_accept_before_persist")
         try:
             self.push_pending(job)
-            await self.persist_item(job, item)
+            assert self.journal is not None
+            commit = self.journal.add({"op": "item", "job": job.id, "item": item.to_json()})
         except Exception:
-            job.queue.items = [it for it in job.queue.items if it.seq != item.seq]
+            job.queue.drop(item.seq)
             raise
+        return item, commit
+
+    def item_outcome(self, job: Job, item: Item, commit: Commit, *, wake: bool = True) -> str:
+        """The second half of :meth:`enqueue`, once ``commit`` is over: what happened to
+        ``item`` (raises the journal's error, the item dropped, if it is not durable)."""
+        if commit.error is not None:
+            job.queue.drop(item.seq)
+            raise commit.error
         job.queue.mark_durable(item.seq)
         faults.point("daemon.after_persist_before_answer")
         if job.conn is not None:
-            return item, "delivered"
-        if job.state == "stopped" and kind != "reply":
-            return item, "stopped"
+            return "delivered"
+        if job.state == "stopped" and item.kind != "reply":
+            return "stopped"
         if job.worker_pid is not None:
-            return item, "queued"
+            return "queued"
         if not wake:
-            return item, "queued"
+            return "queued"
         if job.crashes > MAX_CRASH_RESTARTS:
             job.crashes = 0
         self.start_worker(job)
-        return item, "started"
+        return "started"
 
     def tree_record(self, session: str | None) -> Job | None:
-        """The job record that carries tree links for ``session``, if any."""
+        """The job record that carries tree links for ``session``, if any: the newest job
+        of that session (the first one made, when two were made at the same time)."""
         if session is None:
             return None
-        best = None
-        for job in self.jobs.values():
-            if job.session == session and (best is None or job.created > best.created):
-                best = job
-        return best
+        self._build_tables()
+        return self._newest.get(session)
 
-    def newest_by_session(self) -> dict[str, Job]:
-        """``tree_record`` for every session at once: one pass over the jobs."""
+    def peer_table(self) -> routing.PeerTable:
+        """Every record (each job, each foreground peer with its session's tree links)
+        collapsed by session (``routing.collapse``); kept between changes."""
+        self._build_tables()
+        return self._table
+
+    def peer_listing(self) -> list[tuple[str, PeerInfo, dict[str, Any]]]:
+        """Every holder of the peer table as (session key, peer, row), ordered by name and
+        id; each row has ``relation`` None, for the caller to fill in a copy."""
+        self._build_tables()
+        if self._listing is None:
+            listing = [(key, peer, self.peer_row(peer, None)) for key, peer in self._table.holders.items()]
+            listing.sort(key=lambda entry: (entry[1].name, entry[1].id))
+            self._listing = listing
+        return self._listing
+
+    def _build_tables(self) -> None:
+        """Build the peer tables again if anything they show changed since the last build
+        (every field they read notes its changes: :mod:`~roost_core.daemon.changes`)."""
+        generation = changes.generation()
+        if generation == self._tables_generation:
+            return
         newest: dict[str, Job] = {}
         for job in self.jobs.values():
             best = newest.get(job.session)
             if best is None or job.created > best.created:
                 newest[job.session] = job
-        return newest
-
-    def peer_infos(self) -> list[PeerInfo]:
         infos = [job.peer_info(accepts_messages=self.host_takes_messages(job)) for job in self.jobs.values()]
-        newest = self.newest_by_session() if any(peer.session is not None for peer in self.foreground.values()) else {}
         for peer in self.foreground.values():
             record = newest.get(peer.session) if peer.session is not None else None
             infos.append(peer.peer_info(record.peer_info() if record else None))
-        return infos
-
-    def holder_by_id(self, peer_id: str) -> PeerInfo | None:
-        """``routing.collapse(self.peer_infos()).holder_of(peer_id)``, looking only at the
-        records of the session ``peer_id`` belongs to."""
-        record: Any = self.jobs.get(peer_id) or self.foreground.get(peer_id)
-        if record is None:
-            return None
-        session = record.session
-        if session is None:
-            jobs, peers = [], [record]
-        else:
-            jobs = [job for job in self.jobs.values() if job.session == session]
-            peers = [peer for peer in self.foreground.values() if peer.session == session]
-        infos = [job.peer_info(accepts_messages=self.host_takes_messages(job)) for job in jobs]
-        newest = None
-        for job in jobs:
-            if newest is None or job.created > newest.created:
-                newest = job
-        for peer in peers:
-            infos.append(peer.peer_info(newest.peer_info() if newest is not None else None))
-        return routing.collapse(infos).holder_of(peer_id)
+        self._newest = newest
+        self._table = routing.collapse(infos)
+        self._listing = None
+        self._tables_generation = generation
 
     def sender_info(self, conn: Connection) -> PeerInfo:
         if conn.job is not None:
@@ -412,7 +430,7 @@ class DaemonBase:
     def live_parent(self, job: Job) -> PeerInfo | None:
         if job.parent_session is None and job.parent_peer is None:
             return None
-        table = routing.collapse(self.peer_infos())
+        table = self.peer_table()
         if job.parent_session is not None:
             holder = table.holders.get(job.parent_session)
         else:
@@ -429,6 +447,16 @@ class DaemonBase:
     async def deliver_to(
         self, target: PeerInfo, item: OutgoingItem, content: str, *, trace: str | None = None, wake: bool = True
     ) -> dict[str, Any]:
+        """Deliver an agent item to whoever holds ``target``'s session now; the result
+        once it is durable (see :meth:`accept_delivery`)."""
+        return await settle(self.accept_delivery(target, item, content, trace=trace, wake=wake))
+
+    def accept_delivery(
+        self, target: PeerInfo, item: OutgoingItem, content: str, *, trace: str | None = None, wake: bool = True
+    ) -> dict[str, Any] | Pending:
+        """Hand an agent item on, with no wait: pushed to a connected foreground peer (the
+        result at once), or queued on the target job (a :class:`Pending` result, made once
+        the item's commit is over)."""
         base = {"to": target.id, "name": target.name, "relation": item.relation}
         fields = {
             "text": item.text,
@@ -452,22 +480,50 @@ class DaemonBase:
             return {**base, "result": "delivered", "seq": peer.seq}
         job = self.jobs[target.id]
         try:
-            queued, outcome = await self.enqueue(job, item.kind, content, wake=wake, **fields)
+            queued, commit = self.accept_item(job, item.kind, content, wake=wake, **fields)
         except ProtocolError as exc:
             if exc.code == QUEUE_FULL:
                 self.receipts.record(item.sender.id, target.id, target.name, item.kind, "dead", reason="queue full", text=item.text)
             raise
-        job.last_message = time.time()
-        state = "delivered" if outcome == "delivered" else "queued"
-        self.receipts.record(item.sender.id, target.id, target.name, item.kind, state, seq=queued.seq, text=item.text)
-        if queued.seq <= job.queue.acked:
-            # Pushed before the fsync, the worker acked it while it was being made durable
-            # (its ack found no receipt to move yet).
-            self.receipts.move(target.id, queued.seq, "acknowledged")
-        result = {**base, "result": outcome, "seq": queued.seq}
-        if job.dialog and outcome in ("delivered", "queued"):
-            result["waiting"] = "waiting on a dialog"
-        return result
+
+        def finish() -> dict[str, Any]:
+            outcome = self.item_outcome(job, queued, commit, wake=wake)
+            job.last_message = time.time()
+            state = "delivered" if outcome == "delivered" else "queued"
+            self.receipts.record(item.sender.id, target.id, target.name, item.kind, state, seq=queued.seq, text=item.text)
+            if queued.seq <= job.queue.acked:
+                # Pushed before the fsync, the worker acked it while it was being made
+                # durable (its ack found no receipt to move yet).
+                self.receipts.move(target.id, queued.seq, "acknowledged")
+            result = {**base, "result": outcome, "seq": queued.seq}
+            if job.dialog and outcome in ("delivered", "queued"):
+                result["waiting"] = "waiting on a dialog"
+            return result
+
+        return Pending(commit, finish)
+
+
+@attrs.frozen
+class Pending:
+    """An op's result that waits for a journal commit: ``finish()`` makes it once
+    ``commit`` is over (and raises what the op would have raised then). The server
+    answers it from the commit's callback, so requests pipelined on one connection join
+    one commit; :func:`settle` awaits it where an op needs the result itself."""
+
+    commit: Commit
+    finish: Callable[[], dict[str, Any]]
+
+    def then(self, more: Callable[[dict[str, Any]], dict[str, Any]]) -> Pending:
+        """This result, passed through ``more`` once it is made."""
+        return Pending(self.commit, lambda: more(self.finish()))
+
+
+async def settle(answer: dict[str, Any] | Pending) -> dict[str, Any]:
+    """An op's result, waiting for its commit if it is :class:`Pending`."""
+    if isinstance(answer, Pending):
+        await answer.commit.done.wait()
+        return answer.finish()
+    return answer
 
 
 def deliver_event(item: Item) -> dict[str, Any]:

@@ -74,6 +74,9 @@ class Connection:
         self.loop = asyncio_loop() if self.raw is not None else None
         self._flush_soon = False  # a flush callback is scheduled
         self._writer_owns = False  # the writer task sends: the socket was full, or it writes now
+        #: Requests accepted and waiting for their journal commit to be answered.
+        self.pending = 0
+        self._drained: anyio.Event | None = None
 
     @property
     def same_user(self) -> bool:
@@ -82,6 +85,17 @@ class Connection:
     @property
     def bound(self) -> bool:
         return self.job is not None or self.peer is not None
+
+    async def drained(self) -> None:
+        """Until every pending request of this connection has been answered."""
+        while self.pending:
+            self._drained = anyio.Event()
+            await self._drained.wait()
+
+    def answered_pending(self) -> None:
+        self.pending -= 1
+        if self.pending == 0 and self._drained is not None:
+            self._drained.set()
 
     def send(self, frame: dict[str, Any]) -> None:
         """Queue a frame; everything queued in one pass of the loop leaves in one write."""

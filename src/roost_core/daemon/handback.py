@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roost_core import faults, policy, routing
+from roost_core import faults, policy
 from roost_core.daemon.base import REPORT_CHARS, DaemonBase
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.jobs import Job
@@ -96,7 +96,7 @@ class HandbackOps(DaemonBase):
         self.save(job)
 
     def report_candidates(self, job: Job) -> ReportCandidates:
-        table = routing.collapse(self.peer_infos())
+        table = self.peer_table()
         if job.parent_session is not None:
             holder = table.holders.get(job.parent_session)
         else:
@@ -113,7 +113,7 @@ class HandbackOps(DaemonBase):
         """Send a report where the handback plugin says; keep it on the child otherwise."""
         route = policy.route_report(self.pm, report, self.report_candidates(job))
         if route.action in ("deliver", "queue") and route.target is not None:
-            table = routing.collapse(self.peer_infos())
+            table = self.peer_table()
             target = table.holder_of(route.target) if route.action == "deliver" else None
             if route.action == "queue" and route.target in self.jobs:
                 target = self.jobs[route.target].peer_info()

@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from roost_core.daemon.changes import changed
 from roost_core.queue import JobQueue
 from roost_core.records import PeerInfo
 
@@ -22,33 +23,37 @@ PERSISTED = (
 
 @attrs.define(eq=False)
 class Job:
+    """One background session. Fields that peer listings show (``peer_info``, ``dialog``)
+    note every change (:mod:`~roost_core.daemon.changes`), so the daemon's peer table is
+    built again after any of them moves."""
+
     id: str
-    name: str
-    host: str
-    cwd: str
-    session: str
+    name: str = attrs.field(on_setattr=changed)
+    host: str = attrs.field(on_setattr=changed)
+    cwd: str = attrs.field(on_setattr=changed)
+    session: str = attrs.field(on_setattr=changed)
     token: str
     task: str
     scenario: Any = None
     model: str | None = None
     thinking: str | None = None
-    state: str = "idle"
-    status: str | None = None
-    summary: str | None = None
-    question: str | None = None
+    state: str = attrs.field(default="idle", on_setattr=changed)
+    status: str | None = attrs.field(default=None, on_setattr=changed)
+    summary: str | None = attrs.field(default=None, on_setattr=changed)
+    question: str | None = attrs.field(default=None, on_setattr=changed)
     error: str | None = None
     created: float = attrs.field(factory=time.time)
     updated: float = attrs.field(factory=time.time)
-    parent_session: str | None = None
-    parent_peer: str | None = None
-    root_session: str | None = None
+    parent_session: str | None = attrs.field(default=None, on_setattr=changed)
+    parent_peer: str | None = attrs.field(default=None, on_setattr=changed)
+    root_session: str | None = attrs.field(default=None, on_setattr=changed)
     depth: int = 0
     spawned: bool = False
-    worker_pid: int | None = None
+    worker_pid: int | None = attrs.field(default=None, on_setattr=changed)
     worker_create_time: float | None = None
     crashes: int = 0
     undelivered_report: dict[str, Any] | None = None
-    dialog: bool = False
+    dialog: bool = attrs.field(default=False, on_setattr=changed)
     run_trace: str | None = None
     run_hops: int = 0
     parent_streak: int = 0

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from roost_core import identity, locks, policy, routing
+from roost_core import identity, locks, policy
 from roost_core.config import load_project_config
 from roost_core.daemon.base import (
     STOP_GRACE_SECONDS,
@@ -18,6 +18,7 @@ from roost_core.daemon.base import (
     check_session_path,
     default_name,
 )
+from roost_core.daemon import changes
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.jobs import Job
 from roost_core.protocol import (
@@ -41,6 +42,10 @@ class JobOps(DaemonBase):
             "live_workers": sum(1 for job in self.jobs.values() if job.worker_pid is not None),
             "foreground": sum(1 for peer in self.foreground.values() if peer.connected),
             "connections": len(self.connections),
+            "journal": {
+                "commits": self.journal.commits if self.journal else 0,
+                "records": self.journal.records if self.journal else 0,
+            },
         }
 
     async def op_daemon_stop(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
@@ -122,6 +127,7 @@ class JobOps(DaemonBase):
         """Save a new job's record, then make it known (a failed save leaves no ghost)."""
         self.save(job)
         self.jobs[job.id] = job
+        changes.changed()
 
     async def op_jobs(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         rows = []
@@ -145,7 +151,7 @@ class JobOps(DaemonBase):
         return {"dead": list(self.receipts.dead)}
 
     def agent_rows(self) -> list[dict[str, Any]]:
-        table = routing.collapse(self.peer_infos())
+        table = self.peer_table()
         names = {peer.id: peer.name for peer in table.holders.values()}
         rows = []
         for peer in table.holders.values():
@@ -212,6 +218,7 @@ class JobOps(DaemonBase):
             job.conn.job = None
             job.conn.close()
         self.jobs.pop(job.id, None)
+        changes.changed()
         self._kill_at.pop(job.id, None)
         dropped = job.queue.clear()
         for item in dropped:

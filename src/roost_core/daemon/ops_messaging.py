@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from roost_core import identity, locks, policy, routing
-from roost_core.daemon.base import DaemonBase, check_scenario, check_session_path
+from roost_core.daemon.base import DaemonBase, Pending, check_scenario, check_session_path, settle
+from roost_core.daemon import changes
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
@@ -102,6 +103,7 @@ class MessagingOps(DaemonBase):
         if peer is None:
             peer = ForegroundPeer(id=peer_id, name=name, session=session, cwd=args.get("cwd"), pid=pid)
             self.foreground[peer_id] = peer
+            changes.changed()
         peer.name, peer.session, peer.cwd, peer.pid = name, session, args.get("cwd"), pid
         # Number what this peer gets after what it holds (a new daemon starts at 0).
         peer.seq = max(peer.seq, args.get("lastSeq") or 0)
@@ -133,29 +135,34 @@ class MessagingOps(DaemonBase):
 
     async def op_peers(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         sender = self.sender_info(conn)
-        table = routing.collapse(self.peer_infos())
         own_key = routing.session_key(sender)
-        rows = []
-        for key, peer in table.holders.items():
-            if key == own_key or peer.id == sender.id:
-                continue
-            decision = self.reach(sender, peer, "list")
+        candidates = [entry for entry in self.peer_listing() if entry[0] != own_key and entry[1].id != sender.id]
+        decisions = policy.decide_reach_many(self.pm, sender, [peer for _, peer, _ in candidates], "list", self.config)
+        # Parent first, then by relation; the listing is in name and id order already,
+        # which each relation's rows keep.
+        by_relation: dict[str, list[dict[str, Any]]] = {}
+        for (_, _, base), decision in zip(candidates, decisions):
             if decision.allowed:
-                rows.append(self.peer_row(peer, decision.relation))
-        rows.sort(key=lambda row: (row["relation"] != "parent", row["relation"], row["name"], row["id"]))
+                row = dict(base)
+                row["relation"] = decision.relation
+                by_relation.setdefault(decision.relation, []).append(row)
+        rows = by_relation.pop("parent", [])
+        for relation in sorted(by_relation):
+            rows.extend(by_relation[relation])
         return {"self": {"id": sender.id, "name": sender.name}, "peers": rows, "sent": self.receipts.sent_by(sender.id)}
 
     async def op_send(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        return await settle(self.accept_send(conn, args))
+
+    def accept_send(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any] | Pending:
+        """``send`` with no wait: everything up to the journal now, the result once the
+        item is durable (so a client's pipelined sends share one commit)."""
         sender = self.sender_info(conn)
         text = args["message"]
-        # An exact id (what agents use) needs only its own session's records; a name is
-        # matched against every peer the sender may reach.
-        target, addressed_by = self.holder_by_id(args["to"]), "id"
-        if target is None:
-            table = routing.collapse(self.peer_infos())
-            target, addressed_by = routing.resolve_target(
-                args["to"], table, lambda peer: self.reach(sender, peer, "name").allowed
-            )
+        # An id wins over a name; a name is matched among the peers the sender may reach.
+        target, addressed_by = routing.resolve_target(
+            args["to"], self.peer_table(), lambda peer: self.reach(sender, peer, "name").allowed
+        )
         decision = self.reach(sender, target, addressed_by)
         if not decision.allowed:
             self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason="unreachable", text=text)
@@ -173,10 +180,16 @@ class MessagingOps(DaemonBase):
             self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=NOT_ACCEPTED, text=text)
             raise ProtocolError(NOT_ACCEPTED, f"{target.id} is a {target.host} job; it takes no messages")
         content = policy.frame_item(self.pm, outgoing)
-        result = await self.deliver_to(target, outgoing, content, trace=trace)
-        result["relation"] = decision.relation
+        answer = self.accept_delivery(target, outgoing, content, trace=trace)
+        # Counted once accepted, not once durable: a send pipelined right behind this one
+        # is checked against it.
         policy.note_sent(self.pm, outgoing, self.clock())
-        return result
+
+        def with_relation(result: dict[str, Any]) -> dict[str, Any]:
+            result["relation"] = decision.relation
+            return result
+
+        return answer.then(with_relation) if isinstance(answer, Pending) else with_relation(answer)
 
     async def op_spawn(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         """Start a child job of the calling session, linked into its tree."""

@@ -12,17 +12,19 @@ from typing import Any
 
 import attrs
 
+from roost_core.daemon.changes import changed
 from roost_core.records import PeerInfo
 
 
 @attrs.define(eq=False)
 class ForegroundPeer:
     id: str
-    name: str
-    session: str | None
-    cwd: str | None
+    # What a peer listing shows notes every change (see roost_core.daemon.changes).
+    name: str = attrs.field(on_setattr=changed)
+    session: str | None = attrs.field(on_setattr=changed)
+    cwd: str | None = attrs.field(on_setattr=changed)
     pid: int
-    conn: Any = None
+    conn: Any = attrs.field(default=None, on_setattr=changed)
     seq: int = 0
     registered: float = attrs.field(factory=time.time)
     in_flight: dict[int, dict[str, Any]] = attrs.field(factory=dict)

@@ -23,6 +23,7 @@ import anyio
 import attrs
 
 from roost_core.config import Config
+from roost_core.daemon.base import Pending
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.core import Daemon
 from roost_core.paths import Paths
@@ -44,6 +45,9 @@ log = logging.getLogger("roost.daemon")
 NAME = 200
 TEXT = 1_000_000
 PATH = 4096
+#: Requests of one connection that may wait for their commit at once; the next one waits
+#: for those answers (bounds what a client that never reads answers can make us hold).
+MAX_PIPELINED = 256
 
 
 @attrs.frozen
@@ -53,6 +57,9 @@ class Op:
     #: "any" (CLI), "bound" (worker or foreground peer), "worker"
     who: str = "any"
     after: str | None = None
+    #: A method that does the op with no wait and may return a ``Pending`` result: the
+    #: connection's next requests go on while it waits for its journal commit.
+    accept: str | None = None
 
 
 OPS: dict[str, Op] = {
@@ -156,6 +163,7 @@ OPS: dict[str, Op] = {
         "op_send",
         {"to": Field(str, required=True, max_len=NAME), "message": Field(str, required=True, max_len=TEXT)},
         who="bound",
+        accept="accept_send",
     ),
 }
 
@@ -311,7 +319,15 @@ async def _reader(daemon: Daemon, conn: Connection) -> None:
 
 
 async def handle_frame(daemon: Daemon, conn: Connection, frame: dict[str, Any] | ProtocolError) -> None:
+    """Do one request and answer it.
+
+    Requests of one connection take effect in the order they came, and are answered in
+    that order: an op with an ``accept`` method runs at once and, if its result waits for
+    a journal commit, is answered from that commit's callback while the next requests go
+    on (consecutive sends of one client share a commit); any other op first waits until
+    those answers are out."""
     if isinstance(frame, ProtocolError):
+        await conn.drained()
         conn.send(error(None, frame))
         return
     request_id = frame.get("id") if isinstance(frame.get("id"), (int, str)) and not isinstance(frame.get("id"), bool) else None
@@ -325,13 +341,45 @@ async def handle_frame(daemon: Daemon, conn: Connection, frame: dict[str, Any] |
         if op.who == "bound" and not conn.bound:
             raise ProtocolError(UNAUTHORIZED, f"{request.op} needs a bound connection (peer_register or worker hello)")
         args = validate_args(op.schema, request.args, request.op)
+        if op.accept is not None:
+            if conn.pending >= MAX_PIPELINED:
+                await conn.drained()
+            answer = getattr(daemon, op.accept)(conn, args)
+            if isinstance(answer, Pending):
+                _answer_when_durable(conn, request.id, answer)
+                return
+            await conn.drained()
+            conn.send(ok(request.id, answer))
+            return
+        await conn.drained()
         handler: Callable[[Connection, dict[str, Any]], Awaitable[dict[str, Any]]] = getattr(daemon, op.handler)
         result = await handler(conn, args)
         conn.send(ok(request.id, result))
         if op.after:
             getattr(daemon, op.after)(conn)
     except ProtocolError as exc:
+        await conn.drained()
         conn.send(error(request_id, exc))
     except Exception as exc:  # noqa: BLE001 - an op bug answers `internal`, the daemon stays up
         log.exception("op failed")
+        await conn.drained()
         conn.send(error(request_id, ProtocolError(INTERNAL, f"internal error: {type(exc).__name__}")))
+
+
+def _answer_when_durable(conn: Connection, request_id: Any, answer: Pending) -> None:
+    """Answer ``answer`` from its commit's callback (commits finish in order, and a
+    commit's callbacks run in the order they were added, so answers keep request order)."""
+    conn.pending += 1
+
+    def done(_commit: Any) -> None:
+        try:
+            conn.send(ok(request_id, answer.finish()))
+        except ProtocolError as exc:
+            conn.send(error(request_id, exc))
+        except Exception as exc:  # noqa: BLE001 - as in handle_frame
+            log.exception("op failed")
+            conn.send(error(request_id, ProtocolError(INTERNAL, f"internal error: {type(exc).__name__}")))
+        finally:
+            conn.answered_pending()
+
+    answer.commit.when_done(done)

@@ -6,14 +6,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from roost_core import hookimpl
-from roost_core.records import ReachDecision
+from roost_core.records import RELATIONS, ReachDecision
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from roost_core.config import Config
     from roost_core.records import PeerInfo
 
 EXTERNAL_OFF_REASON = "outside your session tree; external messages are off (agentExternalMessages)"
 EXTERNAL_BY_NAME_REASON = "outside your session tree; external peers are reachable by exact id only"
+
+# Decisions are frozen records: one of each is enough (a listing makes thousands).
+ALLOWED = {relation: ReachDecision(allowed=True, relation=relation) for relation in RELATIONS}
+EXTERNAL_OFF = ReachDecision(allowed=False, relation="external", reason=EXTERNAL_OFF_REASON)
+EXTERNAL_BY_NAME = ReachDecision(allowed=False, relation="external", reason=EXTERNAL_BY_NAME_REASON)
 
 
 def tree_key(peer: PeerInfo) -> str:
@@ -28,8 +35,9 @@ def tree_key(peer: PeerInfo) -> str:
     return "peer:" + peer.id
 
 
-def relation_between(sender: PeerInfo, target: PeerInfo) -> str:
-    """The relation of ``target`` as seen from ``sender`` (one of ``RELATIONS``)."""
+def relation_between(sender: PeerInfo, target: PeerInfo, sender_tree: str | None = None) -> str:
+    """The relation of ``target`` as seen from ``sender`` (one of ``RELATIONS``);
+    ``sender_tree`` is ``tree_key(sender)`` when the caller has it already."""
     if (target.parent_session is not None and target.parent_session == sender.session) or (
         target.parent_peer is not None and target.parent_peer == sender.id
     ):
@@ -42,7 +50,7 @@ def relation_between(sender: PeerInfo, target: PeerInfo) -> str:
         sender.parent_peer is not None and sender.parent_peer == target.parent_peer
     ):
         return "sibling"
-    if tree_key(sender) == tree_key(target):
+    if (sender_tree if sender_tree is not None else tree_key(sender)) == tree_key(target):
         return "tree"
     return "external"
 
@@ -50,13 +58,26 @@ def relation_between(sender: PeerInfo, target: PeerInfo) -> str:
 @hookimpl(trylast=True)
 def roost_decide_reach(sender: PeerInfo, target: PeerInfo, addressed_by: str, config: Config) -> ReachDecision:
     """Allow the tree; allow an external peer only by id (or in a listing) with the option on."""
-    relation = relation_between(sender, target)
+    return decide(sender, tree_key(sender), target, addressed_by, config)
+
+
+@hookimpl(trylast=True)
+def roost_decide_reach_many(
+    sender: PeerInfo, targets: Sequence[PeerInfo], addressed_by: str, config: Config
+) -> list[ReachDecision]:
+    """``roost_decide_reach`` for each target, with the sender's tree key found once."""
+    sender_tree = tree_key(sender)
+    return [decide(sender, sender_tree, target, addressed_by, config) for target in targets]
+
+
+def decide(sender: PeerInfo, sender_tree: str, target: PeerInfo, addressed_by: str, config: Config) -> ReachDecision:
+    relation = relation_between(sender, target, sender_tree)
     if relation != "external":
-        return ReachDecision(allowed=True, relation=relation)
+        return ALLOWED[relation]
     if not config.agent_external_messages:
-        return ReachDecision(allowed=False, relation=relation, reason=EXTERNAL_OFF_REASON)
+        return EXTERNAL_OFF
     if addressed_by in ("id", "list"):
-        return ReachDecision(allowed=True, relation=relation)
+        return ALLOWED[relation]
     # A name is only unique among what the sender may reach; guessing names across trees
     # would let an agent probe sessions it was never told about.
-    return ReachDecision(allowed=False, relation=relation, reason=EXTERNAL_BY_NAME_REASON)
+    return EXTERNAL_BY_NAME

@@ -1,0 +1,30 @@
+"""One counter of changes to what the daemon's peer table is built from.
+
+The collapsed peer table (``routing.collapse`` of every job and foreground peer) is read by
+every ``peers`` listing, every ``send`` and every report route, and changes far less often
+than it is read. The daemon keeps it built and builds it again only when this counter has
+moved since. The fields a table shows are attrs fields with :func:`changed` as their
+``on_setattr`` hook, so no code path can change one and forget to say so; adding or
+removing a record calls :func:`changed` by hand.
+
+The counter is process-wide, not per daemon: a change anywhere only makes a table be built
+again sooner than needed, never kept when it is stale.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_generation = 0
+
+
+def changed(_instance: Any = None, _attribute: Any = None, value: Any = None) -> Any:
+    """Note a change (an attrs ``on_setattr`` hook, or a plain call); returns ``value``."""
+    global _generation
+    _generation += 1
+    return value
+
+
+def generation() -> int:
+    """How many changes so far; a table built at another generation is stale."""
+    return _generation

@@ -1,0 +1,105 @@
+"""Pipelined requests on one connection: a client writes many requests without waiting.
+
+Sends are answered once durable, from their journal commit, while the connection's next
+requests go on; every request still takes effect, and is answered, in the order it came.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from conftest import wait_until
+from reliability.kit import Raw
+
+QUIET = {"default": {"steps": [{"say": "ok: {input}"}]}}
+
+
+def bound(daemon) -> Raw:
+    conn = Raw(daemon.paths.socket)
+    answer = conn.request({"id": "reg", "op": "peer_register", "pid": os.getpid(), "name": "pipeliner"})
+    assert answer["ok"], answer
+    return conn
+
+
+def stopped_child(daemon, conn: Raw) -> str:
+    """A child of ``conn``'s session, stopped: messages to it are stored, never delivered."""
+    answer = conn.request({"id": "spawn", "op": "spawn", "task": "first", "name": "kid", "scenario": QUIET})
+    assert answer["ok"], answer
+    kid = answer["result"]["id"]
+    daemon.wait_job(kid)
+    daemon.call("stop", job=kid)
+    daemon.wait_reaped(kid)
+    return kid
+
+
+def write_all(conn: Raw, frames: list[dict]) -> None:
+    """Every frame in one write: the daemon reads them all before answering any."""
+    conn.send(b"".join(json.dumps(frame).encode() + b"\n" for frame in frames))
+
+
+def test_pipelined_sends_share_a_commit_and_are_answered_in_order(daemon):
+    with bound(daemon) as conn:
+        kid = stopped_child(daemon, conn)
+        before = daemon.call("daemon_status")["journal"]
+        write_all(conn, [{"id": n, "op": "send", "to": kid, "message": f"message {n}"} for n in range(1, 16)])
+        answers = [conn.read() for _ in range(15)]
+        after = daemon.call("daemon_status")["journal"]
+    assert [answer["id"] for answer in answers] == list(range(1, 16))
+    assert all(answer["ok"] and answer["result"]["result"] == "stopped" for answer in answers), answers
+    seqs = [answer["result"]["seq"] for answer in answers]
+    assert seqs == sorted(seqs) and len(set(seqs)) == 15
+    assert after["records"] - before["records"] == 15
+    # Read together, accepted together: one commit (two if one was already in flight).
+    assert 1 <= after["commits"] - before["commits"] <= 2
+    assert daemon.job(kid)["pending"] == 15
+
+
+def test_other_ops_and_errors_between_sends_keep_their_place(daemon):
+    with bound(daemon) as conn:
+        kid = stopped_child(daemon, conn)
+        write_all(
+            conn,
+            [
+                {"id": 1, "op": "send", "to": kid, "message": "one"},
+                {"id": 2, "op": "send", "to": "no-such-peer", "message": "lost"},
+                {"id": 3, "op": "send", "to": kid, "message": "two"},
+                {"id": 4, "op": "peers"},
+                {"id": 5, "op": "no_such_op"},
+                {"id": 6, "op": "send", "to": kid, "message": "three"},
+            ],
+        )
+        answers = [conn.read() for _ in range(6)]
+    assert [answer["id"] for answer in answers] == [1, 2, 3, 4, 5, 6]
+    assert [answer["ok"] for answer in answers] == [True, False, True, True, False, True]
+    assert answers[1]["error"]["code"] == "not_found"
+    assert answers[4]["error"]["code"] == "unknown_op"
+    # The listing was made after the sends before it took effect: kid holds two items.
+    (row,) = [row for row in answers[3]["result"]["peers"] if row["id"] == kid]
+    assert row["state"] == "stopped"
+    assert answers[3]["result"]["sent"][-1]["preview"] == "two"
+    assert daemon.job(kid)["pending"] == 3
+
+
+def test_the_rate_limit_counts_sends_still_waiting_for_the_disk(daemon_factory, write_config):
+    write_config({"agentMessagesPerMinute": 5})
+    daemon = daemon_factory().start()
+    with bound(daemon) as conn:
+        kid = stopped_child(daemon, conn)
+        write_all(conn, [{"id": n, "op": "send", "to": kid, "message": f"m{n}"} for n in range(1, 9)])
+        answers = [conn.read() for _ in range(8)]
+    assert [answer["ok"] for answer in answers] == [True] * 5 + [False] * 3
+    assert {answer["error"]["code"] for answer in answers[5:]} == {"rate_limited"}
+    assert daemon.job(kid)["pending"] == 5
+
+
+def test_a_client_gone_before_its_answers_loses_nothing_it_sent(daemon):
+    with bound(daemon) as conn:
+        kid = stopped_child(daemon, conn)
+        before = daemon.call("daemon_status")["journal"]["records"]
+        write_all(conn, [{"id": n, "op": "send", "to": kid, "message": f"m{n}"} for n in range(1, 11)])
+    # No answer was read: the sends that reached the daemon are still made durable.
+    wait_until(lambda: daemon.call("daemon_status")["journal"]["records"] - before == 10, what="ten records written")
+    daemon.kill9()
+    daemon.restart()
+    assert daemon.job(kid)["pending"] == 10
