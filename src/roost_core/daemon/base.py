@@ -87,7 +87,7 @@ class DaemonBase:
         self._tables_generation = -1
         self._newest: dict[str, Job] = {}
         self._table = routing.PeerTable(holders={}, aliases={})
-        self._listing: list[tuple[str, PeerInfo, dict[str, Any]]] | None = None
+        self._listing: PeerListing | None = None
 
     def load(self) -> None:
         """Job records, then the journal's items; then every seq counter jumps a gap."""
@@ -362,14 +362,16 @@ class DaemonBase:
         self._build_tables()
         return self._table
 
-    def peer_listing(self) -> list[tuple[str, PeerInfo, dict[str, Any]]]:
-        """Every holder of the peer table as (session key, peer, row), ordered by name and
-        id; each row has ``relation`` None, for the caller to fill in a copy."""
+    def peer_listing(self) -> PeerListing:
+        """Every holder of the peer table, ordered by name and id, for ``peers``."""
         self._build_tables()
         if self._listing is None:
-            listing = [(key, peer, self.peer_row(peer, None)) for key, peer in self._table.holders.items()]
-            listing.sort(key=lambda entry: (entry[1].name, entry[1].id))
-            self._listing = listing
+            holders = sorted(self._table.holders.items(), key=lambda item: (item[1].name, item[1].id))
+            self._listing = PeerListing(
+                peers=[peer for _, peer in holders],
+                rows=[{None: self.peer_row(peer, None)} for _, peer in holders],
+                index={**{peer.id: n for n, (_, peer) in enumerate(holders)}, **{key: n for n, (key, _) in enumerate(holders)}},
+            )
         return self._listing
 
     def _build_tables(self) -> None:
@@ -524,6 +526,38 @@ async def settle(answer: dict[str, Any] | Pending) -> dict[str, Any]:
         await answer.commit.done.wait()
         return answer.finish()
     return answer
+
+
+@attrs.frozen
+class PeerListing:
+    """The peer table as ``peers`` lists it, kept with the table.
+
+    ``peers`` are the holders, by name and id; ``rows[n]`` maps a relation to the row of
+    ``peers[n]`` with that relation (made once, then shared: never to be changed; the
+    ``None`` entry has no relation yet); ``index`` finds a holder's place by its session
+    key or its id."""
+
+    peers: list[PeerInfo]
+    rows: list[dict[str | None, dict[str, Any]]]
+    index: dict[str, int]
+
+    def without(self, *places: int | None) -> tuple[list[PeerInfo], list[dict[str | None, dict[str, Any]]]]:
+        """``peers`` and ``rows`` without the holders at ``places`` (None: none)."""
+        peers, rows = self.peers, self.rows
+        for place in sorted({p for p in places if p is not None}, reverse=True):
+            peers = peers[:place] + peers[place + 1:]
+            rows = rows[:place] + rows[place + 1:]
+        return peers, rows
+
+    @staticmethod
+    def row(rows: dict[str | None, dict[str, Any]], relation: str) -> dict[str, Any]:
+        """A listed peer's row with ``relation`` filled in (made the first time)."""
+        row = rows.get(relation)
+        if row is None:
+            row = dict(rows[None])
+            row["relation"] = relation
+            rows[relation] = row
+        return row
 
 
 def deliver_event(item: Item) -> dict[str, Any]:

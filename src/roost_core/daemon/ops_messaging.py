@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from roost_core import identity, locks, policy, routing
-from roost_core.daemon.base import DaemonBase, Pending, check_scenario, check_session_path, settle
+from roost_core.daemon.base import DaemonBase, Pending, PeerListing, check_scenario, check_session_path, settle
 from roost_core.daemon import changes
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.jobs import Job
@@ -23,6 +23,8 @@ from roost_core.protocol import (
     UNREACHABLE,
     Field,
     ProtocolError,
+    decode_answer,
+    encode,
     validate_args,
 )
 from roost_core.records import (
@@ -54,7 +56,8 @@ class MessagingOps(DaemonBase):
                 raise ProtocolError(NOT_FOUND, f"agent tool {name!r} has no op")
             op_name, schema = handler
             data = await getattr(self, op_name)(conn, validate_args(schema, params, name))
-            result = ToolResult(tool=name, ok=True, data=data)
+            # Plugins get data of their own: an op's result may hold rows the daemon keeps.
+            result = ToolResult(tool=name, ok=True, data=decode_answer(encode(data)))
         except ProtocolError as exc:
             result = ToolResult(tool=name, ok=False, code=exc.code, message=exc.message)
         return {"ok": result.ok, "text": policy.format_tool_result(self.pm, result), "data": result.data, "code": result.code}
@@ -135,21 +138,20 @@ class MessagingOps(DaemonBase):
 
     async def op_peers(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         sender = self.sender_info(conn)
-        own_key = routing.session_key(sender)
-        candidates = [entry for entry in self.peer_listing() if entry[0] != own_key and entry[1].id != sender.id]
-        decisions = policy.decide_reach_many(self.pm, sender, [peer for _, peer, _ in candidates], "list", self.config)
+        listing = self.peer_listing()
+        # Everyone but the sender's own session.
+        peers, rows = listing.without(listing.index.get(routing.session_key(sender)), listing.index.get(sender.id))
+        decisions = policy.decide_reach_many(self.pm, sender, peers, "list", self.config)
         # Parent first, then by relation; the listing is in name and id order already,
         # which each relation's rows keep.
         by_relation: dict[str, list[dict[str, Any]]] = {}
-        for (_, _, base), decision in zip(candidates, decisions):
+        for relation_rows, decision in zip(rows, decisions):
             if decision.allowed:
-                row = dict(base)
-                row["relation"] = decision.relation
-                by_relation.setdefault(decision.relation, []).append(row)
-        rows = by_relation.pop("parent", [])
+                by_relation.setdefault(decision.relation, []).append(PeerListing.row(relation_rows, decision.relation))
+        listed = by_relation.pop("parent", [])
         for relation in sorted(by_relation):
-            rows.extend(by_relation[relation])
-        return {"self": {"id": sender.id, "name": sender.name}, "peers": rows, "sent": self.receipts.sent_by(sender.id)}
+            listed.extend(by_relation[relation])
+        return {"self": {"id": sender.id, "name": sender.name}, "peers": listed, "sent": self.receipts.sent_by(sender.id)}
 
     async def op_send(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         return await settle(self.accept_send(conn, args))
