@@ -38,6 +38,7 @@ from roost_core.protocol import (
     parse_request,
     validate_args,
 )
+from roost_core.worker.spawner import Spawner
 
 log = logging.getLogger("roost.daemon")
 
@@ -222,6 +223,8 @@ async def serve(
             assert daemon.journal is not None
             await tg.start(daemon.journal.run)
             daemon.tg = tg
+            # Workers are forked from a warm helper process; reconcile may start some.
+            daemon.spawner = Spawner.started()
             daemon.reconcile_workers()
             tg.start_soon(daemon.monitor)
             tg.start_soon(daemon.watch.run)
