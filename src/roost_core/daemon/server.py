@@ -223,8 +223,6 @@ async def serve(
             assert daemon.journal is not None
             await tg.start(daemon.journal.run)
             daemon.tg = tg
-            # Workers are forked from a warm helper process; reconcile may start some.
-            daemon.spawner = Spawner.started()
             daemon.reconcile_workers()
             tg.start_soon(daemon.monitor)
             tg.start_soon(daemon.watch.run)
@@ -236,6 +234,7 @@ async def serve(
 
             tg.start_soon(accept)
             tg.start_soon(_signals, daemon)
+            tg.start_soon(_start_spawner, daemon)
             task_status.started(daemon)
             await daemon.stopping.wait()
             # Nobody new while the old connections flush: a peer reconnecting now would be
@@ -252,6 +251,13 @@ async def serve(
         except OSError:
             pass
         os.close(lock_fd)
+
+
+async def _start_spawner(daemon: Daemon) -> None:
+    """Start the warm fork server workers are forked from. Started after ``_signals``
+    (tasks start in order): its imports take a core for a moment, which must not delay
+    the SIGTERM handler of a daemon that already accepts connections."""
+    daemon.spawner = Spawner.started()
 
 
 async def _signals(daemon: Daemon) -> None:

@@ -43,6 +43,11 @@ class ForkServerError(RuntimeError):
     """The fork server is gone, not ready in time, or answered badly."""
 
 
+class ForkRefused(ForkServerError):
+    """The fork server could not start this worker (e.g. its log cannot be opened) but
+    is fine itself."""
+
+
 class ForkedWorker:
     """A worker forked by the fork server; its exit code comes from the server."""
 
@@ -131,8 +136,10 @@ class ForkServer:
         self.wait_until(lambda: request_id in self.answers, ANSWER_TIMEOUT, "an answer")
         answer = self.answers.pop(request_id)
         pid = answer.get("pid")
+        if "error" in answer:
+            raise ForkRefused(f"the fork server could not start the worker: {answer['error']}")
         if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-            raise ForkServerError(f"the fork server could not start the worker: {answer.get('error') or answer}")
+            raise ForkServerError(f"the fork server answered {answer!r}")
         created = answer.get("created")
         worker = ForkedWorker(pid, float(created) if isinstance(created, (int, float)) else None, self)
         self.children[pid] = worker
@@ -242,6 +249,7 @@ class Spawner:
             self.server.kill()
             self.server = None
         if self.broken_starts >= MAX_BROKEN_STARTS:
+            log.warning("%d worker fork servers never became ready; workers start without one", self.broken_starts)
             return
         try:
             self.server = ForkServer()
@@ -255,6 +263,9 @@ class Spawner:
         if server is not None and server.alive:
             try:
                 return server.spawn(env, cwd, log_path)
+            except ForkRefused as exc:
+                # The server is fine; the same start by Popen says what is wrong, as before.
+                log.warning("worker fork server %s: %s; starting the worker without it", server.pid, exc)
             except ForkServerError as exc:
                 log.warning("worker fork server %s failed (%s); starting the worker without it", server.pid, exc)
                 if not server.ready:
