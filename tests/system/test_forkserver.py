@@ -272,3 +272,40 @@ def test_the_fork_server_answers_a_bad_request_and_keeps_serving(raw_server, tmp
     assert answer["id"] == 3 and answer["pid"] > 0
     assert raw_server() == {"exit": answer["pid"], "code": 2}
     assert "a worker needs PI_JOB_TOKEN" in log.read_text()
+
+
+def test_a_busy_daemon_replaces_its_fork_server_past_fd_setsize(daemon_factory, tmp_path):
+    """A server started when the daemon holds over 1024 fds talks over a channel whose
+    fd number ``select()`` cannot take."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 2600  # the daemon's fds, and this test's end of every connection
+    if soft < wanted:
+        if hard != resource.RLIM_INFINITY and hard < wanted:
+            pytest.skip(f"needs {wanted} open files, the hard limit is {hard}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    try:
+        daemon = daemon_factory().start()  # inherits the raised limit
+        server = fork_server(daemon)
+        crowd = []
+        try:
+            for _ in range(1100):
+                conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                conn.connect(str(daemon.paths.socket))
+                crowd.append(conn)
+            wait_until(lambda: daemon.call("daemon_status")["connections"] > 1100, what="the crowd accepted")
+            server.kill()
+            wait_until(lambda: gone(server), what="the fork server gone")
+            first = daemon.start_job("first", scenario={"default": {"steps": [{"say": "one"}]}})
+            assert daemon.wait_job(first, "done")["summary"] == "one"
+            replacement = fork_server(daemon)
+            assert max(fd_targets(replacement.pid)) > 1024  # its channel
+            second = daemon.start_job("second", scenario={"default": {"steps": [{"say": "two"}]}})
+            assert worker_of(daemon, second).ppid() == replacement.pid
+            assert daemon.wait_job(second, "done")["summary"] == "two"
+        finally:
+            for conn in crowd:
+                conn.close()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -97,23 +97,28 @@ class Server:
         # Ctrl-C at a foreground daemon reaches its whole process group: the daemon
         # decides what it means, and its channel closing is what stops this server.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        self.send({"ready": os.getpid()})
-        while True:
-            readable, _, _ = select.select([self.channel, self.wake_r], [], [])
-            if self.wake_r in readable:
-                _drain(self.wake_r)
-                self.reap()
-            if self.channel in readable:
-                try:
+        # poll, not select: the channel keeps the daemon's fd number, which is above
+        # FD_SETSIZE when a busy daemon restarts its server.
+        poller = select.poll()
+        poller.register(self.channel, select.POLLIN)
+        poller.register(self.wake_r, select.POLLIN)
+        try:
+            self.send({"ready": os.getpid()})
+            while True:
+                ready = {fd for fd, _ in poller.poll()}
+                if self.wake_r in ready:
+                    _drain(self.wake_r)
+                    self.reap()
+                if self.channel.fileno() in ready:
                     data = self.channel.recv(65536)
-                except ConnectionError:
-                    data = b""
-                if not data:
-                    return 0
-                self.buffer += data
-                while b"\n" in self.buffer:
-                    line, self.buffer = self.buffer.split(b"\n", 1)
-                    self.handle(line)
+                    if not data:
+                        return 0
+                    self.buffer += data
+                    while b"\n" in self.buffer:
+                        line, self.buffer = self.buffer.split(b"\n", 1)
+                        self.handle(line)
+        except ConnectionError:
+            return 0  # the daemon is gone (killed while we wrote or read)
 
     def handle(self, line: bytes) -> None:
         try:

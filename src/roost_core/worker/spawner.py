@@ -111,6 +111,9 @@ class ForkServer:
             theirs.close()
         ours.settimeout(ANSWER_TIMEOUT)
         self.channel: socket.socket | None = ours
+        # poll, not select: a busy daemon's fd numbers go past FD_SETSIZE.
+        self.poller = select.poll()
+        self.poller.register(ours, select.POLLIN)
         self.ready = False
         self.buffer = b""
         self.next_id = 0
@@ -175,8 +178,7 @@ class ForkServer:
         if self.channel is None:
             return False
         try:
-            readable, _, _ = select.select([self.channel], [], [], timeout)
-            if not readable:
+            if not self.poller.poll(timeout * 1000):
                 return True
             data = self.channel.recv(65536)
         except OSError:
