@@ -88,10 +88,13 @@ def test_a_worker_is_forked_into_its_own_session_with_the_jobs_env_and_cwd(daemo
     assert os.getsid(worker.pid) != os.getsid(daemon.process.pid)
     assert worker.cwd() == str(workdir)
     assert daemon.record(job)["worker_create_time"] == pytest.approx(worker.create_time(), abs=0.01)
+    # The job's environment was set after the fork: /proc/<worker>/environ, which a tool
+    # of the job could read, shows the fork server's and never held the token.
+    token = daemon.record(job)["token"]
+    assert token not in Path(f"/proc/{worker.pid}/environ").read_bytes().decode(errors="replace")
 
     gate.touch()
     daemon.wait_job(job, "done")
-    token = daemon.record(job)["token"]
     [output] = tool_outputs(daemon, job)
     assert output.split("\n")[:6] == [
         job,
