@@ -147,11 +147,14 @@ def test_a_forked_worker_killed_by_sigkill_is_reported_so(daemon, tmp_path):
     assert worker.ppid() == server.pid
     wait_until(lambda: daemon.job(job)["state"] == "running" and daemon.job(job)["pending"] == 0, what="the run")
     worker.kill()
+    # Another start right away: the exit notice may come in while it waits for its fork.
+    other = daemon.start_job("another", scenario={"default": {"steps": [{"say": "ran"}]}})
     row = daemon.wait_job(job, "failed")
     # The exit code came from the fork server (liveness alone says "exit status unknown").
     assert row["error"] == "worker died during a run (killed by SIGKILL)"
     assert row["live"] is False
     assert "died (killed by SIGKILL)" in daemon.paths.daemon_log.read_text()
+    assert daemon.wait_job(other, "done")["summary"] == "ran"
 
 
 def test_a_forked_worker_dies_of_sigint_as_a_fresh_interpreter_would(daemon, tmp_path):
@@ -209,6 +212,28 @@ def test_a_wedged_fork_server_is_replaced_and_the_job_starts_anyway(daemon, tmp_
     job = daemon.start_job("again", scenario={"default": {"steps": [{"say": "forked again"}]}})
     assert daemon.wait_job(job, "done")["summary"] == "forked again"
     assert "starting the worker without it" in daemon.paths.daemon_log.read_text()
+
+
+def test_a_fork_server_that_cannot_start_is_given_up_and_jobs_start_without_it(daemon_factory, tmp_path):
+    # A fork server that dies before it is ready (here: at interpreter start), every time.
+    sabotage = tmp_path / "sabotage"
+    sabotage.mkdir()
+    (sabotage / "sitecustomize.py").write_text(
+        "import os\n"
+        "with open('/proc/self/cmdline', 'rb') as cmdline:\n"
+        f"    if b'{FORKSERVER}' in cmdline.read():\n"
+        "        os._exit(3)\n"
+    )
+    pythonpath = os.pathsep.join(p for p in (str(sabotage), os.environ.get("PYTHONPATH", "")) if p)
+    daemon = daemon_factory(PYTHONPATH=pythonpath).start()
+    for n in range(3):
+        job = daemon.start_job(f"job {n}", scenario={"default": {"steps": [{"say": "ran {input}"}]}})
+        assert daemon.wait_job(job, "done")["summary"] == f"ran job {n}"
+    # Two servers that never became ready: the daemon stops starting them.
+    assert worker_of(daemon, job).ppid() == daemon.process.pid
+    assert not any(FORKSERVER in child.cmdline() for child in psutil.Process(daemon.process.pid).children() if not gone(child))
+    log = daemon.paths.daemon_log.read_text()
+    assert "2 worker fork servers never became ready; workers start without one" in log
 
 
 @pytest.mark.parametrize("how", ["kill9", "stop"])
