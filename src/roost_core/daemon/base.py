@@ -10,8 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -44,6 +42,7 @@ from roost_core.records import (
     PeerInfo,
 )
 from roost_core.store import Commit, JobFiles, Journal, read_journal
+from roost_core.worker.spawner import Spawner, popen_worker
 
 log = logging.getLogger("roost.daemon")
 
@@ -60,6 +59,9 @@ REPORT_CHARS = 6000
 
 
 class DaemonBase:
+    #: Starts workers through the warm fork server; ``serve`` sets it (None: ``Popen``).
+    spawner: Spawner | None = None
+
     def __init__(self, paths: Paths, config: Config, pm: Any, *, durable: bool = True) -> None:
         self.paths = paths
         self.config = config
@@ -158,7 +160,10 @@ class DaemonBase:
             if code is not None:
                 self.worker_gone(job, code)
                 return
-        elif not locks.is_alive(job.worker_pid, job.worker_create_time):
+            if job.process.orphaned:
+                # Its fork server died before reporting its exit: only liveness tells now.
+                job.process = None
+        if job.process is None and not locks.is_alive(job.worker_pid, job.worker_create_time):
             self.worker_gone(job, None)
             return
         deadline = self._kill_at.get(job.id)
@@ -231,26 +236,20 @@ class DaemonBase:
             self.soon(self.report_ended, job, "crashed")
 
     def start_worker(self, job: Job) -> None:
-        """Start the worker process of ``job`` in its own session (survives a daemon restart)."""
+        """Start the worker process of ``job`` in its own session (survives a daemon restart):
+        forked by the daemon's fork server, or a fresh interpreter when there is none."""
         env = dict(os.environ, PI_JOB_TOKEN=job.token, ROOST_JOB=job.id, ROOST_SOCKET=str(self.paths.socket))
         if "ROOST_HOME" in env:
             env["ROOST_HOME"] = str(self.paths.home)  # absolute: the worker runs in the job's cwd
         cwd = job.cwd if Path(job.cwd).is_dir() else str(self.paths.home)
-        log_path = self.paths.jobs_dir / f"{job.id}.log"
-        with open(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log_file:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "roost_core.worker"],
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log_file,
-                stderr=log_file,
-                start_new_session=True,
-                close_fds=True,
-            )
+        log_path = str(self.paths.jobs_dir / f"{job.id}.log")
+        if self.spawner is not None:
+            process = self.spawner.start_worker(env, cwd, log_path)
+        else:
+            process = popen_worker(env, cwd, log_path)
         job.process = process
         job.worker_pid = process.pid
-        job.worker_create_time = locks.create_time(process.pid)
+        job.worker_create_time = process.create_time
         job.reaping = False
         self.save(job)
 
@@ -263,6 +262,9 @@ class DaemonBase:
                 await conn.flushed.wait()
         if self.journal is not None:
             await self.journal.aclose()
+        if self.spawner is not None:
+            # Its workers keep running; the next daemon finds them by pid and create time.
+            await self.spawner.aclose()
 
     def job(self, job_id: Any) -> Job:
         job = self.jobs.get(job_id) if isinstance(job_id, str) else None

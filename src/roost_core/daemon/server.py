@@ -39,6 +39,7 @@ from roost_core.protocol import (
     parse_request,
     validate_args,
 )
+from roost_core.worker.spawner import Spawner
 
 log = logging.getLogger("roost.daemon")
 
@@ -241,6 +242,7 @@ async def serve(
 
             tg.start_soon(accept)
             tg.start_soon(_signals, daemon)
+            tg.start_soon(_start_spawner, daemon)
             task_status.started(daemon)
             await daemon.stopping.wait()
             # Nobody new while the old connections flush: a peer reconnecting now would be
@@ -257,6 +259,13 @@ async def serve(
         except OSError:
             pass
         os.close(lock_fd)
+
+
+async def _start_spawner(daemon: Daemon) -> None:
+    """Start the warm fork server workers are forked from. Started after ``_signals``
+    (tasks start in order): its imports take a core for a moment, which must not delay
+    the SIGTERM handler of a daemon that already accepts connections."""
+    daemon.spawner = Spawner.started()
 
 
 async def _signals(daemon: Daemon) -> None:

@@ -49,8 +49,9 @@ log = logging.getLogger("roost.pi")
 
 SEQ_ENTRY = "pi-roost-seq"
 DIALOG_METHODS = ("select", "confirm", "input", "editor")
-#: How long pi may take from start to the extension's hello (cold jiti compile included).
-START_TIMEOUT = float(os.environ.get("ROOST_PI_START_TIMEOUT", "60"))
+#: How long pi may take from start to the extension's hello (cold jiti compile included);
+#: ``ROOST_PI_START_TIMEOUT`` overrides it.
+START_TIMEOUT = 60.0
 RPC_TIMEOUT = 60.0
 #: After a run settles, how long to wait for its items' lines to reach the session file.
 SETTLE_TIMEOUT = 5.0
@@ -217,7 +218,8 @@ class PiHost:
         self.streaming = False
         self.scan()
         async with self.pumping():
-            with anyio.move_on_after(START_TIMEOUT):
+            # Read at use: a forked worker imported this module under another environment.
+            with anyio.move_on_after(float(os.environ.get("ROOST_PI_START_TIMEOUT", START_TIMEOUT))):
                 await self.until(lambda: self.hello or self.pi_gone)
             if not self.hello:
                 raise PiError("pi did not start (no hello from the roost extension); see the job log")

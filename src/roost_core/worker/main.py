@@ -27,10 +27,17 @@ from roost_core.worker.reply_queue import ReplyQueue
 
 log = logging.getLogger("roost.worker")
 
-#: A worker with no daemon for this long gives up (its job shows as ended on restart).
-ORPHAN_SECONDS = float(os.environ.get("ROOST_WORKER_ORPHAN_SECONDS", "300"))
+#: A worker with no daemon for this long gives up (its job shows as ended on restart);
+#: ``ROOST_WORKER_ORPHAN_SECONDS`` overrides it.
+ORPHAN_SECONDS = 300.0
 SUMMARY_CHARS = 200
 REPORT_CHARS = 6000
+
+
+def orphan_seconds() -> float:
+    """Read when needed, not at import: a forked worker imported this module under the
+    fork server's environment, not its job's."""
+    return float(os.environ.get("ROOST_WORKER_ORPHAN_SECONDS", ORPHAN_SECONDS))
 
 
 def cause_of(item: Item, *, joined: bool = False) -> dict[str, Any]:
@@ -84,8 +91,8 @@ class Worker:
             try:
                 client = await AsyncClient.open(self.socket_path, self.on_event)
             except DaemonUnavailable:
-                if time.monotonic() - lost_since > ORPHAN_SECONDS:
-                    log.error("no daemon for %.0fs; giving up", ORPHAN_SECONDS)
+                if time.monotonic() - lost_since > orphan_seconds():
+                    log.error("no daemon for %.0fs; giving up", orphan_seconds())
                     self.exit_code = 3
                     self.stop("orphaned")
                     return
