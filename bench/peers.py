@@ -140,7 +140,10 @@ def time_calls(conn: RawConn, op: str, reps: int) -> list[float]:
 
 
 def roost_peers(n: int, reps: int) -> dict[str, Any]:
-    from roost_core.protocol import decode_answer
+    try:  # the client's decoder (roost before 2026-12 read answers with decode_line)
+        from roost_core.protocol import decode_answer as client_decode
+    except ImportError:
+        from roost_core.protocol import decode_line as client_decode
 
     raise_nofile()
     jobs = n // 2
@@ -157,7 +160,7 @@ def roost_peers(n: int, reps: int) -> dict[str, Any]:
         conns = register_foreground(daemon.socket, fg, with_session=with_session, folder=folder)
         register_s = time.perf_counter() - t0
         caller = conns[-1]  # a no-session peer
-        caller.decoder = decode_answer
+        caller.decoder = client_decode
         listed = len(caller.call("peers")["peers"])
         times = time_calls(caller, "peers", reps)
     finally:
