@@ -3,9 +3,11 @@
 Roost: a no-session foreground peer (raw :class:`~roost_core.client.AsyncClient`) sends
 ``spawn`` with a scripted scenario whose first step is ``touch`` of a fresh file: that
 tool call is the first model call. The clock runs from just before the request is written
-to the file existing (polled every 0.5 ms). The daemon starts the worker (`python -m
-roost_core.worker`), which connects, says hello, opens its transcript and runs. Each child
-is removed (its worker killed) before the next spawn.
+to the file existing (polled every 0.5 ms). The daemon has its warm fork server fork the
+worker (:mod:`roost_core.worker.forkserver`: the worker's modules are imported there
+once), which connects, says hello, opens its transcript and runs. Each child is removed
+(its worker killed) before the next spawn; the first spawn, which may wait for the fork
+server to finish its imports, is not counted.
 
 Baseline: from just before ``subprocess.Popen`` to the same file existing, for
 ``python -c 'import anyio; connect a Unix socket; touch the file'`` (the same interpreter,

@@ -3,7 +3,9 @@
 * per idle foreground peer: N no-session peers connected and registered, nothing sent;
 * per job record: N ended job records loaded at start, against an empty daemon;
 * per queued item: messages of 200 characters sent to stopped jobs (a stopped job keeps
-  its queue and is not woken by messages), 20 per job (the agent-item cap).
+  its queue and is not woken by messages), 20 per job (the agent-item cap);
+* once per daemon: the daemon itself with nothing loaded, and its worker fork server (a
+  process holding the worker's modules imported, forked for every worker).
 
 Baselines, for scale: the bare anyio broker's memory per idle connection, and the size of
 one item's journal record (the bytes that must be kept somewhere).
@@ -25,6 +27,19 @@ def settled(pid: int, settle: float | None = None) -> int:
     return rss_bytes(pid)
 
 
+def fork_server_bytes(daemon_pid: int, timeout: float = 10.0) -> float:
+    """The private memory of the daemon's fork server (NaN if it has none)."""
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for child in psutil.Process(daemon_pid).children():
+            if "roost_core.worker.forkserver" in " ".join(child.cmdline()):
+                return float(settled(child.pid, 0.0))
+        time.sleep(0.05)
+    return float("nan")
+
+
 def measure(peers: int, jobs: int, item_jobs: int, items_per_job: int = 20, settle: float = SETTLE) -> dict[str, float]:
     raise_nofile()
     out: dict[str, float] = {}
@@ -32,6 +47,8 @@ def measure(peers: int, jobs: int, item_jobs: int, items_per_job: int = 20, sett
     with RoostDaemon(label="mem0") as empty:
         empty.start()
         base_empty = settled(empty.pid, settle)
+        out["empty_daemon"] = base_empty
+        out["fork_server"] = fork_server_bytes(empty.pid)
     with RoostDaemon(label="memj") as loaded:
         write_job_records(loaded, jobs)
         loaded.start()
@@ -87,4 +104,6 @@ def run(quick: bool = False, smoke: bool = False) -> list[Row]:
         Row("memory", f"per ended job record ({jobs:,} records)", fmt_bytes(m["per_job_record"]), raw=m),
         Row("memory", f"per queued item (200-char message, {int(m['items']):,} items)", fmt_bytes(m["per_item"]),
             fmt_bytes(m["item_record_bytes"]) + " (its record)", m["per_item"] / m["item_record_bytes"], raw=m),
+        Row("memory", "once per daemon: the daemon with nothing loaded / its worker fork server",
+            f"{fmt_bytes(m['empty_daemon'])} / {fmt_bytes(m['fork_server'])}", raw=m),
     ]
