@@ -88,6 +88,7 @@ class DaemonBase:
         # The peer tables, built by _build_tables at one generation of changes.
         self._tables_generation = -1
         self._newest: dict[str, Job] = {}
+        self._records: dict[str, PeerInfo] = {}
         self._table = routing.PeerTable(holders={}, aliases={})
         self._listing: PeerListing | None = None
 
@@ -392,16 +393,23 @@ class DaemonBase:
             record = newest.get(peer.session) if peer.session is not None else None
             infos.append(peer.peer_info(record.peer_info() if record else None))
         self._newest = newest
+        self._records = {info.id: info for info in infos}
         self._table = routing.collapse(infos)
         self._listing = None
         self._tables_generation = generation
 
     def sender_info(self, conn: Connection) -> PeerInfo:
-        if conn.job is not None:
-            return conn.job.peer_info(accepts_messages=self.host_takes_messages(conn.job))
-        if conn.peer is not None:
-            record = self.tree_record(conn.peer.session)
-            return conn.peer.peer_info(record.peer_info() if record else None)
+        """The calling session as policy sees it: its own record in the peer tables."""
+        record: Job | ForegroundPeer | None = conn.job if conn.job is not None else conn.peer
+        if record is not None:
+            self._build_tables()
+            info = self._records.get(record.id)
+            if info is not None:
+                return info
+            if conn.job is not None:  # a job removed while its worker still talks
+                return conn.job.peer_info(accepts_messages=self.host_takes_messages(conn.job))
+            tree = self.tree_record(conn.peer.session)
+            return conn.peer.peer_info(tree.peer_info() if tree else None)
         raise ProtocolError(UNAUTHORIZED, "this connection is not bound to a session (peer_register or worker hello first)")
 
     def reach(self, sender: PeerInfo, target: PeerInfo, addressed_by: str):
