@@ -186,22 +186,18 @@ def _shallow(value: Any, line: bytes) -> bool:
     return True
 
 
-def decode_line(line: bytes) -> dict[str, Any] | ProtocolError:
+def decode_line(line: bytes, *, checked: bool = True) -> dict[str, Any] | ProtocolError:
     if _orjson is not None:
         # orjson accepts a subset of what the json path below accepts and reads it to the
         # same values (it refuses NaN, infinite numbers, lone surrogates and invalid UTF-8);
-        # whatever it refuses, or might read differently, goes the json way, which also
-        # words the error.
+        # whatever it refuses, or might read differently (``checked``), goes the json way,
+        # which also words the error.
         try:
             frame = _orjson.loads(line)
         except _orjson.JSONDecodeError:
             pass
         else:
-            if (
-                isinstance(frame, dict)
-                and not _long_digits(line)
-                and _shallow(frame, line)
-            ):
+            if isinstance(frame, dict) and (not checked or (not _long_digits(line) and _shallow(frame, line))):
                 return frame
     return _decode_line_json(line)
 
@@ -214,15 +210,7 @@ def decode_answer(line: bytes) -> dict[str, Any] | ProtocolError:
     writes nothing they would catch that a client cares about (the one case, an integer
     beyond 64 bits, is a request id the client chose). Whatever orjson refuses still
     goes the json way, which words the error."""
-    if _orjson is not None:
-        try:
-            frame = _orjson.loads(line)
-        except _orjson.JSONDecodeError:
-            pass
-        else:
-            if isinstance(frame, dict):
-                return frame
-    return _decode_line_json(line)
+    return decode_line(line, checked=False)
 
 
 def _decode_line_json(line: bytes) -> dict[str, Any] | ProtocolError:
