@@ -227,6 +227,43 @@ def bench_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def write_job_records(daemon: RoostDaemon, count: int, *, state: str = "done",
+                      workers: list[tuple[int, float]] | None = None) -> list[Any]:
+    """``count`` job records written before ``daemon`` starts (it loads them as after a
+    restart); ``workers[n]`` (pid, create time) names record n's worker process. Returns
+    the :class:`~roost_core.daemon.jobs.Job` records."""
+    from roost_core import identity
+    from roost_core.daemon.jobs import Job
+    from roost_core.store import JobFiles
+
+    files = JobFiles(daemon.paths.jobs_dir, durable=False)
+    taken: set[str] = set()
+    now = time.time()
+    jobs = []
+    for n in range(count):
+        job_id = identity.new_job_id(taken)
+        taken.add(job_id)
+        pid, create_time = workers[n] if workers else (None, None)
+        job = Job(
+            id=job_id,
+            name=f"job {n}",
+            host="scripted",
+            cwd=str(daemon.home),
+            session=str(daemon.paths.sessions_dir / f"{job_id}.jsonl"),
+            token=identity.new_token(),
+            task=f"task {n}",
+            state=state,
+            summary=f"finished task {n}" if state == "done" else None,
+            created=now - count + n,
+            updated=now,
+            worker_pid=pid,
+            worker_create_time=create_time,
+        )
+        files.save(job_id, job.to_json())
+        jobs.append(job)
+    return jobs
+
+
 class RoostDaemon:
     """A real daemon process in a throwaway ROOST_HOME (removed on close)."""
 

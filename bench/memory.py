@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 import time
 
-from bench.common import BareServer, RoostDaemon, Row, fmt_bytes, message_text, raise_nofile, rss_bytes
-from bench.peers import RawConn, register_foreground, write_job_records
+from bench.common import BareServer, RoostDaemon, Row, fmt_bytes, message_text, raise_nofile, rss_bytes, write_job_records
+from bench.peers import RawConn, register_foreground
 
 SETTLE = 0.5
 
@@ -55,7 +55,7 @@ def measure(peers: int, jobs: int, item_jobs: int, items_per_job: int = 20, sett
         out["per_job_record"] = (settled(loaded.pid, settle) - base_empty) / jobs
 
     with RoostDaemon(label="mem") as daemon:
-        stopped = write_job_records(daemon, item_jobs, state="stopped")
+        stopped = [job.id for job in write_job_records(daemon, item_jobs, state="stopped")]
         daemon.start()
         m0 = settled(daemon.pid, settle)
         conns = register_foreground(daemon.socket, peers)

@@ -25,7 +25,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.common import BareServer, RoostDaemon, Row, fmt_time, percentile, raise_nofile
+from bench.common import BareServer, RoostDaemon, Row, fmt_time, percentile, raise_nofile, write_job_records
 
 BATCH = 200
 
@@ -67,34 +67,6 @@ class RawConn:
 
     def close(self) -> None:
         self.sock.close()
-
-
-def write_job_records(daemon: RoostDaemon, count: int, *, state: str = "done") -> list[str]:
-    from roost_core import identity
-    from roost_core.daemon.jobs import Job
-    from roost_core.store import JobFiles
-
-    files = JobFiles(daemon.paths.jobs_dir, durable=False)
-    taken: set[str] = set()
-    now = time.time()
-    for n in range(count):
-        job_id = identity.new_job_id(taken)
-        taken.add(job_id)
-        job = Job(
-            id=job_id,
-            name=f"job {n}",
-            host="scripted",
-            cwd=str(daemon.home),
-            session=str(daemon.paths.sessions_dir / f"{job_id}.jsonl"),
-            token=identity.new_token(),
-            task=f"task {n}",
-            state=state,
-            summary=f"finished task {n}" if state == "done" else None,
-            created=now - count + n,
-            updated=now,
-        )
-        files.save(job_id, job.to_json())
-    return sorted(taken)
 
 
 def register_foreground(socket_path: str, count: int, *, with_session: int = 0, folder: Path | None = None,

@@ -43,39 +43,11 @@ import json
 import time
 from typing import Any
 
-from bench.common import PYTHON, REPO, Agent, BareServer, RoostDaemon, Row, bench_env, fmt_rate, median
+from bench.common import PYTHON, REPO, Agent, BareServer, RoostDaemon, Row, bench_env, fmt_rate, median, write_job_records
 
 PAIRS = 16
 WINDOW = 4
 PROCESSES = 4
-
-
-def write_job_records(daemon: RoostDaemon, owners: list[tuple[int, float]]) -> list[dict[str, Any]]:
-    """One idle job record per receiver, its worker being the receiver's process."""
-    from roost_core import identity
-    from roost_core.daemon.jobs import Job
-    from roost_core.store import JobFiles
-
-    files = JobFiles(daemon.paths.jobs_dir, durable=False)
-    specs, taken = [], set()
-    for n, (pid, create_time) in enumerate(owners):
-        job_id = identity.new_job_id(taken)
-        taken.add(job_id)
-        job = Job(
-            id=job_id,
-            name=f"receiver-{n}",
-            host="scripted",
-            cwd=str(daemon.home),
-            session=str(daemon.paths.sessions_dir / f"{job_id}.jsonl"),
-            token=identity.new_token(),
-            task="bench receiver",
-            state="idle",
-            worker_pid=pid,
-            worker_create_time=create_time,
-        )
-        files.save(job_id, job.to_json())
-        specs.append({"kind": "job", "job": job_id, "token": job.token})
-    return specs
 
 
 def pairs_run(system: str, *, receivers: str, durable: bool, seconds: float, warmup: float, pairs: int = PAIRS,
@@ -92,7 +64,10 @@ def pairs_run(system: str, *, receivers: str, durable: bool, seconds: float, war
             server = RoostDaemon(durable=durable, label="tput")
             specs: list[dict[str, Any]] = [{"kind": "fg"}] * pairs
             if receivers == "job":
-                specs = write_job_records(server, [(hellos[p]["pid"], hellos[p]["create_time"]) for p in owner_of])
+                # One idle job record per receiver, its worker being the receiver's process.
+                jobs = write_job_records(server, pairs, state="idle",
+                                         workers=[(hellos[p]["pid"], hellos[p]["create_time"]) for p in owner_of])
+                specs = [{"kind": "job", "job": job.id, "token": job.token} for job in jobs]
             server.start()
         else:
             server = BareServer(durable=durable, label="tput")

@@ -140,12 +140,18 @@ def test_no_fd_of_the_daemon_leaks_into_a_worker_or_the_fork_server(daemon, tmp_
     daemon.wait_job(job, "done")
 
 
-def test_a_forked_worker_killed_by_sigkill_is_reported_so(daemon, tmp_path):
+def forked_worker_in_a_run(daemon, tmp_path):
+    """A job whose worker (a child of the fork server) is in a run that never ends."""
     server = fork_server(daemon)
     job = daemon.start_job("hang", scenario=gated(tmp_path / "never"))
     worker = worker_of(daemon, job)
     assert worker.ppid() == server.pid
     wait_until(lambda: daemon.job(job)["state"] == "running" and daemon.job(job)["pending"] == 0, what="the run")
+    return job, worker
+
+
+def test_a_forked_worker_killed_by_sigkill_is_reported_so(daemon, tmp_path):
+    job, worker = forked_worker_in_a_run(daemon, tmp_path)
     worker.kill()
     # Another start right away: the exit notice may come in while it waits for its fork.
     other = daemon.start_job("another", scenario={"default": {"steps": [{"say": "ran"}]}})
@@ -158,11 +164,7 @@ def test_a_forked_worker_killed_by_sigkill_is_reported_so(daemon, tmp_path):
 
 
 def test_a_forked_worker_dies_of_sigint_as_a_fresh_interpreter_would(daemon, tmp_path):
-    server = fork_server(daemon)
-    job = daemon.start_job("hang", scenario=gated(tmp_path / "never"))
-    worker = worker_of(daemon, job)
-    assert worker.ppid() == server.pid
-    wait_until(lambda: daemon.job(job)["state"] == "running" and daemon.job(job)["pending"] == 0, what="the run")
+    job, worker = forked_worker_in_a_run(daemon, tmp_path)
     # SIGINT is what the interpreter turns into KeyboardInterrupt: as `python -m
     # roost_core.worker` would, the forked worker dies of it.
     worker.send_signal(signal.SIGINT)
