@@ -49,19 +49,23 @@ class DaemonHandle:
         self.process: subprocess.Popen | None = None
 
     def start(self) -> DaemonHandle:
-        self.paths.ensure()
-        log = open(self.paths.daemon_log, "ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "roost_core.daemon"],
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-        )
-        log.close()
+        self.launch()
         wait_for_daemon(self.paths, timeout=20)
         return self
+
+    def launch(self) -> subprocess.Popen:
+        """Start the daemon process (its output to the daemon log) without waiting for it."""
+        self.paths.ensure()
+        with open(self.paths.daemon_log, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "roost_core.daemon"],
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        return self.process
 
     def client(self, timeout: float = 20) -> Client:
         return Client(self.paths.socket, timeout=timeout)

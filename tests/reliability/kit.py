@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Iterable
@@ -79,17 +77,7 @@ class Raw:
 def start_expect_death(handle: Any, timeout: float = 20.0) -> int:
     """Start ``handle``'s daemon when a fault point will kill it during start-up; wait
     for it to die and return its exit status (``-9`` for SIGKILL)."""
-    handle.paths.ensure()
-    with open(handle.paths.daemon_log, "ab") as log:
-        handle.process = subprocess.Popen(
-            [sys.executable, "-m", "roost_core.daemon"],
-            env=handle.env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-        )
-    return handle.process.wait(timeout)
+    return handle.launch().wait(timeout)
 
 
 def wait_dead(handle: Any, timeout: float = 30.0) -> int:
