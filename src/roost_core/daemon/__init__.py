@@ -17,6 +17,11 @@ def run_daemon(paths: Paths | None = None, *, disabled: tuple[str, ...] = (), du
     from roost_core.daemon.server import DaemonRunning, serve
     from roost_core.plugins import disabled_from_env, make_plugin_manager
 
+    from roost_core.worker.proctree import MARK_VARIABLE
+
+    # A daemon started from a job's tool must not hand that job's process mark on to its
+    # workers and fork server (each worker start gets a mark of its own).
+    os.environ.pop(MARK_VARIABLE, None)
     paths = paths or resolve_paths()
     paths.ensure()
     logging.basicConfig(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import signal
 import time
 from collections.abc import Callable
@@ -42,6 +43,7 @@ from roost_core.records import (
     PeerInfo,
 )
 from roost_core.store import Commit, JobFiles, Journal, read_journal
+from roost_core.worker import proctree
 from roost_core.worker.spawner import Spawner, popen_worker
 
 log = logging.getLogger("roost.daemon")
@@ -199,11 +201,30 @@ class DaemonBase:
             except (ProcessLookupError, PermissionError):
                 pass
 
+    def kill_leftovers(self, job: Job) -> list[int]:
+        """Kill every process the job's (dead or dying) worker started, found by the mark
+        of that worker start in their environment: the worker's own bookkeeping died with
+        it, and pi's tools run in sessions of their own. Returns the pids killed."""
+        if not job.worker_mark:
+            return []
+        # Never this daemon, its fork server or a live worker (a forked worker's
+        # /proc/PID/environ is the fork server's, but a daemon started by a job's tool
+        # could carry that job's mark in its own).
+        spare = {other.worker_pid for other in self.jobs.values() if other.worker_pid is not None}
+        if self.spawner is not None and self.spawner.server is not None:
+            spare.add(self.spawner.server.pid)
+        killed = proctree.kill_marked(job.worker_mark, spare=spare)
+        if killed:
+            log.warning("killed %d process(es) left behind by the worker of %s: %s", len(killed), job.id, killed)
+        return killed
+
     def worker_gone(self, job: Job, code: int | None) -> None:
-        """A worker exited: clean (reaped, stopped) or a crash."""
+        """A worker exited: clean (reaped, stopped) or a crash. Whatever it started and
+        left behind is killed before anything else (a new worker may start below)."""
         clean = job.reaping or job.state == "stopped" or (code == 0 and job.state != "running")
         in_a_run = job.state == "running"
         self._kill_at.pop(job.id, None)
+        self.kill_leftovers(job)
         if job.conn is not None:
             job.conn.job = None
             job.conn.close()
@@ -211,6 +232,8 @@ class DaemonBase:
         job.process = None
         job.worker_pid = None
         job.worker_create_time = None
+        job.worker_mark = None
+        job.host_pid = None
         job.reaping = False
         job.dialog = False
         if not clean:
@@ -239,7 +262,12 @@ class DaemonBase:
     def start_worker(self, job: Job) -> None:
         """Start the worker process of ``job`` in its own session (survives a daemon restart):
         forked by the daemon's fork server, or a fresh interpreter when there is none."""
+        # A fresh mark per worker start: everything this worker starts inherits it, so
+        # what a dead worker left can be found (kill_leftovers) and never confused with
+        # what the next worker of the same job starts.
+        mark = f"{job.id}.{secrets.token_hex(6)}"
         env = dict(os.environ, PI_JOB_TOKEN=job.token, ROOST_JOB=job.id, ROOST_SOCKET=str(self.paths.socket))
+        env[proctree.MARK_VARIABLE] = mark
         if "ROOST_HOME" in env:
             env["ROOST_HOME"] = str(self.paths.home)  # absolute: the worker runs in the job's cwd
         cwd = job.cwd if Path(job.cwd).is_dir() else str(self.paths.home)
@@ -251,6 +279,8 @@ class DaemonBase:
         job.process = process
         job.worker_pid = process.pid
         job.worker_create_time = process.create_time
+        job.worker_mark = mark
+        job.host_pid = None
         job.reaping = False
         self.save(job)
 

@@ -16,7 +16,7 @@ PERSISTED = (
     "id", "name", "host", "cwd", "session", "token", "task", "scenario", "model", "thinking",
     "state", "status", "summary", "question", "error", "created", "updated",
     "parent_session", "parent_peer", "root_session", "depth", "spawned",
-    "worker_pid", "worker_create_time", "crashes", "undelivered_report", "dialog",
+    "worker_pid", "worker_create_time", "worker_mark", "host_pid", "crashes", "undelivered_report", "dialog",
     "run_trace", "run_hops", "parent_streak", "ended_reported", "handback_run", "run_causes",
 )
 
@@ -51,6 +51,11 @@ class Job:
     spawned: bool = False
     worker_pid: int | None = attrs.field(default=None, on_setattr=changed)
     worker_create_time: float | None = None
+    #: The mark in the environment of everything the current worker starts (see
+    #: :mod:`roost_core.worker.proctree`): what to kill once that worker is dead.
+    worker_mark: str | None = None
+    #: The host's own process (pi), as the worker reports it; for people, never trusted.
+    host_pid: int | None = None
     crashes: int = 0
     undelivered_report: dict[str, Any] | None = None
     dialog: bool = attrs.field(default=False, on_setattr=changed)
@@ -129,6 +134,8 @@ class Job:
             "session": self.session,
             "live": self.has_worker,
             "connected": self.worker_connected,
+            "workerPid": self.worker_pid,
+            "hostPid": self.host_pid,
             "dialog": self.dialog,
             "pending": len(self.queue.items),
             "parentSession": self.parent_session,

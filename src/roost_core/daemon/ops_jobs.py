@@ -214,6 +214,9 @@ class JobOps(DaemonBase):
         job.state = "stopped"
         if job.worker_pid is not None:
             self.kill_worker(job)
+            # No exit of this worker will be handled (the job is gone): what it started
+            # goes now, with it.
+            self.kill_leftovers(job)
         if job.conn is not None:
             job.conn.job = None
             job.conn.close()
@@ -297,11 +300,13 @@ class JobOps(DaemonBase):
             job.run_hops = args["hops"]
         if "causes" in args:
             job.run_causes = [c for c in args["causes"] if isinstance(c, dict) and isinstance(c.get("seq"), int)]
+        if "hostPid" in args:
+            job.host_pid = args["hostPid"]
         if "state" in args and args["state"] != "failed" and "error" not in args:
             job.error = None
         if args.get("settled"):
             job.crashes = 0
-        if job.state != "running":
+        if job.state != "running" and "state" in args:
             job.idle_since = self.clock()
         self.save(job)
         return {"state": job.state}

@@ -108,6 +108,7 @@ OPS: dict[str, Op] = {
             "trace": Field((str, type(None)), max_len=NAME),
             "hops": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
             "causes": Field(list, max_len=1000),
+            "hostPid": Field((int, type(None)), check=lambda v: None if v is None or 0 < v < 2**31 else "is not a process id"),
         },
         who="worker",
     ),

@@ -69,6 +69,15 @@ class WorkerServices(Protocol):
     async def status(self, **fields: Any) -> None:
         """Tell the daemon about a change (``status``, ``summary``...)."""
 
+    async def start_host_process(self, argv: list[str], *, env: dict[str, str] | None = None, cwd: str | None = None) -> Any:
+        """Start the agent's own process (an ``anyio`` process, stdin and stdout piped).
+        The worker owns it: its pid is the job's host pid, and whatever it leaves behind
+        when it exits is ended. Hosts start processes only through these two methods."""
+
+    async def run_command(self, argv: list[str], *, cwd: str | None = None) -> Any:
+        """Run a tool's command to its end (``subprocess.CompletedProcess``, output
+        captured); what it leaves running ends with the job."""
+
 
 class AgentHost(Protocol):
     async def open(self, job: JobInfo, services: WorkerServices) -> set[int]:

@@ -210,7 +210,9 @@ class PiHost:
         env["ROOST_PI_BRIDGE"] = str(sock_path)
         cwd = self.job.cwd if Path(self.job.cwd).is_dir() else None
         log.info("starting pi: %s", " ".join(shlex.quote(a) for a in argv))
-        self.process = await anyio.open_process(argv, stdin=-1, stdout=-1, stderr=None, cwd=cwd, env=env)
+        assert self.services is not None
+        # The worker owns the process: it reports its pid and ends what it leaves behind.
+        self.process = await self.services.start_host_process(argv, env=env, cwd=cwd)
         self.rpc = Lines(self.process.stdout)
         self.stdin = Lines(self.process.stdin)
         self.pi_gone = False
@@ -481,7 +483,8 @@ class PiHost:
 
     async def run(self, items: list[Item]) -> RunOutcome:
         assert self.services is not None
-        if self.process is None or self.pi_gone:
+        if self.process is None or self.pi_gone or self.process.returncode is not None:
+            # Never started, or ended (killed) since the last run: start it again.
             await self.start_pi()
         items = self.drop_known(items)
         if not items:

@@ -314,7 +314,8 @@ class ScriptedHost:
             Path(str(args["path"])).write_text(json.dumps({"pid": os.getpid(), "time": time.time()}))
             return True, "touched", None
         if name == "bash":
-            result = await anyio.run_process(["bash", "-c", str(args.get("command", ""))], check=False, cwd=self.job.cwd if self.job else None)
+            assert self.services is not None
+            result = await self.services.run_command(["bash", "-c", str(args.get("command", ""))], cwd=self.job.cwd if self.job else None)
             output = (result.stdout + result.stderr).decode("utf-8", "replace")
             return result.returncode == 0, output, None
         if name == "confirm":

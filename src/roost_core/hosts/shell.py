@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import uuid
 
-import anyio
-
 from roost_core import locks
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
 from roost_core.queue import Item
@@ -45,7 +43,7 @@ class ShellHost:
                 [{"type": "toolCall", "id": call_id, "name": "bash", "arguments": {"command": item.content}}],
                 message_extra={"stopReason": "toolUse", "model": "shell"},
             )
-            result = await anyio.run_process(["bash", "-c", item.content], check=False, cwd=self.job.cwd)
+            result = await self.services.run_command(["bash", "-c", item.content], cwd=self.job.cwd)
             output = (result.stdout + result.stderr).decode("utf-8", "replace")[-OUTPUT_CHARS:]
             self.writer.message(
                 "toolResult",

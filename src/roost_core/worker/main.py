@@ -4,7 +4,8 @@ It takes its token from ``PI_JOB_TOKEN`` and removes it from the environment bef
 anything else can inherit it, authenticates on its own connection, runs the job's agent
 host, keeps the ReplyQueue, acks items once they are in the transcript, and reconnects
 when the daemon comes back (it runs in its own session, so a daemon restart does not
-kill it).
+kill it). Its :class:`~roost_core.worker.supervisor.Supervisor` owns every process the
+job starts: nothing of the job outlives the worker.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from roost_core.hosts.base import JobInfo, RunOutcome
 from roost_core.protocol import ProtocolError
 from roost_core.queue import Item
 from roost_core.worker.reply_queue import ReplyQueue
+from roost_core.worker.supervisor import Supervisor
 
 log = logging.getLogger("roost.worker")
 
@@ -80,6 +82,7 @@ class Worker:
         self.exit_code = 0
         self.run_causes: list[dict[str, Any]] = []
         self.run_hops = 0
+        self.processes = Supervisor(on_host_pid=self.host_pid_changed)
 
     # ------------------------------------------------------------------ daemon link
 
@@ -206,6 +209,17 @@ class Worker:
         await self.status(state="running", question=None, dialog=False)
         return answer
 
+    async def start_host_process(self, argv: list[str], *, env: dict[str, str] | None = None, cwd: str | None = None) -> Any:
+        return await self.processes.start_host(argv, env=env, cwd=cwd)
+
+    async def run_command(self, argv: list[str], *, cwd: str | None = None) -> Any:
+        return await self.processes.run_command(argv, cwd=cwd)
+
+    async def host_pid_changed(self, pid: int | None) -> None:
+        """The host's process started or ended: ``jobs`` shows its pid (so a user can
+        find what to stop by hand)."""
+        await self.status(hostPid=pid)
+
     async def status(self, **fields: Any) -> None:
         settled = fields.pop("settled", False)
         self.status_fields.update(fields)
@@ -219,6 +233,7 @@ class Worker:
 
     async def main(self) -> int:
         async with anyio.create_task_group() as tg:
+            await tg.start(self.processes.run)
             tg.start_soon(self.link)
             tg.start_soon(self.ack_sender)
             with anyio.move_on_after(60) as scope:
@@ -229,14 +244,16 @@ class Worker:
             assert self.hello is not None
             self.job = JobInfo.from_hello(self.hello["job"])
             self.host = self.build_host(self.job)
-            in_transcript = await self.host.open(self.job, self)
-            self.queue.start(in_transcript)
-            self.ack_wanted.set()
             try:
+                in_transcript = await self.host.open(self.job, self)
+                self.queue.start(in_transcript)
+                self.ack_wanted.set()
                 await self.run_loop()
             finally:
                 with anyio.CancelScope(shield=True):
                     await self.host.close()
+                    # Nothing the job started outlives it.
+                    await self.processes.close()
                     await anyio.sleep(0)
                     # Let the last ack go out before the connection closes.
                     if self.queue.watermark > self.acked_sent and self.client is not None:

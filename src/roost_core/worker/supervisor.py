@@ -1,0 +1,186 @@
+"""The worker owns its job's processes: it starts them, watches the host's, and kills
+whatever they leave behind.
+
+A worker is the *child subreaper* of everything its job starts (``PR_SET_CHILD_SUBREAPER``,
+set in :class:`Supervisor`): a tool that runs ``setsid``, double-forks, or whose parent
+dies, is re-parented to the worker instead of init, so the worker always finds the whole
+tree by walking parent links in /proc. pi's own bash tool starts every command in a new
+session, so process groups and session ids alone would miss most of it.
+
+What is killed when (the daemon's side, for a worker that is itself dead, is
+:func:`roost_core.worker.proctree.kill_marked`):
+
+* the host process (pi) exits or is killed: every descendant of the worker that is not a
+  live process the worker started is a leftover of it, and is ended;
+* the worker ends (stop, reap, hibernation, remove, no daemon): every descendant.
+
+Leftovers get SIGTERM, :data:`LEFTOVER_GRACE` seconds, then SIGKILL (a process that
+ignores SIGTERM cannot outlive its job), and the worker collects the exit of any that
+were re-parented to it.
+
+Hosts start processes only through :class:`WorkerServices` (``start_host_process``,
+``run_command``), which land here: the supervisor must know which of its children asyncio
+is waiting for, so that it never collects one of those itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+import anyio
+from anyio.abc import Process
+
+from roost_core.worker import proctree
+
+log = logging.getLogger("roost.worker")
+
+#: How long leftovers get between SIGTERM and SIGKILL.
+LEFTOVER_GRACE = 1.0
+#: How often the end of leftovers is checked while waiting for it.
+LEFTOVER_POLL = 0.02
+#: How long SIGKILLed processes get to be gone (a process in uninterruptible sleep dies
+#: when it wakes), and how many rounds of kills catch what they started meanwhile.
+KILL_WAIT = 5.0
+KILL_ROUNDS = 10
+
+
+class Supervisor:
+    """The processes of one job, owned by its worker (one per worker process)."""
+
+    def __init__(self, on_host_pid: Callable[[int | None], Awaitable[None]] | None = None) -> None:
+        self.subreaper = proctree.become_subreaper()
+        if not self.subreaper:
+            log.warning("cannot become the subreaper of this job's processes; orphans go to init")
+        self.on_host_pid = on_host_pid
+        self.host: Process | None = None
+        #: Children that asyncio waits for (never collected here), by pid.
+        self.managed: set[int] = set()
+        #: Children whose pid is not known here (a start in flight, a command running):
+        #: while there are any, no exit is collected, it could be theirs.
+        self.unnamed = 0
+        self.sweeping = anyio.Lock()
+        self.tg: anyio.abc.TaskGroup | None = None
+        self.closed = False
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Watch the host processes started through :meth:`start_host` (a task of the
+        worker for its whole life)."""
+        async with anyio.create_task_group() as tg:
+            self.tg = tg
+            task_status.started()
+            await anyio.sleep_forever()
+
+    # ------------------------------------------------------------------ starts
+
+    async def start_host(self, argv: Sequence[str], *, env: dict[str, str] | None = None, cwd: str | None = None) -> Process:
+        """Start the agent's own process (pi) with pipes on stdin and stdout; its pid is
+        reported as the job's host pid, and when it exits what it left is ended."""
+        self.unnamed += 1
+        try:
+            process = await anyio.open_process(list(argv), env=env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None)
+            self.managed.add(process.pid)
+        finally:
+            self.unnamed -= 1
+        self.host = process
+        await self._report(process.pid)
+        if self.tg is not None:
+            self.tg.start_soon(self._watch_host, process)
+        return process
+
+    async def run_command(self, argv: Sequence[str], *, cwd: str | None = None) -> subprocess.CompletedProcess[bytes]:
+        """Run a tool's command to its end, output captured (``anyio.run_process``)."""
+        self.unnamed += 1
+        try:
+            return await anyio.run_process(list(argv), check=False, cwd=cwd)
+        finally:
+            self.unnamed -= 1
+
+    async def _watch_host(self, process: Process) -> None:
+        with contextlib.suppress(Exception):
+            await process.wait()
+        self.managed.discard(process.pid)
+        if self.host is process:
+            self.host = None
+            await self._report(None)
+        if not self.closed:
+            await self.sweep()
+
+    async def _report(self, pid: int | None) -> None:
+        if self.on_host_pid is not None:
+            with contextlib.suppress(Exception):
+                await self.on_host_pid(pid)
+
+    # ------------------------------------------------------------------ ending
+
+    def leftovers(self) -> list[int]:
+        """Live descendants of the worker that are not a live process it started, nor
+        under one (parents before children)."""
+        me = os.getpid()
+        links = proctree.parent_links()
+        spared = {pid for pid in self.managed if pid in links}
+        found = []
+        for pid in proctree.descendants(me):
+            parent = pid
+            # Walk up: a process under a live started process is that process's own.
+            while parent is not None and parent != me and parent not in spared:
+                parent = links.get(parent)
+            if parent == me:
+                found.append(pid)
+        return found
+
+    async def sweep(self) -> list[int]:
+        """End every leftover: SIGTERM, a grace, SIGKILL; collect the orphans' exits.
+        Returns the pids it ended."""
+        async with self.sweeping:
+            first = self.leftovers()
+            ended = list(first)
+            if first:
+                log.info("ending %d process(es) left behind: %s", len(first), first)
+                proctree.signal_all(first, signal.SIGTERM)
+                await self._until_gone(first, LEFTOVER_GRACE)
+                # Whatever is left now (and what it started meanwhile) is killed.
+                for _ in range(KILL_ROUNDS):
+                    rest = self.leftovers()
+                    if not rest:
+                        break
+                    proctree.signal_all(rest, signal.SIGKILL)
+                    ended.extend(pid for pid in rest if pid not in ended)
+                    await self._until_gone(rest, KILL_WAIT)
+            self.collect()
+            return ended
+
+    async def _until_gone(self, pids: list[int], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while any(proctree.alive(pid) for pid in pids) and time.monotonic() < deadline:
+            self.collect()
+            await anyio.sleep(LEFTOVER_POLL)
+
+    def collect(self) -> None:
+        """Collect the exit of every dead child that asyncio is not waiting for (orphans
+        re-parented to this subreaper), so none lingers as a zombie."""
+        if self.unnamed:
+            return
+        me = os.getpid()
+        for pid in proctree.pids():
+            if pid in self.managed:
+                continue
+            fields = proctree.stat_fields(pid)
+            if fields is not None and fields[0] == "Z" and int(fields[1]) == me:
+                proctree.reap(pid)
+
+    async def close(self) -> list[int]:
+        """The job's processes end with the worker: every descendant is ended (the host
+        has closed its own process first, gracefully). Returns the pids it ended."""
+        self.closed = True
+        self.host = None
+        self.managed.clear()  # nothing this worker started is spared now
+        ended = await self.sweep()
+        if self.tg is not None:
+            self.tg.cancel_scope.cancel()
+        return ended

@@ -1,0 +1,103 @@
+"""Nothing a pi job started outlives it (issue 13.3), with the pinned real pi.
+
+The fake model has pi's bash tool leave an escapee behind: a grandchild in a session of
+its own that ignores SIGTERM and SIGHUP (pi's bash tool already runs every command in a
+new session). Then ``kill -9`` of pi, and separately of the worker; the test walks /proc
+itself until no process of the job is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+
+import pytest
+
+import proctools
+from conftest import wait_until
+from pikit import message_text
+
+NAMES: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def no_escapee_survives_a_failed_test():
+    yield
+    while NAMES:
+        for pid, _start in proctools.with_cmdline(NAMES.pop()):
+            try:
+                proctools.kill9(pid)
+            except ProcessLookupError:
+                pass
+
+
+def jobs_json(pi_kit) -> dict[str, dict]:
+    """``roost jobs --json``, as a user runs it."""
+    return {row["id"]: row for row in json.loads(pi_kit.roost("jobs", "--json").stdout)}
+
+
+def cmdline(pid: int) -> str:
+    with open(f"/proc/{pid}/cmdline", "rb") as fh:
+        return fh.read().replace(b"\0", b" ").decode(errors="replace")
+
+
+def start_pi_job_with_escapee(pi_kit, tmp_path):
+    name = f"roost-escapee-{uuid.uuid4().hex[:12]}"
+    NAMES.append(name)
+    pidfile = tmp_path / f"{name}.pid"
+    scenario = {
+        "run": [{"steps": [{"shell": proctools.escapee_command(pidfile, name)}, {"say": "left one behind"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    }
+    fake = pi_kit.fake(scenario)
+    daemon = pi_kit.daemon()
+    job = daemon.start_job("leave a process behind", host="pi")
+    escapee = wait_until(lambda: proctools.escapee(pidfile, name), timeout=90, what="the escapee running")
+    proctools.check_escapee(escapee)
+    assert daemon.wait_job(job, "done", timeout=60)["summary"] == "left one behind"
+    row = wait_until(lambda: (r := jobs_json(pi_kit)[job])["hostPid"] and r, what="pi's pid in jobs --json")
+    worker, pi = proctools.proc(row["workerPid"]), proctools.proc(row["hostPid"])
+    assert worker is not None and pi is not None
+    # jobs --json names the real processes: pi, a child of the worker; and the escapee,
+    # whose bash is gone, is the worker's child now (its subreaper), not init's.
+    assert proctools.parent(pi[0]) == worker[0]
+    # pi names itself "pi" (process.title) and runs on node.
+    assert cmdline(pi[0]).split()[0] == "pi" and os.path.basename(os.readlink(f"/proc/{pi[0]}/exe")).startswith("node")
+    assert proctools.parent(escapee[0]) == worker[0]
+    return daemon, fake, job, worker, pi, escapee, name
+
+
+def test_kill9_of_pi_ends_what_it_left_and_the_job_goes_on(pi_kit, tmp_path):
+    daemon, fake, job, worker, pi, escapee, name = start_pi_job_with_escapee(pi_kit, tmp_path)
+    everything = proctools.tree(pi[0]) | {escapee}
+    proctools.kill9(pi[0])
+    wait_until(
+        lambda: not any(proctools.alive(p) for p in everything) and not proctools.with_cmdline(name),
+        what="pi and everything it left gone",
+    )
+    # The worker lives on, without a host process, and says so.
+    assert proctools.alive(worker)
+    assert proctools.tree(worker[0]) == {worker}
+    wait_until(lambda: jobs_json(pi_kit)[job]["hostPid"] is None, what="no host pid in jobs --json")
+    # The next item starts pi again on the same session; it answers once.
+    daemon.call("reply", job=job, text="still there?")
+    row = daemon.wait_job(job, "done", timeout=60)
+    assert row["summary"] == "ok: still there?"
+    new_pi = jobs_json(pi_kit)[job]["hostPid"]
+    assert new_pi and new_pi != pi[0] and proctools.parent(new_pi) == worker[0]
+    last = fake.requests()[-1]
+    assert sum("still there?" in message_text(m) for m in last["messages"]) == 1
+
+
+def test_kill9_of_the_worker_ends_pi_and_everything_it_left(pi_kit, tmp_path):
+    daemon, _fake, job, worker, pi, escapee, name = start_pi_job_with_escapee(pi_kit, tmp_path)
+    everything = proctools.tree(worker[0]) | {escapee}
+    assert pi in everything
+    proctools.kill9(worker[0])
+    wait_until(
+        lambda: not any(proctools.alive(p) for p in everything) and not proctools.with_cmdline(name),
+        what="the worker, pi and everything it left gone",
+    )
+    row = daemon.wait_reaped(job)
+    assert row["workerPid"] is None and row["hostPid"] is None
