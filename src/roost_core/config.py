@@ -19,6 +19,8 @@ try:
 except ModuleNotFoundError:  # pragma: no cover - Python < 3.11
     import tomli as tomllib
 
+#: Keys that are durations in seconds: fractions allowed, and ``inf`` (TOML) means never.
+SECONDS_KEYS = frozenset({"reapAfterSeconds", "hibernateAfterSeconds"})
 #: Keys a project config may set; everything else in it is ignored.
 PROJECT_KEYS = frozenset({"defaultHost", "defaultModel", "defaultThinking"})
 
@@ -34,7 +36,7 @@ def _number(value: Any, key: str) -> float:
         number = float(value)
     except OverflowError as exc:
         raise ConfigError(f"{key} is too large") from exc
-    if math.isnan(number) or number < 0 or (math.isinf(number) and key != "reapAfterSeconds"):
+    if math.isnan(number) or number < 0 or (math.isinf(number) and key not in SECONDS_KEYS):
         raise ConfigError(f"{key} must be a non-negative finite number")
     return number
 
@@ -46,6 +48,9 @@ class Config:
     agent_tools: bool = True
     agent_external_messages: bool = False
     reap_after_seconds: float = 600.0
+    #: A settled spawned child with nothing pending is hibernated (its worker and host
+    #: ended; woken from its session file by the next item) after this many seconds.
+    hibernate_after_seconds: float = 30.0
     agent_max_depth: int = 3
     max_children_per_parent: int = 8
     max_live_per_tree: int = 16
@@ -76,6 +81,7 @@ class Config:
                 kwargs[field] = data[key]
         numbers = {
             "reapAfterSeconds": "reap_after_seconds",
+            "hibernateAfterSeconds": "hibernate_after_seconds",
             "agentMaxDepth": "agent_max_depth",
             "agentMaxChildren": "max_children_per_parent",
             "agentMaxPerTree": "max_live_per_tree",
@@ -88,7 +94,7 @@ class Config:
         for key, field in numbers.items():
             if key in data:
                 number = _number(data[key], key)
-                kwargs[field] = number if field == "reap_after_seconds" else int(number)
+                kwargs[field] = number if key in SECONDS_KEYS else int(number)
         if "defaultHost" in data:
             if not isinstance(data["defaultHost"], str):
                 raise ConfigError("defaultHost must be a string")

@@ -21,6 +21,7 @@ def test_defaults_are_the_specs():
         assert config.messages_per_minute == 30
         assert config.max_message_chars == 8000
         assert config.reap_after_seconds == 600.0
+        assert config.hibernate_after_seconds == 30.0
         assert config.disabled_plugins == ()
 
 
@@ -36,6 +37,7 @@ def test_every_documented_key_is_read():
             "agentTools": False,
             "agentExternalMessages": True,
             "reapAfterSeconds": 1.5,
+            "hibernateAfterSeconds": 0.25,
             "agentMaxDepth": 5,
             "agentMaxChildren": 2,
             "agentMaxPerTree": 4,
@@ -51,6 +53,7 @@ def test_every_documented_key_is_read():
     assert config.agent_tools is False
     assert config.agent_external_messages is True
     assert config.reap_after_seconds == 1.5
+    assert config.hibernate_after_seconds == 0.25
     assert (config.agent_max_depth, config.max_children_per_parent, config.max_live_per_tree) == (5, 2, 4)
     assert (config.max_live_spawned, config.spawns_per_tree_per_minute, config.messages_per_minute) == (6, 7, 9)
     assert (config.max_message_chars, config.agent_max_hops) == (100, 2)
@@ -70,6 +73,9 @@ def test_every_documented_key_is_read():
         {"agentMaxDepth": -1},
         {"agentMaxDepth": None},
         {"reapAfterSeconds": [1]},
+        {"hibernateAfterSeconds": "30"},
+        {"hibernateAfterSeconds": -1},
+        {"hibernateAfterSeconds": False},
         {"agentMessagesPerMinute": {}},
         {"defaultHost": 5},
         {"plugins": ["reach"]},
@@ -95,6 +101,7 @@ def test_a_non_object_config_raises_config_error():
         ("agentMessagesPerMinute", float("inf")),
         ("agentMessagesPerMinute", float("nan")),
         ("reapAfterSeconds", float("nan")),
+        ("hibernateAfterSeconds", float("nan")),
     ],
 )
 def test_non_finite_numbers_raise_config_error(key, value):
@@ -103,6 +110,12 @@ def test_non_finite_numbers_raise_config_error(key, value):
     # be accepted and silently disable a limit, since every comparison with NaN is false).
     with pytest.raises(ConfigError):
         Config.from_mapping({key: value})
+
+
+def test_infinite_durations_mean_never():
+    # TOML `inf`: never reap, never hibernate (children then live until reapAfterSeconds).
+    config = Config.from_mapping({"reapAfterSeconds": float("inf"), "hibernateAfterSeconds": float("inf")})
+    assert config.reap_after_seconds == config.hibernate_after_seconds == float("inf")
 
 
 def test_user_config_json_file(tmp_path):

@@ -173,17 +173,23 @@ class DaemonBase:
         if deadline is not None and now >= deadline:
             self.kill_worker(job)
             self._kill_at[job.id] = now + STOP_GRACE_SECONDS
-        if (
-            job.conn is not None
-            and not job.reaping
-            and job.state != "running"
-            and not job.dialog
-            and job.queue.reapable()
-            and now - job.idle_since >= self.config.reap_after_seconds
-        ):
+        if job.conn is None or job.reaping or job.state == "running" or job.dialog or not job.queue.reapable():
+            return
+        grace, reason = self.idle_grace(job)
+        if now - job.idle_since >= grace:
             job.reaping = True
-            job.conn.send({"event": "shutdown", "reason": "reaped"})
+            job.conn.send({"event": "shutdown", "reason": reason})
             self._kill_at[job.id] = now + STOP_GRACE_SECONDS
+
+    def idle_grace(self, job: Job) -> tuple[float, str]:
+        """How long ``job``'s worker may sit idle with nothing pending, and what ending it
+        then is called: a spawned child is *hibernated* after ``hibernateAfterSeconds``
+        (a parent's answer or a message wakes it soon, or never), any other job is
+        *reaped* after ``reapAfterSeconds``. Either way the next item wakes it from its
+        session file, as if it had never slept."""
+        if job.spawned and self.config.hibernate_after_seconds < self.config.reap_after_seconds:
+            return self.config.hibernate_after_seconds, "hibernated"
+        return self.config.reap_after_seconds, "reaped"
 
     def soon(self, fn: Any, *args: Any) -> None:
         """Run ``fn(*args)`` as a task of the daemon (from sync code paths)."""

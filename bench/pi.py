@@ -1,0 +1,359 @@
+"""Real pi: spawn → the child's first model request, wake from hibernation, and what a
+hibernated child costs.
+
+Needs the pinned pi (``scripts/install-pi.sh`` puts it in ``tests/pi/node_modules``, or
+``ROOST_PI_BIN``) and the test kit's fake OpenAI-compatible model
+(``tests/pi/fake_openai.py``, a thread of this process on 127.0.0.1, answering at once).
+Every pi runs in a throwaway pi home (``HOME``, ``PI_CODING_AGENT_DIR``, ``TMPDIR``,
+``PI_OFFLINE=1``), as the tests do.
+
+*Baseline*, measured in the same run, alternating with roost's samples so both see the
+same load: **bare pi's cold start** with the roost extension — from just before
+``Popen(pi --mode rpc --session NEW -e roost-extension.ts)`` (the command the pi host
+runs) with the ``prompt`` written to its stdin at once, to the fake model receiving that
+prompt's request. The extension runs as a foreground session, fetching its tools from the
+bench's daemon. Every pi of the run shares one ``$TMPDIR`` (jiti's transpile cache of the
+extension, warm after the first start, as on a machine that has run pi before); one bare
+start and one spawn are made first and not counted.
+
+Rows:
+
+* **spawn**: a no-session foreground peer sends ``spawn {host: "pi"}``; the clock runs
+  from just before the request is written to the fake model receiving the child's first
+  request (its task). Each child is removed before the next spawn.
+* **wake**: a child spawned the same way settles, is hibernated (``hibernateAfterSeconds``),
+  and is sent a message; from just before ``send`` to the fake model receiving the
+  request with that message.
+* **hibernated child, processes**: live processes whose environment names the child
+  (``ROOST_JOB=<id>``), read from /proc once it is hibernated (goal 0).
+* **hibernated child, daemon memory**: the daemon's private memory (USS) after N
+  children spawned and hibernated, against before them, per child (scripted children, so
+  that N can be large enough to see a few KiB: the daemon holds the same record whatever
+  the host).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from bench.common import REPO, RoostDaemon, Row, fmt_bytes, fmt_time, median, percentile, rss_bytes
+
+KIT = REPO / "tests" / "pi"
+HIBERNATE_AFTER = 0.5
+TIMEOUT = 120.0
+
+
+class PiUnavailable(RuntimeError):
+    """pi (or node) is not installed here."""
+
+
+def find_pi() -> str:
+    configured = os.environ.get("ROOST_PI_BIN")
+    if configured:
+        return configured
+    local = KIT / "node_modules" / ".bin" / "pi"
+    if local.exists():
+        return str(local)
+    found = shutil.which("pi")
+    if not found:
+        raise PiUnavailable("pi is not installed: run scripts/install-pi.sh or set ROOST_PI_BIN")
+    return found
+
+
+class World:
+    """A pi home, the fake model and a roost daemon, all throwaway."""
+
+    def __init__(self, config: dict[str, Any] | None = None, label: str = "pi") -> None:
+        sys.path.insert(0, str(KIT))
+        from fake_openai import FakeOpenAI
+
+        self.pi = find_pi()
+        self.root = Path(tempfile.mkdtemp(prefix=f"rb-{label}-"))
+        self.agent_dir = self.root / "pihome" / ".pi" / "agent"
+        self.agent_dir.mkdir(parents=True)
+        self.tmpdir = self.root / "t"
+        self.tmpdir.mkdir()
+        self.arrivals: list[tuple[float, str]] = []
+        self.arrived = threading.Condition()
+        self.fake = FakeOpenAI({"default": {"steps": [{"say": "ok: {input}"}]}}, self.root / "model.jsonl").start()
+        self.fake.log = self._log  # type: ignore[method-assign]
+        provider = {
+            "baseUrl": self.fake.base_url,
+            "api": "openai-completions",
+            "apiKey": "FAKE_LLM_API_KEY",
+            "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+            "models": [{"id": "fake-model", "name": "fake", "reasoning": False, "input": ["text"], "contextWindow": 128000, "maxTokens": 4096}],
+        }
+        (self.agent_dir / "models.json").write_text(json.dumps({"providers": {"fake": provider}}))
+        (self.agent_dir / "settings.json").write_text(json.dumps({"defaultProvider": "fake", "defaultModel": "fake-model", "quietStartup": True}))
+        self.daemon = RoostDaemon(config=config, label=label)
+        node_dir = str(Path(shutil.which("node") or "/usr/bin/node").parent)
+        for key in list(self.daemon.env):
+            if key.endswith("_API_KEY") or (key.startswith("PI_") and key != "PI_OFFLINE"):
+                self.daemon.env.pop(key)
+        self.daemon.env.update(
+            {
+                "HOME": str(self.root / "pihome"),
+                "PI_CODING_AGENT_DIR": str(self.agent_dir),
+                "TMPDIR": str(self.tmpdir),
+                "PI_OFFLINE": "1",
+                "FAKE_LLM_API_KEY": "fake-key",
+                "NO_PROXY": "127.0.0.1,localhost",
+                "ROOST_PI_BIN": self.pi,
+                "PATH": os.pathsep.join([str(Path(sys.executable).parent), str(Path(self.pi).parent), node_dir, os.environ.get("PATH", "/usr/bin:/bin")]),
+            }
+        )
+        for key in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
+            self.daemon.env.pop(key, None)
+
+    def _log(self, body: dict[str, Any], reply: dict[str, Any]) -> None:
+        """The fake model's request log, kept in memory: when each prompt arrived."""
+        now = time.time()
+        messages = body.get("messages") or []
+        text = ""
+        for message in reversed(messages):
+            if message.get("role") == "user":
+                content = message.get("content")
+                text = content if isinstance(content, str) else "".join(p.get("text", "") for p in content or [] if isinstance(p, dict))
+                break
+        with self.arrived:
+            self.arrivals.append((now, text))
+            self.arrived.notify_all()
+
+    def arrival(self, marker: str, timeout: float = TIMEOUT) -> float:
+        """When the first request whose last user message holds ``marker`` arrived."""
+        deadline = time.monotonic() + timeout
+        with self.arrived:
+            while True:
+                for when, text in self.arrivals:
+                    if marker in text:
+                        return when
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"the model never got {marker!r}")
+                self.arrived.wait(remaining)
+
+    def start(self) -> World:
+        self.daemon.start()
+        return self
+
+    def close(self) -> None:
+        self.daemon.close()
+        self.fake.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> World:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ bare pi
+
+    def bare_cold_start(self, n: int) -> float:
+        """Bare pi with the extension: process start (prompt written at once) → request."""
+        from roost_core.pi import extension_path
+
+        session = self.root / "bare" / f"s{n}.jsonl"
+        session.parent.mkdir(exist_ok=True)
+        marker = f"bare-{n}-{os.urandom(3).hex()}"
+        env = dict(self.daemon.env, ROOST_SOCKET=self.daemon.socket)
+        argv = [self.pi, "--mode", "rpc", "--session", str(session), "-e", str(extension_path())]
+        t0 = time.time()
+        process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=str(self.root))
+        assert process.stdin is not None
+        process.stdin.write((json.dumps({"type": "prompt", "message": marker}) + "\n").encode())
+        process.stdin.flush()
+        try:
+            return self.arrival(marker) - t0
+        finally:
+            process.stdin.close()
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+class Parent:
+    """A no-session foreground peer (a raw client) that spawns and messages children."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.client: Any = None
+
+    async def open(self, tg: Any) -> None:
+        from roost_core.client import AsyncClient
+
+        self.client = await AsyncClient.open(self.world.daemon.socket)
+        tg.start_soon(self.client.run)
+        await self.client.call("peer_register", session=None, name="bench parent", pid=os.getpid(), sessionId=os.urandom(8).hex(), cwd=str(self.world.root))
+
+    async def spawn(self, marker: str, host: str = "pi") -> tuple[str, float]:
+        """Spawn a child whose task is ``marker``: its id and when the request was made."""
+        t0 = time.time()
+        result = await self.client.call("spawn", task=marker, name=marker, host=host, cwd=str(self.world.root), model="fake/fake-model", thinking="off")
+        return result["id"], t0
+
+    async def job(self, job_id: str) -> dict[str, Any]:
+        rows = (await self.client.call("jobs"))["jobs"]
+        return next(row for row in rows if row["id"] == job_id)
+
+    async def until(self, job_id: str, predicate: Any, what: str, timeout: float = TIMEOUT) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            row = await self.job(job_id)
+            if predicate(row):
+                return row
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{job_id} never {what}: {row}")
+            await anyio.sleep(0.02)
+
+
+def processes_of(job_id: str) -> list[int]:
+    """Live processes whose environment names ``job_id`` (read from /proc)."""
+    needle = f"ROOST_JOB={job_id}".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                if needle in fh.read().split(b"\0"):
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+# ---------------------------------------------------------------------- measurements
+
+
+def spawn_and_wake(count: int, *, wake: bool, warm_up: bool = True, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Alternate bare cold starts and roost samples in one world; returns the samples."""
+    settings = {"hibernateAfterSeconds": HIBERNATE_AFTER, **(config or {})}
+    with World(settings, label="pi").start() as world:
+        out: dict[str, Any] = {"bare": [], "spawn": [], "wake": [], "processes": []}
+
+        async def main() -> None:
+            parent = Parent(world)
+            async with anyio.create_task_group() as tg:
+                await parent.open(tg)
+                if warm_up:
+                    # One of each first, not counted: jiti's cache, the fork server, the disk.
+                    await anyio.to_thread.run_sync(world.bare_cold_start, -1)
+                    warm, _ = await parent.spawn(f"warm-{os.urandom(3).hex()}")
+                    await parent.until(warm, lambda r: r["state"] in ("done", "idle"), "settled")
+                    await parent.client.call("remove", job=warm)
+                for n in range(count):
+                    out["bare"].append(await anyio.to_thread.run_sync(world.bare_cold_start, n))
+                    marker = f"spawn-{n}-{os.urandom(3).hex()}"
+                    child, t0 = await parent.spawn(marker)
+                    out["spawn"].append(await anyio.to_thread.run_sync(world.arrival, marker) - t0)
+                    if wake:
+                        await parent.until(child, lambda r: r["state"] in ("done", "idle") and not r["live"], "hibernated")
+                        out["processes"].append(len(processes_of(child)))
+                        message = f"wake-{n}-{os.urandom(3).hex()}"
+                        t0 = time.time()
+                        await parent.client.call("tool_call", name="roost_send", args={"to": child, "message": message})
+                        out["wake"].append(await anyio.to_thread.run_sync(world.arrival, message) - t0)
+                        await parent.until(child, lambda r: r["state"] in ("done", "idle") and r["pending"] == 0, "answered")
+                    await parent.client.call("remove", job=child)
+                tg.cancel_scope.cancel()
+
+        anyio.run(main)
+        return out
+
+
+def hibernated_memory(count: int) -> dict[str, float]:
+    """The daemon's private memory per hibernated (scripted) child."""
+    with World({"hibernateAfterSeconds": 0.05}, label="pimem").start() as world:
+        result: dict[str, float] = {}
+
+        async def main() -> None:
+            parent = Parent(world)
+            async with anyio.create_task_group() as tg:
+                await parent.open(tg)
+                # One child first, so the peer tables and the fork server exist already.
+                first, _ = await parent.spawn("first", host="scripted")
+                await parent.until(first, lambda r: not r["live"] and r["state"] == "done", "hibernated")
+                await anyio.sleep(0.5)
+                before = rss_bytes(world.daemon.pid)
+                children = []
+                for n in range(count):
+                    child, _ = await parent.spawn(f"child {n}", host="scripted")
+                    children.append(child)
+                for child in children:
+                    await parent.until(child, lambda r: not r["live"] and r["state"] == "done", "hibernated")
+                await anyio.sleep(0.5)
+                after = rss_bytes(world.daemon.pid)
+                result["per_child"] = (after - before) / count
+                result["processes"] = float(sum(len(processes_of(child)) for child in children))
+                tg.cancel_scope.cancel()
+
+        anyio.run(main)
+        return result
+
+
+def run(quick: bool = False, smoke: bool = False) -> list[Row]:
+    try:
+        find_pi()
+    except PiUnavailable as exc:
+        print(f"pi: skipped ({exc})", flush=True)
+        return []
+    count = 1 if smoke else 5 if quick else 12
+    samples = spawn_and_wake(count, wake=True, warm_up=not smoke)
+    memory = hibernated_memory(5 if smoke else 100 if quick else 300)
+    bare, spawn, wake = samples["bare"], samples["spawn"], samples["wake"]
+    base = median(bare)
+    rows = [
+        Row(
+            "pi",
+            f"spawn → child's first model request, p50 of {count} (p90 {fmt_time(percentile(spawn, 90))}); baseline: bare pi cold start with the extension (p90 {fmt_time(percentile(bare, 90))})",
+            fmt_time(median(spawn)),
+            fmt_time(base),
+            median(spawn) / base,
+            "p50 ≤ 0.5 s",
+            median(spawn) <= 0.5,
+            raw=samples,
+        ),
+        Row(
+            "pi",
+            f"wake from hibernation: message → first model request, p50 of {count} (p90 {fmt_time(percentile(wake, 90))})",
+            fmt_time(median(wake)),
+            fmt_time(base),
+            median(wake) / base,
+            "≤ 1.5x",
+            median(wake) / base <= 1.5,
+        ),
+        Row(
+            "pi",
+            f"processes left per hibernated child (pi children, max of {count}; scripted, sum over {len(memory) and (5 if smoke else 100 if quick else 300)})",
+            f"{max(samples['processes'] or [0])} / {memory['processes']:.0f}",
+            "—",
+            None,
+            "0",
+            max(samples["processes"] or [0]) == 0 and memory["processes"] == 0,
+        ),
+        Row(
+            "pi",
+            f"daemon memory per hibernated child ({5 if smoke else 100 if quick else 300} scripted children)",
+            fmt_bytes(memory["per_child"]),
+            "—",
+            None,
+            "< 50 KiB",
+            memory["per_child"] < 50 * 1024,
+        ),
+    ]
+    return rows
