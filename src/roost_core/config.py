@@ -21,6 +21,8 @@ except ModuleNotFoundError:  # pragma: no cover - Python < 3.11
 
 #: Keys that are durations in seconds: fractions allowed, and ``inf`` (TOML) means never.
 SECONDS_KEYS = frozenset({"reapAfterSeconds", "hibernateAfterSeconds"})
+#: The most warm pi processes a user may ask for (each holds ~150 MB).
+MAX_PI_POOL_SIZE = 8
 #: Keys a project config may set; everything else in it is ignored.
 PROJECT_KEYS = frozenset({"defaultHost", "defaultModel", "defaultThinking"})
 
@@ -51,6 +53,9 @@ class Config:
     #: A settled spawned child with nothing pending is hibernated (its worker and host
     #: ended; woken from its session file by the next item) after this many seconds.
     hibernate_after_seconds: float = 30.0
+    #: Keep warm pi processes for new pi jobs (``roost_core.daemon.pool``), this many.
+    pi_pool: bool = True
+    pi_pool_size: int = 1
     agent_max_depth: int = 3
     max_children_per_parent: int = 8
     max_live_per_tree: int = 16
@@ -74,7 +79,7 @@ class Config:
         if not isinstance(disabled, list) or not all(isinstance(n, str) for n in disabled):
             raise ConfigError("plugins.disable must be a list of names")
         kwargs: dict[str, Any] = {"raw": data, "disabled_plugins": tuple(disabled)}
-        for key, field in (("agentTools", "agent_tools"), ("agentExternalMessages", "agent_external_messages")):
+        for key, field in (("agentTools", "agent_tools"), ("agentExternalMessages", "agent_external_messages"), ("piPool", "pi_pool")):
             if key in data:
                 if not isinstance(data[key], bool):
                     raise ConfigError(f"{key} must be true or false")
@@ -90,11 +95,14 @@ class Config:
             "agentMessagesPerMinute": "messages_per_minute",
             "agentMaxMessageChars": "max_message_chars",
             "agentMaxHops": "agent_max_hops",
+            "piPoolSize": "pi_pool_size",
         }
         for key, field in numbers.items():
             if key in data:
                 number = _number(data[key], key)
                 kwargs[field] = number if key in SECONDS_KEYS else int(number)
+        if kwargs.get("pi_pool_size", 0) > MAX_PI_POOL_SIZE:
+            raise ConfigError(f"piPoolSize must be at most {MAX_PI_POOL_SIZE}")
         if "defaultHost" in data:
             if not isinstance(data["defaultHost"], str):
                 raise ConfigError("defaultHost must be a string")

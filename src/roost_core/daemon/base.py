@@ -7,12 +7,13 @@ to whoever holds the target session now. The ops themselves live in the mixins
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from roost_core.daemon import changes
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
+from roost_core.daemon.pool import WarmKey, WarmPool, WarmSlot
 from roost_core.daemon.receipts import Receipts
 from roost_core.daemon.watch import Watchers
 from roost_core.hosts import builtin_hosts
@@ -80,6 +82,14 @@ class DaemonBase:
                 self.hosts[spec.name] = spec
         self.hosts.update({spec.name: spec for spec in builtin_hosts()})
         self.journal: Journal | None = None
+        self.pool = WarmPool(
+            enabled=config.pi_pool,
+            size=config.pi_pool_size,
+            idle_seconds=config.reap_after_seconds,
+            sessions_dir=paths.sessions_dir,
+        )
+        #: Warm slots told to end, until their worker is gone: slot -> kill deadline.
+        self._ending_slots: dict[WarmSlot, float] = {}
         self.stopping = anyio.Event()
         self._kill_at: dict[str, float] = {}
         self.tg: anyio.abc.TaskGroup | None = None
@@ -154,6 +164,7 @@ class DaemonBase:
             now = self.clock()
             for job in list(self.jobs.values()):
                 self.check_worker(job, now)
+            self.check_pool()
 
     def check_worker(self, job: Job, now: float) -> None:
         if job.worker_pid is None:
@@ -213,16 +224,20 @@ class DaemonBase:
         it, and pi's tools run in sessions of their own. Returns the pids killed."""
         if not job.worker_mark:
             return []
-        # Never this daemon, its fork server or a live worker (a forked worker's
-        # /proc/PID/environ is the fork server's, but a daemon started by a job's tool
-        # could carry that job's mark in its own).
-        spare = {other.worker_pid for other in self.jobs.values() if other.worker_pid is not None}
-        if self.spawner is not None and self.spawner.server is not None:
-            spare.add(self.spawner.server.pid)
-        killed = proctree.kill_marked(job.worker_mark, spare=spare)
+        killed = proctree.kill_marked(job.worker_mark, spare=self.spared_pids())
         if killed:
             log.warning("killed %d process(es) left behind by the worker of %s: %s", len(killed), job.id, killed)
         return killed
+
+    def spared_pids(self) -> set[int]:
+        """Never killed by a mark: this daemon (``kill_marked`` skips it), its fork server
+        and every live worker (a forked worker's /proc/PID/environ is the fork server's,
+        and a daemon started by a job's tool could carry that job's mark in its own)."""
+        spare = {other.worker_pid for other in self.jobs.values() if other.worker_pid is not None}
+        spare.update(slot.pid for slot in self.pool.slots.values() if slot.pid is not None)
+        if self.spawner is not None and self.spawner.server is not None:
+            spare.add(self.spawner.server.pid)
+        return spare
 
     def worker_gone(self, job: Job, code: int | None) -> None:
         """A worker exited: clean (reaped, stopped) or a crash. Whatever it started and
@@ -265,23 +280,33 @@ class DaemonBase:
             # that cannot come. (A worker that died idle had reported; a message wakes it.)
             self.soon(self.report_ended, job, "crashed")
 
-    def start_worker(self, job: Job) -> None:
-        """Start the worker process of ``job`` in its own session (survives a daemon restart):
-        forked by the daemon's fork server, or a fresh interpreter when there is none."""
+    def launch_worker(self, job_id: str, token: str, cwd: str, **extra_env: str) -> tuple[Any, str]:
+        """Start a worker process in its own session (it survives a daemon restart):
+        forked by the daemon's fork server, or a fresh interpreter when there is none.
+        Returns the process and the mark of this start (see ``kill_leftovers``)."""
         # A fresh mark per worker start: everything this worker starts inherits it, so
         # what a dead worker left can be found (kill_leftovers) and never confused with
         # what the next worker of the same job starts.
-        mark = f"{job.id}.{secrets.token_hex(6)}"
-        env = dict(os.environ, PI_JOB_TOKEN=job.token, ROOST_JOB=job.id, ROOST_SOCKET=str(self.paths.socket))
+        mark = f"{job_id}.{secrets.token_hex(6)}"
+        env = dict(os.environ, PI_JOB_TOKEN=token, ROOST_JOB=job_id, ROOST_SOCKET=str(self.paths.socket), **extra_env)
         env[proctree.MARK_VARIABLE] = mark
         if "ROOST_HOME" in env:
             env["ROOST_HOME"] = str(self.paths.home)  # absolute: the worker runs in the job's cwd
-        cwd = job.cwd if Path(job.cwd).is_dir() else str(self.paths.home)
-        log_path = str(self.paths.jobs_dir / f"{job.id}.log")
+        cwd = cwd if Path(cwd).is_dir() else str(self.paths.home)
+        log_path = str(self.paths.jobs_dir / f"{job_id}.log")
         if self.spawner is not None:
             process = self.spawner.start_worker(env, cwd, log_path)
         else:
             process = popen_worker(env, cwd, log_path)
+        return process, mark
+
+    def start_worker(self, job: Job) -> None:
+        """Start the worker of ``job``: the warm slot it was made from, if any and still
+        there, else a new worker process."""
+        slot, job.slot = job.slot, None
+        if slot is not None and self.adopt_slot(job, slot):
+            return
+        process, mark = self.launch_worker(job.id, job.token, job.cwd)
         job.process = process
         job.worker_pid = process.pid
         job.worker_create_time = process.create_time
@@ -289,6 +314,102 @@ class DaemonBase:
         job.host_pid = None
         job.reaping = False
         self.save(job)
+
+    # ------------------------------------------------------------------ warm pi processes
+
+    def take_slot(self, host: str, cwd: str, model: str | None, thinking: str | None) -> WarmSlot | None:
+        """A ready warm slot for a new job started with these, or None; either way the
+        pool warms the next one for them."""
+        key = self.pool.key_for(host, cwd, model, thinking)
+        return self.pool.take(key) if key is not None else None
+
+    @contextlib.contextmanager
+    def slot_released_on_error(self, job: Job) -> Iterator[None]:
+        """A job that fails to be made before its worker starts ends the warm slot it
+        took (nobody else may take it: it has that job's id and token)."""
+        try:
+            yield
+        except BaseException:
+            if job.slot is not None:
+                self.end_slot(job.slot)
+                job.slot = None
+            raise
+
+    def adopt_slot(self, job: Job, slot: WarmSlot) -> bool:
+        """Make the slot's warm worker the worker of ``job`` (made with the slot's id,
+        token and session): it hears ``adopt`` and says its ordinary ``worker_hello``."""
+        conn = slot.conn
+        if conn is None or conn.closed or slot.process is None or slot.process.poll() is not None:
+            self.end_slot(slot)
+            return False
+        conn.warm = None
+        job.process = slot.process
+        job.worker_pid = slot.pid
+        job.worker_create_time = slot.create_time
+        job.worker_mark = slot.mark
+        job.host_pid = None
+        job.reaping = False
+        self.save(job)
+        conn.send({"event": "adopt", "job": job.id})
+        return True
+
+    def start_slot(self, key: WarmKey) -> None:
+        slot = self.pool.new_slot(key, set(self.jobs) | set(self.foreground))
+        try:
+            process, mark = self.launch_worker(slot.id, slot.token, key.cwd, ROOST_WARM="1")
+        except OSError as exc:
+            log.warning("cannot start a warm %s worker: %s", key.host, exc)
+            self.pool.drop(slot)
+            return
+        slot.process, slot.pid, slot.create_time, slot.mark = process, process.pid, process.create_time, mark
+
+    def end_slot(self, slot: WarmSlot) -> None:
+        """Tell a slot's worker to end (it closes its pi); killed if it outstays."""
+        self.pool.slots.pop(slot.id, None)
+        if slot.conn is not None and not slot.conn.closed:
+            slot.conn.send({"event": "shutdown", "reason": "pool"})
+            self._ending_slots[slot] = time.monotonic() + STOP_GRACE_SECONDS
+        else:
+            self._ending_slots[slot] = time.monotonic()
+
+    def slot_gone(self, slot: WarmSlot) -> bool:
+        if slot.process is None:
+            return True
+        if slot.process.poll() is not None:
+            return True
+        if getattr(slot.process, "orphaned", False):
+            return not locks.is_alive(slot.pid, slot.create_time)
+        return False
+
+    def check_pool(self) -> None:
+        """Warm slots: notice the ones whose worker exited, end what the pool no longer
+        wants (or that waited too long), start what it wants."""
+        now = time.monotonic()
+        for slot in list(self.pool.slots.values()):
+            if self.slot_gone(slot):
+                log.warning("warm %s worker %s exited before a job took it%s", slot.key.host, slot.pid, last_line(self.paths.jobs_dir / f"{slot.id}.log"))
+                self.forget_slot(slot)
+                self.pool.drop(slot)
+        for slot, deadline in list(self._ending_slots.items()):
+            if self.slot_gone(slot):
+                self._ending_slots.pop(slot)
+                self.forget_slot(slot)
+            elif now >= deadline and slot.pid is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(slot.pid, signal.SIGKILL)
+                self._ending_slots[slot] = now + STOP_GRACE_SECONDS
+        ending, starting = self.pool.plan(now)
+        for slot in ending:
+            self.end_slot(slot)
+        for key in starting:
+            self.start_slot(key)
+
+    def forget_slot(self, slot: WarmSlot) -> None:
+        """A slot's worker is gone: kill what it left, and its log (it never was a job)."""
+        if slot.mark:
+            proctree.kill_marked(slot.mark, spare=self.spared_pids())
+        with contextlib.suppress(OSError):
+            (self.paths.jobs_dir / f"{slot.id}.log").unlink()
 
     async def shutdown(self) -> None:
         """Close every connection once its last answers are written (a second at most)."""
@@ -624,6 +745,15 @@ def deliver_event(item: Item) -> dict[str, Any]:
 def default_name(task: str) -> str:
     words = " ".join(task.split()[:6])
     return words[:40] or "job"
+
+
+def last_line(path: Path) -> str:
+    """``: <the last line of a log>``, or nothing."""
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return f": {lines[-1][-300:]}" if lines else ""
 
 
 def describe_exit(code: int | None) -> str:

@@ -64,6 +64,8 @@ class Connection:
         self.pid, self.uid = peer_credentials(stream)
         self.job: Job | None = None
         self.peer: ForegroundPeer | None = None
+        #: A warm worker's slot (``warm_hello``), until a job adopts it.
+        self.warm: Any = None
         self.watching = False
         self._outbox: list[bytes] = []
         self._outbox_bytes = 0

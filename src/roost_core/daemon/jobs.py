@@ -69,6 +69,8 @@ class Job:
     queue: JobQueue = attrs.field(factory=JobQueue)
     conn: Any = None
     process: Any = None
+    #: The warm slot this job was made from, until its worker is started from it.
+    slot: Any = None
     reaping: bool = False
     idle_since: float = attrs.field(factory=time.monotonic)
     sent: int = 0  # items pushed to the current worker connection (seq watermark)

@@ -41,6 +41,7 @@ class JobOps(DaemonBase):
             "jobs": len(self.jobs),
             "live_workers": sum(1 for job in self.jobs.values() if job.worker_pid is not None),
             "foreground": sum(1 for peer in self.foreground.values() if peer.connected),
+            "pool": self.pool.status(),
             "connections": len(self.connections),
             "journal": {
                 "commits": self.journal.commits if self.journal else 0,
@@ -74,14 +75,18 @@ class JobOps(DaemonBase):
         session = args.get("session")
         if session is not None:
             session = self.adoptable_session(session)
+        model = args.get("model") or project.get("defaultModel")
+        thinking = args.get("thinking") or project.get("defaultThinking")
         job = self.create_job(
             task=task,
             name=args.get("name"),
             cwd=cwd,
             host=host,
             scenario=args.get("scenario"),
-            model=args.get("model") or project.get("defaultModel"),
-            thinking=args.get("thinking") or project.get("defaultThinking"),
+            model=model,
+            thinking=thinking,
+            # A job that continues a session file is never warm: a slot has its own.
+            slot=self.take_slot(host, cwd, model, thinking) if session is None else None,
         )
         if session is not None:
             # A foreground session moving to the background (the spec's "←"): the job
@@ -93,8 +98,9 @@ class JobOps(DaemonBase):
                 job.root_session, job.depth, job.spawned = previous.root_session, previous.depth, previous.spawned
             job.queue.reply_seq = max(seqs_in(read_entries(session)), default=0)
             job.queue.durable = job.queue.reply_seq
-        self.add_job(job)
-        await self.enqueue(job, "reply", task, text=task, trace=args.get("trace") or f"t-{job.id}-1")
+        with self.slot_released_on_error(job):
+            self.add_job(job)
+            await self.enqueue(job, "reply", task, text=task, trace=args.get("trace") or f"t-{job.id}-1")
         return {"id": job.id, "name": job.name}
 
     def adoptable_session(self, session: str) -> str:
@@ -107,20 +113,27 @@ class JobOps(DaemonBase):
             raise ProtocolError(CONFLICT, "a live job already runs that session")
         return session
 
-    def create_job(self, *, task: str, name: str | None, cwd: str, host: str, **fields: Any) -> Job:
-        job_id = identity.new_job_id(set(self.jobs) | set(self.foreground))
+    def create_job(self, *, task: str, name: str | None, cwd: str, host: str, slot: Any = None, **fields: Any) -> Job:
+        """A new job record; made from a warm ``slot`` it takes the slot's id, token and
+        session file (its worker is already up with them)."""
+        if slot is not None:
+            job_id, token, session = slot.id, slot.token, slot.session
+        else:
+            job_id = identity.new_job_id(set(self.jobs) | set(self.foreground) | self.pool.reserved)
+            token, session = identity.new_token(), str(self.paths.sessions_dir / f"{job_id}.jsonl")
         clean_name = policy.sanitize_name(self.pm, name or default_name(task))
         job = Job(
             id=job_id,
             name=clean_name,
             host=host,
             cwd=cwd,
-            session=str(self.paths.sessions_dir / f"{job_id}.jsonl"),
-            token=identity.new_token(),
+            session=session,
+            token=token,
             task=task,
             state="running",
             **fields,
         )
+        job.slot = slot
         return job
 
     def add_job(self, job: Job) -> None:
@@ -275,6 +288,24 @@ class JobOps(DaemonBase):
             "acked": job.queue.acked,
             "tools": [tool.to_json() for tool in policy.tool_definitions(self.pm, self.config)],
         }
+
+    async def op_warm_hello(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        """A warm worker (``roost_core.daemon.pool``) checks in: the job it will be, and
+        the tools its pi will have."""
+        if conn.bound or conn.warm is not None:
+            raise ProtocolError(CONFLICT, "connection is already bound")
+        slot = self.pool.hello(conn, args["job"], args["token"], conn.pid)
+        if slot is None:
+            raise ProtocolError(UNAUTHORIZED, "no such warm slot for this process")
+        conn.warm = slot
+        return {"job": slot.info(), "tools": [tool.to_json() for tool in policy.tool_definitions(self.pm, self.config)]}
+
+    async def op_warm_ready(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        """The warm worker's host is up: the slot may be taken."""
+        if conn.warm is None:
+            raise ProtocolError(UNAUTHORIZED, "warm_ready is for a warm worker (warm_hello first)")
+        self.pool.mark_ready(conn.warm)
+        return {"ready": True}
 
     def after_hello(self, conn: Connection) -> None:
         """Once the hello answer is queued: push everything not yet in the transcript, and

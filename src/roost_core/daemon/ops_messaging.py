@@ -135,6 +135,8 @@ class MessagingOps(DaemonBase):
             conn.peer.conn = None
         if conn.job is not None and conn.job.conn is conn:
             conn.job.conn = None
+        if conn.warm is not None and conn.warm.conn is conn:
+            conn.warm.conn = None
 
     async def op_peers(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         sender = self.sender_info(conn)
@@ -230,6 +232,7 @@ class MessagingOps(DaemonBase):
             name=args.get("name"),
             cwd=cwd,
             host=host,
+            slot=self.take_slot(host, cwd, model, thinking),
             scenario=scenario,
             model=model,
             thinking=thinking,
@@ -239,9 +242,10 @@ class MessagingOps(DaemonBase):
             depth=depth,
             spawned=True,
         )
-        self.add_job(job)
-        policy.note_spawned(self.pm, request, self.clock())
-        await self.enqueue(job, "reply", args["task"], text=args["task"], trace=trace or f"t-{job.id}-1", hops=hops + 1)
+        with self.slot_released_on_error(job):
+            self.add_job(job)
+            policy.note_spawned(self.pm, request, self.clock())
+            await self.enqueue(job, "reply", args["task"], text=args["task"], trace=trace or f"t-{job.id}-1", hops=hops + 1)
         return {"id": job.id, "name": job.name, "report": "a report will arrive by itself when it finishes"}
 
     def is_child_of(self, job: Job, parent: PeerInfo) -> bool:

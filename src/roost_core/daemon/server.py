@@ -95,6 +95,11 @@ OPS: dict[str, Op] = {
         {"job": Field(str, required=True, max_len=NAME), "token": Field(str, required=True, max_len=NAME), "pid": Field(int)},
         after="after_hello",
     ),
+    "warm_hello": Op(
+        "op_warm_hello",
+        {"job": Field(str, required=True, max_len=NAME), "token": Field(str, required=True, max_len=NAME), "pid": Field(int)},
+    ),
+    "warm_ready": Op("op_warm_ready", {}),
     "job_status": Op(
         "op_job_status",
         {

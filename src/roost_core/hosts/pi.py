@@ -177,11 +177,23 @@ class PiHost:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def open(self, job: JobInfo, services: WorkerServices) -> set[int]:
+    async def prestart(self, job: JobInfo, services: WorkerServices) -> None:
+        """A warm worker (``roost_core.daemon.pool``): start pi now for the job this
+        worker will be (its id, session file, cwd, model and thinking level are known
+        already), exactly as :meth:`open` would, so that ``open`` finds it up."""
         self.job, self.services = job, services
         self.lock = locks.WriterLock(job.session)
         self.lock.acquire()
         await self.start_pi()
+
+    async def open(self, job: JobInfo, services: WorkerServices) -> set[int]:
+        warm = self.job is not None and self.job.session == job.session and self.process is not None
+        self.job, self.services = job, services
+        if self.lock is None:
+            self.lock = locks.WriterLock(job.session)
+            self.lock.acquire()
+        if not warm or self.pi_gone or self.process.returncode is not None:
+            await self.start_pi()
         return set(self.in_file)
 
     async def start_pi(self) -> None:
@@ -225,7 +237,10 @@ class PiHost:
                 await self.until(lambda: self.hello or self.pi_gone)
             if not self.hello:
                 raise PiError("pi did not start (no hello from the roost extension); see the job log")
-            await self.command({"type": "set_steering_mode", "mode": "all"})
+            log.info("pi is up (its extension said hello)")
+            # No set_steering_mode (nor set_model, set_thinking_level): pi saves those into
+            # the user's global settings.json, which every later pi of theirs would read.
+            # Model and thinking level come as flags; the steering mode is the user's own.
             state = await self.command({"type": "get_state"})
             session_file = (state.get("data") or {}).get("sessionFile")
             if session_file and os.path.realpath(session_file) != os.path.realpath(self.job.session):

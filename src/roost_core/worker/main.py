@@ -61,7 +61,7 @@ def item_from_event(event: dict[str, Any]) -> Item:
 
 
 class Worker:
-    def __init__(self, job_id: str, token: str, socket_path: str) -> None:
+    def __init__(self, job_id: str, token: str, socket_path: str, *, warm: bool = False) -> None:
         self.job_id = job_id
         self.token = token
         self.socket_path = socket_path
@@ -83,6 +83,12 @@ class Worker:
         self.run_causes: list[dict[str, Any]] = []
         self.run_hops = 0
         self.processes = Supervisor(on_host_pid=self.host_pid_changed)
+        #: A warm worker (``roost_core.daemon.pool``) starts its host before its job
+        #: exists, then waits to be adopted by it.
+        self.warm = warm
+        self.warm_answer: dict[str, Any] | None = None
+        self.warm_answered = anyio.Event()
+        self.adopted = anyio.Event()
 
     # ------------------------------------------------------------------ daemon link
 
@@ -104,6 +110,9 @@ class Worker:
                 continue
             async with anyio.create_task_group() as tg:
                 tg.start_soon(client.run)
+                if self.warm and not self.adopted.is_set() and not await self.wait_for_adoption(client):
+                    tg.cancel_scope.cancel()
+                    return
                 try:
                     hello = await client.call("worker_hello", job=self.job_id, token=self.token, pid=os.getpid())
                 except ProtocolError as exc:
@@ -129,6 +138,33 @@ class Worker:
                 tg.cancel_scope.cancel()
             await client.aclose()
 
+    async def wait_for_adoption(self, client: AsyncClient) -> bool:
+        """A warm worker's first connection: ``warm_hello`` (the job it will be), then
+        wait for ``adopt``. False when it will never be adopted (refused, the connection
+        dropped: the daemon that made the slot is gone, or told it to end)."""
+        try:
+            self.warm_answer = await client.call("warm_hello", job=self.job_id, token=self.token, pid=os.getpid())
+        except (ProtocolError, DaemonUnavailable) as exc:
+            log.error("the daemon has no warm slot for this worker: %s", exc)
+            self.stop("refused")
+            return False
+        self.tools = self.warm_answer.get("tools") or []
+        self.client = client
+        self.warm_answered.set()
+        async with anyio.create_task_group() as race:
+
+            async def until(event: anyio.Event) -> None:
+                await event.wait()
+                race.cancel_scope.cancel()
+
+            for event in (self.adopted, client.closed, self.shutdown):
+                race.start_soon(until, event)
+        if self.adopted.is_set() and not client.closed.is_set() and not self.shutdown.is_set():
+            return True
+        self.client = None
+        self.stop(self.shutdown_reason or "orphaned")
+        return False
+
     async def resync(self) -> None:
         """After a (re)connect the daemon hears our state and ack watermark again."""
         self.acked_sent = min(self.acked_sent, (self.hello or {}).get("acked", 0))
@@ -140,6 +176,8 @@ class Worker:
         name = event.get("event")
         if name == "deliver":
             self.queue.push(item_from_event(event))
+        elif name == "adopt":
+            self.adopted.set()
         elif name == "shutdown":
             self.stop(str(event.get("reason", "shutdown")))
 
@@ -220,12 +258,19 @@ class Worker:
         find what to stop by hand)."""
         await self.status(hostPid=pid)
 
-    async def status(self, **fields: Any) -> None:
+    async def status(self, *, wait: bool = True, **fields: Any) -> None:
+        """Tell the daemon; ``wait=False`` only writes it (what the worker sends next is
+        read after it: one connection, in order), so a run need not wait a round trip."""
         settled = fields.pop("settled", False)
         self.status_fields.update(fields)
+        if self.warm and not self.adopted.is_set():
+            return  # no job yet: the first hello's resync tells it
         extra = {"settled": True} if settled else {}
         try:
-            await self.call("job_status", **self.status_fields, **extra)
+            if wait:
+                await self.call("job_status", **self.status_fields, **extra)
+            elif self.client is not None:
+                await self.client.notify("job_status", **self.status_fields, **extra)
         except DaemonUnavailable:
             pass  # resent by resync() on reconnect
 
@@ -236,22 +281,25 @@ class Worker:
             await tg.start(self.processes.run)
             tg.start_soon(self.link)
             tg.start_soon(self.ack_sender)
-            with anyio.move_on_after(60) as scope:
-                await self.first_hello.wait()
-            if scope.cancelled_caught or self.shutdown.is_set() and self.hello is None:
-                tg.cancel_scope.cancel()
-                return self.exit_code or 3
-            assert self.hello is not None
-            self.job = JobInfo.from_hello(self.hello["job"])
-            self.host = self.build_host(self.job)
             try:
+                if self.warm and not await self.warm_up():
+                    return self.exit_code
+                with anyio.move_on_after(60) as scope:
+                    await self.first_hello.wait()
+                if scope.cancelled_caught or self.shutdown.is_set() and self.hello is None:
+                    return self.exit_code or 3
+                assert self.hello is not None
+                self.job = JobInfo.from_hello(self.hello["job"])
+                if self.host is None:
+                    self.host = self.build_host(self.job)
                 in_transcript = await self.host.open(self.job, self)
                 self.queue.start(in_transcript)
                 self.ack_wanted.set()
                 await self.run_loop()
             finally:
                 with anyio.CancelScope(shield=True):
-                    await self.host.close()
+                    if self.host is not None:
+                        await self.host.close()
                     # Nothing the job started outlives it.
                     await self.processes.close()
                     await anyio.sleep(0)
@@ -264,6 +312,43 @@ class Worker:
                             pass
                 tg.cancel_scope.cancel()
         return self.exit_code
+
+    async def warm_up(self) -> bool:
+        """A warm worker: start the host for the job it will be (its pi comes up now, not
+        when the job is spawned), say it is ready, and wait to be adopted. False when it
+        ends unadopted."""
+        with anyio.move_on_after(60):
+            async with anyio.create_task_group() as race:
+
+                async def until(event: anyio.Event) -> None:
+                    await event.wait()
+                    race.cancel_scope.cancel()
+
+                race.start_soon(until, self.warm_answered)
+                race.start_soon(until, self.shutdown)
+        if self.warm_answer is None or self.shutdown.is_set():
+            return False
+        job = JobInfo.from_hello(self.warm_answer["job"])
+        self.host = self.build_host(job)
+        prestart = getattr(self.host, "prestart", None)
+        if callable(prestart):
+            await prestart(job, self)
+        try:
+            await self.call("warm_ready")
+        except (DaemonUnavailable, ProtocolError) as exc:
+            log.warning("warm_ready not sent: %s", exc)
+            return False
+        log.info("warm: waiting for a job")
+        # Adopted (link then says the ordinary hello), or told to end.
+        async with anyio.create_task_group() as race:
+
+            async def until(event: anyio.Event) -> None:
+                await event.wait()
+                race.cancel_scope.cancel()
+
+            race.start_soon(until, self.first_hello)
+            race.start_soon(until, self.shutdown)
+        return self.first_hello.is_set() and not self.shutdown.is_set()
 
     def build_host(self, job: JobInfo) -> Any:
         hosts = {spec.name: spec for spec in builtin_hosts()}
@@ -293,7 +378,7 @@ class Worker:
             self.run_hops = hops
             # The causes go with "running": if this worker dies, the daemon can still
             # tell whether the run that died owes its parent a report.
-            await self.status(state="running", question=None, error=None, status=None, trace=trace, hops=hops, causes=self.run_causes)
+            await self.status(state="running", question=None, error=None, status=None, trace=trace, hops=hops, causes=self.run_causes, wait=False)
             outcome = RunOutcome("aborted")
             with anyio.CancelScope() as scope:
                 self.run_scope = scope
@@ -358,5 +443,8 @@ def run() -> int:
     if not token or not job_id or not socket_path:
         log.error("a worker needs PI_JOB_TOKEN, ROOST_JOB and ROOST_SOCKET")
         return 2
-    worker = Worker(job_id, token, socket_path)
+    # Read and dropped at once, so the host's processes start with exactly the
+    # environment a cold start of this job gives them.
+    warm = os.environ.pop("ROOST_WARM", None) == "1"
+    worker = Worker(job_id, token, socket_path, warm=warm)
     return anyio.run(worker.main)
