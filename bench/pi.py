@@ -18,18 +18,23 @@ start and one spawn are made first and not counted.
 
 Rows:
 
-* **spawn**: a no-session foreground peer sends ``spawn {host: "pi"}``; the clock runs
-  from just before the request is written to the fake model receiving the child's first
-  request (its task). Each child is removed before the next spawn.
-* **wake**: a child spawned the same way settles, is hibernated (``hibernateAfterSeconds``),
-  and is sent a message; from just before ``send`` to the fake model receiving the
-  request with that message.
+* **spawn, warm pool**: a no-session foreground peer sends ``spawn {host: "pi"}`` once
+  the pool has a warm pi ready (``piPoolSize`` 1; the run's first spawn taught it what to
+  warm); the clock runs from just before the request is written to the fake model
+  receiving the child's first request (its task). Each child is removed afterwards.
+* **spawn, no pool** (``piPool: false``, a second daemon): the same with a cold pi per
+  child; minus the baseline, that is roost's own share of a cold spawn.
+* **wake**: each warm-pool child settles, is hibernated (``hibernateAfterSeconds``), and
+  is sent a message; from just before ``send`` to the fake model receiving the request
+  with that message (a cold ``pi --session FILE``).
 * **hibernated child, processes**: live processes whose environment names the child
   (``ROOST_JOB=<id>``), read from /proc once it is hibernated (goal 0).
 * **hibernated child, daemon memory**: the daemon's private memory (USS) after N
   children spawned and hibernated, against before them, per child (scripted children, so
   that N can be large enough to see a few KiB: the daemon holds the same record whatever
   the host).
+* **one warm pi waiting**: RSS and private memory (USS) of a ready warm pi and of its
+  worker, and the CPU time each spent to get there (user + system, from /proc).
 """
 
 from __future__ import annotations
@@ -240,40 +245,84 @@ def processes_of(job_id: str) -> list[int]:
 # ---------------------------------------------------------------------- measurements
 
 
-def spawn_and_wake(count: int, *, wake: bool, warm_up: bool = True, config: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Alternate bare cold starts and roost samples in one world; returns the samples."""
-    settings = {"hibernateAfterSeconds": HIBERNATE_AFTER, **(config or {})}
-    with World(settings, label="pi").start() as world:
-        out: dict[str, Any] = {"bare": [], "spawn": [], "wake": [], "processes": []}
+async def pool_ready(parent: Parent, timeout: float = TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while (await parent.client.call("daemon_status"))["pool"]["ready"] < 1:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the pool never got a warm pi ready")
+        await anyio.sleep(0.05)
 
-        async def main() -> None:
-            parent = Parent(world)
-            async with anyio.create_task_group() as tg:
-                await parent.open(tg)
-                if warm_up:
-                    # One of each first, not counted: jiti's cache, the fork server, the disk.
-                    await anyio.to_thread.run_sync(world.bare_cold_start, -1)
-                    warm, _ = await parent.spawn(f"warm-{os.urandom(3).hex()}")
-                    await parent.until(warm, lambda r: r["state"] in ("done", "idle"), "settled")
-                    await parent.client.call("remove", job=warm)
-                for n in range(count):
-                    out["bare"].append(await anyio.to_thread.run_sync(world.bare_cold_start, n))
-                    marker = f"spawn-{n}-{os.urandom(3).hex()}"
-                    child, t0 = await parent.spawn(marker)
-                    out["spawn"].append(await anyio.to_thread.run_sync(world.arrival, marker) - t0)
-                    if wake:
-                        await parent.until(child, lambda r: r["state"] in ("done", "idle") and not r["live"], "hibernated")
-                        out["processes"].append(len(processes_of(child)))
-                        message = f"wake-{n}-{os.urandom(3).hex()}"
-                        t0 = time.time()
-                        await parent.client.call("tool_call", name="roost_send", args={"to": child, "message": message})
-                        out["wake"].append(await anyio.to_thread.run_sync(world.arrival, message) - t0)
-                        await parent.until(child, lambda r: r["state"] in ("done", "idle") and r["pending"] == 0, "answered")
-                    await parent.client.call("remove", job=child)
-                tg.cancel_scope.cancel()
 
-        anyio.run(main)
-        return out
+def warm_slot_cost(world: World) -> dict[str, float]:
+    """Memory and CPU of the one ready warm slot: its pi and its worker (from /proc)."""
+    import psutil
+
+    home = str(world.daemon.paths.home)
+    for process in psutil.process_iter(["pid", "exe", "environ"]):
+        environ = process.info.get("environ") or {}
+        if environ.get("ROOST_HOME") == home and (process.info.get("exe") or "").rsplit("/", 1)[-1].startswith("node"):
+            worker = process.parent()
+            if worker is None:
+                continue
+            out: dict[str, float] = {}
+            for name, proc in (("pi", process), ("worker", worker)):
+                info = proc.memory_full_info()
+                times = proc.cpu_times()
+                out[f"{name}_rss"] = float(info.rss)
+                out[f"{name}_uss"] = float(info.uss)
+                out[f"{name}_cpu"] = times.user + times.system
+            return out
+    return {}
+
+
+def measure(count: int, *, warm_up: bool = True) -> dict[str, Any]:
+    """Samples, each world alternating bare cold starts with roost's samples so both see
+    the same load: with the warm pool (spawns, wakes, a warm slot's cost) and without it
+    (cold spawns)."""
+    out: dict[str, Any] = {"bare_pool": [], "spawn_warm": [], "wake": [], "processes": [], "bare_cold": [], "spawn_cold": [], "slot": {}}
+
+    async def spawns(world: World, pool: bool) -> None:
+        parent = Parent(world)
+        async with anyio.create_task_group() as tg:
+            await parent.open(tg)
+            if warm_up:
+                # One of each first, not counted: jiti's cache, the fork server, the disk.
+                await anyio.to_thread.run_sync(world.bare_cold_start, -1)
+                warm, _ = await parent.spawn(f"warm-{os.urandom(3).hex()}")
+                await parent.until(warm, lambda r: r["state"] in ("done", "idle"), "settled")
+                await parent.client.call("remove", job=warm)
+            elif pool:
+                # The first spawn of a key is what teaches the pool what to warm.
+                first, _ = await parent.spawn(f"first-{os.urandom(3).hex()}")
+                await parent.until(first, lambda r: r["state"] in ("done", "idle"), "settled")
+                await parent.client.call("remove", job=first)
+            for n in range(count):
+                out["bare_pool" if pool else "bare_cold"].append(await anyio.to_thread.run_sync(world.bare_cold_start, n))
+                if pool:
+                    await pool_ready(parent)
+                marker = f"spawn-{n}-{os.urandom(3).hex()}"
+                child, t0 = await parent.spawn(marker)
+                out["spawn_warm" if pool else "spawn_cold"].append(await anyio.to_thread.run_sync(world.arrival, marker) - t0)
+                if pool:
+                    await parent.until(child, lambda r: r["state"] in ("done", "idle") and not r["live"], "hibernated")
+                    out["processes"].append(len(processes_of(child)))
+                    message = f"wake-{n}-{os.urandom(3).hex()}"
+                    t0 = time.time()
+                    await parent.client.call("tool_call", name="roost_send", args={"to": child, "message": message})
+                    out["wake"].append(await anyio.to_thread.run_sync(world.arrival, message) - t0)
+                    await parent.until(child, lambda r: r["state"] in ("done", "idle") and r["pending"] == 0, "answered")
+                await parent.client.call("remove", job=child)
+            if pool:
+                await pool_ready(parent)
+                await anyio.sleep(1.0)  # let the warm pi settle after its start
+                out["slot"] = await anyio.to_thread.run_sync(warm_slot_cost, world)
+            tg.cancel_scope.cancel()
+
+    with World({"hibernateAfterSeconds": HIBERNATE_AFTER, "piPool": True, "piPoolSize": 1}, label="pi").start() as world:
+        anyio.run(spawns, world, True)
+    with World({"piPool": False}, label="picold").start() as world:
+        anyio.run(spawns, world, False)
+    return out
 
 
 def hibernated_memory(count: int) -> dict[str, float]:
@@ -313,20 +362,31 @@ def run(quick: bool = False, smoke: bool = False) -> list[Row]:
         print(f"pi: skipped ({exc})", flush=True)
         return []
     count = 1 if smoke else 5 if quick else 12
-    samples = spawn_and_wake(count, wake=True, warm_up=not smoke)
-    memory = hibernated_memory(5 if smoke else 100 if quick else 300)
-    bare, spawn, wake = samples["bare"], samples["spawn"], samples["wake"]
-    base = median(bare)
+    children = 5 if smoke else 100 if quick else 300
+    samples = measure(count, warm_up=not smoke)
+    memory = hibernated_memory(children)
+    base, base_cold = median(samples["bare_pool"]), median(samples["bare_cold"])
+    warm, cold, wake = samples["spawn_warm"], samples["spawn_cold"], samples["wake"]
+    slot = samples["slot"]
     rows = [
         Row(
             "pi",
-            f"spawn → child's first model request, p50 of {count} (p90 {fmt_time(percentile(spawn, 90))}); baseline: bare pi cold start with the extension (p90 {fmt_time(percentile(bare, 90))})",
-            fmt_time(median(spawn)),
+            f"spawn → child's first model request, warm pool, p50 of {count} (p90 {fmt_time(percentile(warm, 90))}); baseline: bare pi's cold start with the extension (p90 {fmt_time(percentile(samples['bare_pool'], 90))})",
+            fmt_time(median(warm)),
             fmt_time(base),
-            median(spawn) / base,
+            median(warm) / base,
             "p50 ≤ 0.5 s",
-            median(spawn) <= 0.5,
+            median(warm) <= 0.5,
             raw=samples,
+        ),
+        Row(
+            "pi",
+            f"spawn → child's first model request, no pool (piPool false: a cold pi per child), p50 of {count} (p90 {fmt_time(percentile(cold, 90))}); roost's own share ≈ {fmt_time(median(cold) - base_cold)}",
+            fmt_time(median(cold)),
+            fmt_time(base_cold),
+            median(cold) / base_cold,
+            "—",
+            None,
         ),
         Row(
             "pi",
@@ -339,7 +399,7 @@ def run(quick: bool = False, smoke: bool = False) -> list[Row]:
         ),
         Row(
             "pi",
-            f"processes left per hibernated child (pi children, max of {count}; scripted, sum over {len(memory) and (5 if smoke else 100 if quick else 300)})",
+            f"processes left per hibernated child (pi children: most of {count}; scripted children: all of {children})",
             f"{max(samples['processes'] or [0])} / {memory['processes']:.0f}",
             "—",
             None,
@@ -348,7 +408,7 @@ def run(quick: bool = False, smoke: bool = False) -> list[Row]:
         ),
         Row(
             "pi",
-            f"daemon memory per hibernated child ({5 if smoke else 100 if quick else 300} scripted children)",
+            f"daemon memory per hibernated child ({children} scripted children; the record is the same for pi)",
             fmt_bytes(memory["per_child"]),
             "—",
             None,
@@ -356,4 +416,16 @@ def run(quick: bool = False, smoke: bool = False) -> list[Row]:
             memory["per_child"] < 50 * 1024,
         ),
     ]
+    if slot:
+        rows.append(
+            Row(
+                "pi",
+                f"one warm pi waiting: RSS pi {fmt_bytes(slot['pi_rss'])} + worker {fmt_bytes(slot['worker_rss'])}; CPU to warm it: pi {slot['pi_cpu']:.2f} s + worker {slot['worker_cpu']:.2f} s",
+                f"{fmt_bytes(slot['pi_uss'] + slot['worker_uss'])} private",
+                "—",
+                None,
+                "—",
+                None,
+            )
+        )
     return rows

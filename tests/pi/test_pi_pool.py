@@ -92,3 +92,55 @@ def test_pooled_pis_carry_nothing_of_one_child_into_another(pi_kit, write_config
         assert asked and set(asked) == {f"kid-{kind}"}
     # Nothing was written into the shared pi settings (no set_model / set_thinking_level).
     assert (pi_kit.agent_dir / "settings.json").read_bytes() == settings_before
+
+
+def warm_pis(daemon, spare: set[int]) -> set[proctools.Proc]:
+    """pi processes of this test's roost (by ROOST_HOME in /proc/PID/environ) other than
+    ``spare``: the warm ones."""
+    found = set()
+    for p in proctools.with_environ("ROOST_HOME", str(daemon.paths.home)):
+        try:
+            exe = Path(f"/proc/{p[0]}/exe").resolve().name
+        except OSError:
+            continue
+        if exe.startswith("node") and p[0] not in spare:
+            found.add(p)
+    return found
+
+
+def test_a_warm_pi_ends_with_its_worker_and_with_the_daemon(pi_kit, tmp_path):
+    pi_kit.fake({"default": {"steps": [{"say": "ok: {input}"}]}})
+    daemon = pi_kit.daemon()
+    job = daemon.start_job("a cold one", host="pi")
+    daemon.wait_job(job, timeout=90)
+    job_pi = daemon.job(job)["hostPid"]
+    wait_until(lambda: pool(daemon)["ready"] == 1, 120, what="a warm pi")
+    (first,) = wait_until(lambda: warm_pis(daemon, {job_pi}), what="the warm pi in /proc")
+    worker = proctools.proc(proctools.parent(first[0]))
+    assert worker is not None
+    # Its worker killed: the pi goes too, and the pool warms another.
+    proctools.kill9(worker[0])
+    wait_until(lambda: not proctools.alive(first), what="the warm pi gone with its worker")
+    wait_until(lambda: pool(daemon)["ready"] == 1, 120, what="the pool warm again")
+    (second,) = wait_until(lambda: warm_pis(daemon, {job_pi}), what="the new warm pi in /proc")
+    assert second != first
+    second_worker = proctools.proc(proctools.parent(second[0]))
+    # The daemon dies: a warm worker that lost it ends, with its pi (the job's worker
+    # keeps running, as jobs do across daemon restarts).
+    daemon.kill9()
+    wait_until(lambda: not proctools.alive(second) and not proctools.alive(second_worker), what="the warm worker and pi gone with the daemon")
+    assert proctools.proc(job_pi) is not None
+
+
+def test_an_unused_warm_pi_ends_after_reap_after_seconds(pi_kit, write_config, tmp_path):
+    write_config({"reapAfterSeconds": 3})
+    pi_kit.fake({"default": {"steps": [{"say": "ok: {input}"}]}})
+    daemon = pi_kit.daemon()
+    job = daemon.start_job("a cold one", host="pi")
+    daemon.wait_job(job, timeout=90)
+    wait_until(lambda: pool(daemon)["ready"] == 1, 120, what="a warm pi")
+    warm = wait_until(lambda: warm_pis(daemon, {daemon.job(job)["hostPid"] or 0}), what="the warm pi in /proc")
+    wait_until(lambda: pool(daemon)["ready"] == 0 and pool(daemon)["warming"] == 0, 60, what="the warm pi ended")
+    wait_until(lambda: not any(proctools.alive(p) for p in warm), what="its process gone")
+    # Not warmed again: nobody asked for one in all that time.
+    assert pool(daemon) == {"enabled": True, "size": 1, "warming": 0, "ready": 0, "adopted": 0, "missed": 1}

@@ -748,12 +748,16 @@ def default_name(task: str) -> str:
 
 
 def last_line(path: Path) -> str:
-    """``: <the last line of a log>``, or nothing."""
+    """``: <why a worker's log says it ended>`` (its last ``...Error: ...`` line, else its
+    last line), or nothing."""
     try:
-        lines = path.read_text(errors="replace").strip().splitlines()
+        lines = [line.strip(" |+-") for line in path.read_text(errors="replace").splitlines()]
     except OSError:
         return ""
-    return f": {lines[-1][-300:]}" if lines else ""
+    lines = [line for line in lines if line]
+    errors = [line for line in lines if "Error: " in line]
+    chosen = errors[-1] if errors else lines[-1] if lines else ""
+    return f": {chosen[-300:]}" if chosen else ""
 
 
 def describe_exit(code: int | None) -> str:
