@@ -381,7 +381,7 @@ def run(quick: bool = False, smoke: bool = False) -> list[Row]:
         ),
         Row(
             "pi",
-            f"spawn → child's first model request, no pool (piPool false: a cold pi per child), p50 of {count} (p90 {fmt_time(percentile(cold, 90))}); roost's own share ≈ {fmt_time(median(cold) - base_cold)}",
+            f"spawn → child's first model request, no pool (piPool false: a cold pi per child), p50 of {count} (p90 {fmt_time(percentile(cold, 90))}); roost's own share (p50 minus the baseline's) {median(cold) - base_cold:+.2f} s",
             fmt_time(median(cold)),
             fmt_time(base_cold),
             median(cold) / base_cold,

@@ -43,6 +43,17 @@ def test_a_miss_makes_its_key_wanted_and_a_slot_is_planned_for_it():
     assert ending == [] and starting == [A]
 
 
+def test_a_taken_slot_is_made_again_only_after_the_refill_delay():
+    from roost_core.daemon.pool import REFILL_DELAY
+
+    p = pool()
+    slot = ready_slot(p, A)
+    assert p.take(A) is slot
+    taken = p.last_taken
+    assert p.plan(taken + REFILL_DELAY / 2) == ([], [])
+    assert p.plan(taken + REFILL_DELAY) == ([], [A])
+
+
 def test_a_slot_reserves_a_job_id_and_session_and_is_taken_once_by_an_equal_key_only():
     p = pool()
     slot = ready_slot(p, A)

@@ -42,6 +42,10 @@ log = logging.getLogger("roost.daemon")
 
 #: The only host with warm processes.
 POOL_HOST = "pi"
+#: After a job takes a slot, the next slot is started this much later: a pi start is a
+#: second or two of CPU, which would otherwise compete with the job's first model request
+#: right when its latency is what the pool is for.
+REFILL_DELAY = 1.0
 
 
 @attrs.frozen
@@ -99,6 +103,7 @@ class WarmPool:
         self.wanted: list[WarmKey] = []
         self.adopted = 0
         self.missed = 0
+        self.last_taken = float("-inf")
 
     @property
     def reserved(self) -> set[str]:
@@ -118,6 +123,7 @@ class WarmPool:
             if slot.ready and slot.key == key and slot.conn is not None and not slot.conn.closed:
                 del self.slots[slot.id]
                 self.adopted += 1
+                self.last_taken = time.monotonic()
                 return slot
         self.missed += 1
         return None
@@ -134,7 +140,7 @@ class WarmPool:
         The pool holds ``size`` slots, shared round-robin by the wanted keys, the most
         recent first (one key: all of them). A ready slot that waited ``idle_seconds``
         ends and its key is no longer wanted (nobody used it for that long); a slot whose
-        key lost its share ends too."""
+        key lost its share ends too. New slots wait :data:`REFILL_DELAY` after a take."""
         for slot in self.slots.values():
             if slot.ready and slot.ready_since is not None and now - slot.ready_since >= self.idle_seconds and slot.key in self.wanted:
                 self.wanted.remove(slot.key)
@@ -145,6 +151,8 @@ class WarmPool:
                 target.remove(slot.key)
             else:
                 ending.append(slot)
+        if now - self.last_taken < REFILL_DELAY:
+            target = []
         return ending, target
 
     def new_slot(self, key: WarmKey, taken: set[str]) -> WarmSlot:
