@@ -306,6 +306,8 @@ def measure(count: int, *, warm_up: bool = True) -> dict[str, Any]:
                 if pool:
                     await parent.until(child, lambda r: r["state"] in ("done", "idle") and not r["live"], "hibernated")
                     out["processes"].append(len(processes_of(child)))
+                    # Not while the pool's next pi starts (it would share the CPU).
+                    await pool_ready(parent)
                     message = f"wake-{n}-{os.urandom(3).hex()}"
                     t0 = time.time()
                     await parent.client.call("tool_call", name="roost_send", args={"to": child, "message": message})
