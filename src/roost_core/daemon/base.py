@@ -235,6 +235,7 @@ class DaemonBase:
             # A run died and is not started again: a parent must not wait for a report
             # that cannot come. (A worker that died idle had reported; a message wakes it.)
             self.soon(self.report_ended, job, "crashed")
+            self.fire_watches(job, "ended")
 
     def start_worker(self, job: Job) -> None:
         """Start the worker process of ``job`` in its own session (survives a daemon restart):
@@ -456,6 +457,10 @@ class DaemonBase:
         # A foreground session is where the user sits: what it does starts a new chain.
         return None, 0
 
+    def in_broadcast_chain(self, conn: Connection) -> bool:
+        """The calling session's run took in anything from a chain that holds a broadcast."""
+        return conn.job is not None and conn.job.run_broadcast_chain
+
     async def deliver_to(
         self, target: PeerInfo, item: OutgoingItem, content: str, *, trace: str | None = None, wake: bool = True
     ) -> dict[str, Any]:
@@ -477,7 +482,14 @@ class DaemonBase:
             "relation": item.relation,
             "trace": trace,
             "hops": item.hops,
+            "msg_id": item.id,
+            "reply_to": item.reply_to,
+            "scope": item.scope,
+            "broadcast_chain": item.broadcast_chain,
+            "delivery": policy.decide_delivery(self.pm, item, self.config),
         }
+        if item.id is not None:
+            base["id"] = item.id
         if target.kind == "foreground":
             peer = self.foreground[target.id]
             if peer.conn is None:
@@ -491,6 +503,9 @@ class DaemonBase:
             peer.conn.send(event)
             return {**base, "result": "delivered", "seq": peer.seq}
         job = self.jobs[target.id]
+        # A tree whose budget is spent is not woken by agents: only running runs go on
+        # (a user reply still starts one).
+        wake = wake and not self.budget_spent(job.tree)
         try:
             queued, commit = self.accept_item(job, item.kind, content, wake=wake, **fields)
         except ProtocolError as exc:
@@ -582,6 +597,11 @@ def deliver_event(item: Item) -> dict[str, Any]:
         "relation": item.relation,
         "trace": item.trace,
         "hops": item.hops,
+        "id": item.msg_id,
+        "replyTo": item.reply_to,
+        "scope": item.scope,
+        "broadcastChain": item.broadcast_chain,
+        "delivery": item.delivery,
     }
 
 

@@ -128,6 +128,7 @@ class JobOps(DaemonBase):
         self.save(job)
         self.jobs[job.id] = job
         changes.changed()
+        self.usage_changed()
 
     async def op_jobs(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         rows = []
@@ -205,6 +206,8 @@ class JobOps(DaemonBase):
                 self.kill_worker(job)
             self._kill_at[job.id] = self.clock() + STOP_GRACE_SECONDS
         await self.report_ended(job, "stopped")
+        self.fire_watches(job, "ended")
+        self.drop_watches_of(job.id)
         return {"id": job.id, "was": was, "state": job.state}
 
     async def op_remove(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
@@ -219,6 +222,9 @@ class JobOps(DaemonBase):
             job.conn.close()
         self.jobs.pop(job.id, None)
         changes.changed()
+        self.usage_changed()
+        self.fire_watches(job, "ended")
+        self.drop_watches_of(job.id)
         self._kill_at.pop(job.id, None)
         dropped = job.queue.clear()
         for item in dropped:
@@ -290,11 +296,16 @@ class JobOps(DaemonBase):
             if key in args:
                 setattr(job, key, args[key])
         if "dialog" in args:
+            asking = bool(args["dialog"]) and not job.dialog
             job.dialog = bool(args["dialog"])
+            if asking:
+                self.fire_watches(job, "asks")
         if "trace" in args:
             job.run_trace = args["trace"]
         if "hops" in args:
             job.run_hops = args["hops"]
+        if "broadcastChain" in args:
+            job.run_broadcast_chain = args["broadcastChain"]
         if "causes" in args:
             job.run_causes = [c for c in args["causes"] if isinstance(c, dict) and isinstance(c.get("seq"), int)]
         if "state" in args and args["state"] != "failed" and "error" not in args:
@@ -303,6 +314,8 @@ class JobOps(DaemonBase):
             job.crashes = 0
         if job.state != "running":
             job.idle_since = self.clock()
+        if "usage" in args:
+            self.note_usage(job, args["usage"])
         self.save(job)
         return {"state": job.state}
 
