@@ -45,6 +45,9 @@ class Item:
     scope: str | None = None
     broadcast_chain: bool = False
     delivery: str = "steer"
+    #: The first words of the message ``reply_to`` names, when the daemon still knows it
+    #: (for people: ``roost log`` shows the thread; agents read the ids in the envelope).
+    reply_quote: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         # attrs.asdict, spelled out: it is called for every item made durable.
@@ -64,6 +67,7 @@ class Item:
             "scope": self.scope,
             "broadcast_chain": self.broadcast_chain,
             "delivery": self.delivery,
+            "reply_quote": self.reply_quote,
         }
 
     @classmethod

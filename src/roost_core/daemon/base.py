@@ -24,7 +24,7 @@ from roost_core.daemon import changes
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
-from roost_core.daemon.receipts import Receipts
+from roost_core.daemon.receipts import MessageQuotes, Receipts
 from roost_core.daemon.watch import Watchers
 from roost_core.hosts import builtin_hosts
 from roost_core.paths import Paths
@@ -82,6 +82,7 @@ class DaemonBase:
         self._kill_at: dict[str, float] = {}
         self.tg: anyio.abc.TaskGroup | None = None
         self.receipts = Receipts(paths.state_dir / "dead.jsonl", durable=durable)
+        self.messages = MessageQuotes()
         self.watch = Watchers(self.agent_rows)
         self.clock_offset = 0.0
         self.clock = lambda: time.monotonic() + self.clock_offset
@@ -487,7 +488,9 @@ class DaemonBase:
             "scope": item.scope,
             "broadcast_chain": item.broadcast_chain,
             "delivery": policy.decide_delivery(self.pm, item, self.config),
+            "reply_quote": self.messages.quote(item.reply_to),
         }
+        self.messages.remember(item.id, item.text)
         if item.id is not None:
             base["id"] = item.id
         if target.kind == "foreground":
@@ -602,6 +605,7 @@ def deliver_event(item: Item) -> dict[str, Any]:
         "scope": item.scope,
         "broadcastChain": item.broadcast_chain,
         "delivery": item.delivery,
+        "replyQuote": item.reply_quote,
     }
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from roost_core import identity, locks, policy
 from roost_core.config import load_project_config
+from roost_core.daemon.budget import tree_of
 from roost_core.daemon.base import (
     STOP_GRACE_SECONDS,
     DaemonBase,
@@ -154,11 +155,17 @@ class JobOps(DaemonBase):
     def agent_rows(self) -> list[dict[str, Any]]:
         table = self.peer_table()
         names = {peer.id: peer.name for peer in table.holders.values()}
+        trees: dict[str, dict[str, Any]] = {}
         rows = []
         for peer in table.holders.values():
             job = self.jobs.get(peer.id) if peer.kind == "job" else None
             fg = self.foreground.get(peer.id) if peer.kind == "foreground" else None
             parent = self.parent_holder(peer, table)
+            tree = tree_of(peer)
+            if tree not in trees:
+                usage = self.tree_usage(tree)
+                refusal = self.budget_refusal(tree)
+                trees[tree] = {"tokens": usage.tokens, "cost": usage.cost, "spent": refusal is not None, "reason": refusal.message if refusal else None}
             rows.append(
                 {
                     "id": peer.id,
@@ -180,6 +187,8 @@ class JobOps(DaemonBase):
                     "pending": len(job.queue.items) if job else len(fg.in_flight) if fg else 0,
                     "lastMessage": (job.last_message if job else fg.last_message if fg else None),
                     "created": job.created if job else fg.registered if fg else None,
+                    "usage": job.usage if job else None,
+                    "treeUsage": trees[tree],
                 }
             )
         rows.sort(key=lambda row: (row["created"] or 0, row["id"]))

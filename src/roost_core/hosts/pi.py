@@ -112,6 +112,11 @@ def item_json(item: Item) -> dict[str, Any]:
         "relation": item.relation,
         "trace": item.trace,
         "hops": item.hops,
+        "id": item.msg_id,
+        "replyTo": item.reply_to,
+        "replyQuote": item.reply_quote,
+        "scope": item.scope,
+        "delivery": item.delivery,
     }
 
 

@@ -359,7 +359,7 @@ class ScriptedHost:
 def item_ids(item: Item) -> dict[str, Any]:
     """The message id, the id it answers and its broadcast scope, for an entry's details
     (only those it has)."""
-    ids = {"id": item.msg_id, "replyTo": item.reply_to, "scope": item.scope}
+    ids = {"id": item.msg_id, "replyTo": item.reply_to, "replyQuote": item.reply_quote, "scope": item.scope}
     return {key: value for key, value in ids.items() if value}
 
 

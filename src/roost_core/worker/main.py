@@ -60,6 +60,7 @@ def item_from_event(event: dict[str, Any]) -> Item:
         scope=event.get("scope"),
         broadcast_chain=bool(event.get("broadcastChain")),
         delivery="followUp" if event.get("delivery") == "followUp" else "steer",
+        reply_quote=event.get("replyQuote"),
     )
 
 
