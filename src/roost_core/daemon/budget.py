@@ -81,12 +81,14 @@ class BudgetOps(DaemonBase):
         self.soon(self.tell_budget_spent, tree, refusal)
 
     async def tell_budget_spent(self, tree: str, refusal: Refusal) -> None:
-        """Each running session of the tree gets a notice; the root gets a report."""
+        """Each job of the tree that is in a run gets a notice; the root gets a report."""
         table = self.peer_table()
         root = table.holders.get(tree) if not tree.startswith("peer:") else table.holder_of(tree[len("peer:"):])
         told: list[str] = []
         for holder in list(table.holders.values()):
-            if holder is root or not holder.live or holder.kind == "daemon":
+            # Only sessions in a run are told: a notice to an idle one would start a run,
+            # which is spending.
+            if holder is root or holder.kind != "job" or not holder.live or holder.state != "running":
                 continue
             if tree_of(holder) != tree:
                 continue
