@@ -465,38 +465,41 @@ def test_an_idle_worker_killed_after_its_report_sends_no_second_report(daemon_fa
 
 
 def test_a_stopping_daemon_serves_no_new_connection(daemon_factory, record):
-    """While a graceful stop waits (up to a second) for slow clients to take their
-    answers, it has stopped reading acks on the old connections; a peer that reconnects in
-    that window is registered again and gets its unacked items pushed again, and a send
-    may find the journal closed (``internal``). A stopping daemon must serve nobody new."""
+    """While a graceful stop waits for slow clients to take their answers, it has stopped
+    reading acks on the old connections; a peer that reconnects in that window would be
+    registered again and get its unacked items pushed again, and a send might find the
+    journal closed (``internal``). A stopping daemon must serve nobody new.
+
+    The test holds that window open and orders every step on an event it observes: a
+    client that reads nothing has answers the daemon cannot hand over (``unsent``), the
+    stop waits for it (up to ``ROOST_STOP_FLUSH_SECONDS``, long here), the daemon logs that
+    it stopped taking connections, a late client connects while the old daemon is provably
+    alive, and only then does the slow client read, letting the stop finish."""
     import socket as socket_module
 
     from reliability.kit import Raw
 
-    daemon = daemon_factory().start()
+    daemon = daemon_factory(ROOST_STOP_FLUSH_SECONDS="300").start()
     old_pid = daemon.process.pid
-    # A client that asks a lot and reads nothing: the stop waits for its answers.
     blocker = socket_module.socket(socket_module.AF_UNIX, socket_module.SOCK_STREAM)
     blocker.connect(str(daemon.paths.socket))
-    blocker.setblocking(False)
-    request = b'{"id": 1, "op": "tools"}\n' * 4000
-    try:
-        blocker.sendall(request)
-    except BlockingIOError:
-        pass
-    time.sleep(0.3)
+    blocker.sendall(b'{"id": 1, "op": "tools"}\n' * 4000)
+    wait_until(lambda: daemon.call("daemon_status")["unsent"] > 0, what="answers the slow client has not taken")
     daemon.process.send_signal(signal.SIGTERM)
-    time.sleep(0.2)
+    wait_until(lambda: b"stopping: no new connections" in daemon.paths.daemon_log.read_bytes(), what="the daemon to stop listening")
     served_by_old = None
     try:
-        with Raw(daemon.paths.socket, timeout=3) as late:
+        with Raw(daemon.paths.socket, timeout=30) as late:
             answer = late.request({"id": "late", "op": "daemon_status"})
             served_by_old = answer.get("ok") and answer["result"]["pid"] == old_pid
     except (OSError, EOFError):
         served_by_old = False
-    finally:
-        blocker.close()
-    daemon.process.wait(15)
+    # The window was still open: the old daemon waits for the slow client.
+    assert daemon.process.poll() is None
+    while blocker.recv(1024 * 1024):
+        pass
+    blocker.close()
+    assert daemon.process.wait(30) == 0
     record("crash point", "graceful stop: a connection made during the stop", runs=1, cases=1, result="served by the stopping daemon" if served_by_old else "not served")
     assert not served_by_old
 

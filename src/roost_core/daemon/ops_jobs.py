@@ -42,6 +42,7 @@ class JobOps(DaemonBase):
             "live_workers": sum(1 for job in self.jobs.values() if job.worker_pid is not None),
             "foreground": sum(1 for peer in self.foreground.values() if peer.connected),
             "connections": len(self.connections),
+            "unsent": sum(conn.unsent for conn in self.connections),
             "journal": {
                 "commits": self.journal.commits if self.journal else 0,
                 "records": self.journal.records if self.journal else 0,
