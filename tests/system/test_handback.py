@@ -178,6 +178,9 @@ def test_spawn_rate_window_with_a_controllable_clock(daemon_factory, write_confi
     write_config({"agentSpawnsPerMinute": 2})
     daemon = daemon_factory(ROOST_TEST_HOOKS="1").start()
 
+    # The daemon's clock stands still from here: only the test moves it.
+    daemon.call("test_clock", advance=0.0)
+
     async def story():
         async with session(daemon, tmp_path) as lead:
             await spawn(lead, "a", "a", scenario=QUIET)

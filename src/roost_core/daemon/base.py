@@ -90,8 +90,11 @@ class DaemonBase:
         self.tg: anyio.abc.TaskGroup | None = None
         self.receipts = Receipts(paths.state_dir / "dead.jsonl", durable=durable)
         self.watch = Watchers(self.agent_rows)
-        self.clock_offset = 0.0
-        self.clock = lambda: time.monotonic() + self.clock_offset
+        #: The daemon's clock for rate windows, reaping and stop deadlines. ``test_clock``
+        #: stops it (``clock_frozen``) and moves it by hand, so a test of a window never
+        #: depends on how long its own steps take.
+        self.clock_frozen: float | None = None
+        self.clock = lambda: time.monotonic() if self.clock_frozen is None else self.clock_frozen
         # The peer tables, built by _build_tables at one generation of changes.
         self._tables_generation = -1
         self._newest: dict[str, Job] = {}
