@@ -29,6 +29,7 @@ def runs(entries) -> list[dict]:
     return [e for e in entries if e.get("type") == "custom" and e.get("customType") in ("roost-run", "roost-run-segment")]
 
 
+@pytest.mark.smoke
 def test_parent_gets_each_childs_report_once_and_answers_a_question(daemon, tmp_path):
     gate_b, gate_c = tmp_path / "gate-b", tmp_path / "gate-c"
     parent_scenario = {
@@ -71,6 +72,7 @@ def test_parent_gets_each_childs_report_once_and_answers_a_question(daemon, tmp_
     assert parse_envelopes(answer["content"])[0]["relation"] == "parent"
 
 
+@pytest.mark.smoke
 def test_two_siblings_that_answer_everything_go_quiet_by_the_hop_limit(daemon, tmp_path):
     echo = {"default": {"steps": [{"send": {"to": "{from}", "message": "re: {input}"}}]}}
 

@@ -96,6 +96,7 @@ def test_a_worker_token_works_only_for_its_own_job(daemon):
         assert err.value.code == "unauthorized"
 
 
+@pytest.mark.smoke
 @pytest.mark.skipif(os.getuid() != 0, reason="switching uid needs root (CI runs as root)")
 def test_another_uid_is_refused_by_kernel_credentials(daemon):
     # Open the socket to others for this test only (a hard link in a folder they can
