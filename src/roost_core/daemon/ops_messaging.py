@@ -35,12 +35,11 @@ from roost_core.records import (
     SpawnRequest,
     ToolResult,
 )
+from roost_core.transcript import read_entries
 
 #: ``to`` that starts with this names a broadcast scope (``*children``), never a peer:
 #: no sanitised name holds it.
 SCOPE_MARK = "*"
-from roost_core.transcript import read_entries
-
 
 
 class MessagingOps(DaemonBase):
