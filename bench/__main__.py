@@ -20,6 +20,7 @@ BENCHMARKS = {
     "coldstart": "bench.coldstart",
     "memory": "bench.memory",
     "pi": "bench.pi",
+    "tools": "bench.tools",
 }
 
 

@@ -77,6 +77,10 @@ class WorkerServices(Protocol):
     async def run_command(self, argv: list[str], *, cwd: str | None = None) -> Any:
         """Run a tool's command to its end (``subprocess.CompletedProcess``, output
         captured); what it leaves running ends with the job."""
+    def usage_total(self, tokens: int, cost: float) -> None:
+        """The session's spending so far, as the host's own usage records sum it (every
+        model call in the session file, across workers): the daemon sums a tree's budget
+        from it. Call it again whenever the total grows."""
 
 
 class AgentHost(Protocol):
