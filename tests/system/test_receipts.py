@@ -80,6 +80,9 @@ def test_dead_letter_when_a_foreground_receiver_is_not_running(daemon, tmp_path)
     async def story():
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "first", "kid", scenario={"run": [{"steps": [{"wait_for": str(tmp_path / "gate")}, {"send": {"to": "{parent}", "message": "late"}}]}]})
+        # The daemon must have seen the parent go before the child sends (else it is
+        # delivered to the closing connection).
+        await in_thread(wait_until, lambda: not any(a["id"] == lead.peer_id and a["live"] for a in daemon.call("agents")["agents"]), what="the parent gone")
         (tmp_path / "gate").write_text("go")
         await in_thread(daemon.wait_job, kid)
         letters = daemon.call("dead")["dead"]
