@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from roost_core import view
+from roost_core import mcp as mcp_cli
+from roost_core.claude import cli as claude_cli
 from roost_core.pi import cli as pi_cli
 from roost_core.protocol import ProtocolError
 
@@ -74,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("demo", help="play a small scenario end to end on a fresh temp home")
     view.add_parser(sub)
     pi_cli.add_parser(sub)
+    claude_cli.add_parser(sub)
+    mcp_cli.add_parser(sub)
     return parser
 
 
@@ -344,6 +348,8 @@ COMMANDS = {
     "dead": cmd_dead,
     "view": view.run,
     "pi": pi_cli.run,
+    "claude": claude_cli.run,
+    "mcp": mcp_cli.run,
     "demo": cmd_demo,
 }
 

@@ -56,6 +56,9 @@ class Config:
     agent_max_hops: int = 8
     disabled_plugins: tuple[str, ...] = ()
     default_host: str = "scripted"
+    #: Hosts an agent may name for a child (``roost_spawn``'s ``host``); empty: none, the
+    #: child runs its parent's host and the tool has no ``host`` parameter.
+    agent_spawn_hosts: tuple[str, ...] = ()
     raw: dict[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
 
     @classmethod
@@ -89,6 +92,11 @@ class Config:
             if key in data:
                 number = _number(data[key], key)
                 kwargs[field] = number if field == "reap_after_seconds" else int(number)
+        if "agentSpawnHosts" in data:
+            hosts = data["agentSpawnHosts"]
+            if not isinstance(hosts, list) or not all(isinstance(h, str) and h for h in hosts):
+                raise ConfigError("agentSpawnHosts must be a list of host names")
+            kwargs["agent_spawn_hosts"] = tuple(dict.fromkeys(hosts))
         if "defaultHost" in data:
             if not isinstance(data["defaultHost"], str):
                 raise ConfigError("defaultHost must be a string")

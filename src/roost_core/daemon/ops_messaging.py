@@ -55,7 +55,10 @@ class MessagingOps(DaemonBase):
             if handler is None:
                 raise ProtocolError(NOT_FOUND, f"agent tool {name!r} has no op")
             op_name, schema = handler
-            data = await getattr(self, op_name)(conn, validate_args(schema, params, name))
+            validated = validate_args(schema, params, name)
+            # A host in the tool's arguments is the agent's choice (the op's is the caller's).
+            extra = {"via_tool": True} if op_name == "op_spawn" else {}
+            data = await getattr(self, op_name)(conn, validated, **extra)
             # Plugins get data of their own: an op's result may hold rows the daemon keeps.
             result = ToolResult(tool=name, ok=True, data=decode_answer(encode(data)))
         except ProtocolError as exc:
@@ -193,8 +196,10 @@ class MessagingOps(DaemonBase):
 
         return answer.then(with_relation) if isinstance(answer, Pending) else with_relation(answer)
 
-    async def op_spawn(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
-        """Start a child job of the calling session, linked into its tree."""
+    async def op_spawn(self, conn: Connection, args: dict[str, Any], *, via_tool: bool = False) -> dict[str, Any]:
+        """Start a child job of the calling session, linked into its tree. Through the
+        ``roost_spawn`` tool (``via_tool``) a ``host`` is the agent's choice, which the
+        limits plugin checks against ``agentSpawnHosts``."""
         sender = self.sender_info(conn)
         parent_job = conn.job if conn.job is not None else self.tree_record(sender.session)
         own_host = conn.job.host if conn.job is not None else conn.peer.host if conn.peer is not None else None
@@ -221,6 +226,7 @@ class MessagingOps(DaemonBase):
             live_spawned=sum(1 for j in self.jobs.values() if j.has_worker and j.spawned),
             tree=root,
             hops=hops + 1,
+            host=args.get("host") if via_tool else None,
         )
         refusal = policy.check_spawn(self.pm, request, self.clock(), self.config)
         if refusal is not None:
@@ -262,6 +268,7 @@ TOOL_OPS: dict[str, tuple[str, dict[str, Field]]] = {
             "cwd": Field(str, max_len=4096),
             "model": Field(str, max_len=200),
             "thinking": Field(str, max_len=200),
+            "host": Field(str, max_len=200),
         },
     ),
     "roost_send": ("op_send", {"to": Field(str, required=True, max_len=200), "message": Field(str, required=True, max_len=1_000_000)}),
