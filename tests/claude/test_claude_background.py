@@ -28,3 +28,153 @@ def test_a_claude_job_runs_its_task_in_its_own_transcript(claude_kit, tmp_path):
     requests = fake.requests()
     assert {r["apiKey"] for r in requests} == {FAKE_KEY}
     assert {"mcp__roost__roost_agents", "mcp__roost__roost_send", "mcp__roost__roost_spawn", "Bash"} <= set(requests[0]["tools"])
+
+
+# ---------------------------------------------------------------------------- agent items
+
+import json  # noqa: E402
+
+import anyio  # noqa: E402
+from conftest import wait_until  # noqa: E402
+from fg import in_thread, run_async, send, session, spawn  # noqa: E402
+
+from roost_core.claude import WAKE_PROMPT, marked_seqs  # noqa: E402
+from roost_core.policy import NO_USER_AUTHORITY  # noqa: E402
+
+AUTHORITY_LINE = NO_USER_AUTHORITY.splitlines()[0]
+
+
+def hook_contexts(entries, event=None):
+    """roost's hand-overs in a Claude transcript: (event, seqs, text) of each hook context
+    and blocked stop that starts with the marker."""
+    found = []
+    for entry in entries:
+        attachment = entry.get("attachment") or {}
+        if entry.get("type") != "attachment":
+            continue
+        if attachment.get("type") == "hook_additional_context":
+            for text in attachment.get("content") or []:
+                if marked_seqs(text):
+                    found.append((attachment.get("hookEvent"), marked_seqs(text), text))
+        elif attachment.get("type") == "hook_blocking_error":
+            text = (attachment.get("blockingError") or {}).get("blockingError") or ""
+            if marked_seqs(text):
+                found.append(("Stop", marked_seqs(text), text))
+    return [f for f in found if event is None or f[0] == event]
+
+
+def user_prompts(entries):
+    return [e["message"]["content"] for e in entries if e.get("type") == "user" and isinstance((e.get("message") or {}).get("content"), str) and not e.get("isMeta")]
+
+
+def receipts_of(daemon, sender_session_peer):
+    return daemon.call("log", job=sender_session_peer)["sent"]
+
+
+def test_a_message_sent_during_a_slow_tool_arrives_mid_turn_as_hook_context(claude_kit, tmp_path):
+    gate = tmp_path / "gate"
+    scenario = {
+        "run": [{"steps": [{"wait_for": str(gate)}, {"shell": "echo second tool"}, {"say": "after the tools"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    }
+    fake = claude_kit.fake(scenario)
+    daemon = claude_kit.daemon()
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "do the slow thing", "slowpoke", host="claude")
+            await in_thread(wait_until, lambda: len(fake.requests()) >= 1, 90, what="the first model call")
+            ok, text, data = await send(lead, kid, "also check the docs")
+            assert ok and data["result"] == "delivered", text
+            gate.write_text("go")
+            await in_thread(daemon.wait_job, kid, timeout=90)
+            return kid
+
+    kid = run_async(story)
+    entries = daemon.entries(kid)
+    # Handed over by PostToolUse, once, with its marker; never as a user prompt.
+    contexts = hook_contexts(entries)
+    assert [(event, len(seqs)) for event, seqs, _ in contexts] == [("PostToolUse", 1)], contexts
+    assert "also check the docs" in contexts[0][2] and AUTHORITY_LINE in contexts[0][2]
+    assert user_prompts(entries) == ["do the slow thing"]
+    # The model saw it mid-turn: a system entry after a tool result, before the last answer.
+    last = fake.requests()[-1]
+    raw = last["raw"]
+    at = next(i for i, m in enumerate(raw) if m["role"] == "system" and "also check the docs" in json.dumps(m))
+    assert any(block.get("type") == "tool_result" for m in raw[:at] if isinstance(m["content"], list) for block in m["content"])
+    assert last["reply"]["text"] == "after the tools"
+    # Acknowledged: the daemon holds nothing for it any more.
+    assert daemon.job(kid)["pending"] == 0
+
+
+def test_a_claude_child_reports_to_its_parent_and_is_woken_by_its_answer(claude_kit, tmp_path):
+    scenario = {
+        "run": [{"steps": [{"say": "Which colour, red or blue?"}]}],
+        "default": {"steps": [{"say": "painted it {input}"}]},
+    }
+    fake = claude_kit.fake(scenario)
+    daemon = claude_kit.daemon()
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "paint the shed", "painter", host="claude")
+            await lead.wait_for_delivery(1, timeout=90)
+            ok, text, data = await send(lead, kid, "blue")
+            assert ok, text
+            await lead.wait_for_delivery(2, timeout=90)
+            await in_thread(daemon.wait_job, kid, timeout=60)
+            return kid, list(lead.delivered)
+
+    kid, delivered = run_async(story)
+    assert [d["kind"] for d in delivered] == ["report", "report"]
+    assert "Which colour, red or blue?" in delivered[0]["content"]
+    assert "painted it blue" in delivered[1]["content"]
+    assert all(d["fromName"] == "painter" and d["relation"] == "child" for d in delivered)
+    assert all(AUTHORITY_LINE in d["content"] for d in delivered)
+    entries = daemon.entries(kid)
+    # The parent's answer opened a turn with roost's fixed prompt; the answer itself came
+    # as that prompt's hook context, never as the user's words.
+    assert user_prompts(entries) == ["paint the shed", WAKE_PROMPT]
+    contexts = hook_contexts(entries)
+    assert [event for event, _, _ in contexts] == ["UserPromptSubmit"]
+    assert "blue" in contexts[0][2]
+    assert fake.requests()[-1]["reply"]["text"] == "painted it blue"
+
+
+def test_a_reaped_claude_job_resumes_its_session_and_holds_the_message_once(claude_kit, write_config, tmp_path):
+    write_config({"reapAfterSeconds": 0.5})
+    fake = claude_kit.fake({"default": {"steps": [{"say": "ok: {input}"}]}})
+    daemon = claude_kit.daemon()
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "first task", "sleeper", host="claude")
+            await lead.wait_for_delivery(1, timeout=90)
+            await in_thread(daemon.wait_reaped, kid)
+            _ok, text, data = await send(lead, kid, "wake up and look")
+            assert data["result"] == "started", text
+            await lead.wait_for_delivery(2, timeout=90)
+            await in_thread(daemon.wait_job, kid, timeout=60)
+            return kid
+
+    kid = run_async(story)
+    entries = daemon.entries(kid)
+    log = (daemon.paths.jobs_dir / f"{kid}.log").read_text()
+    assert log.count("starting claude") == 2 and "--resume" in log
+    # One transcript: the second Claude Code resumed it and the model saw both turns.
+    assert len({e.get("sessionId") for e in entries if e.get("sessionId")}) == 1
+    last = fake.requests()[-1]
+    texts = json.dumps(last["raw"])
+    assert "first task" in texts and "wake up and look" in texts
+    assert [len(seqs) for _, seqs, _ in hook_contexts(entries)] == [1]
+    # Once in what the model reads (the hook's own log line, hook_success, aside).
+    assert sum(json.dumps(e).count("wake up and look") for e in model_visible(entries)) == 1
+
+
+def model_visible(entries):
+    """Transcript entries the model reads: prompts, tool results and hook contexts."""
+    return [
+        e for e in entries
+        if e.get("type") == "user"
+        or (e.get("type") == "attachment" and (e.get("attachment") or {}).get("type") in ("hook_additional_context", "hook_blocking_error"))
+    ]
