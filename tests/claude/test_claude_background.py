@@ -168,13 +168,20 @@ def test_a_reaped_claude_job_resumes_its_session_and_holds_the_message_once(clau
     assert "first task" in texts and "wake up and look" in texts
     assert [len(seqs) for _, seqs, _ in hook_contexts(entries)] == [1]
     # Once in what the model reads (the hook's own log line, hook_success, aside).
-    assert sum(json.dumps(e).count("wake up and look") for e in model_visible(entries)) == 1
+    assert sum(text.count("wake up and look") for text in model_visible(entries)) == 1
 
 
 def model_visible(entries):
-    """Transcript entries the model reads: prompts, tool results and hook contexts."""
-    return [
-        e for e in entries
-        if e.get("type") == "user"
-        or (e.get("type") == "attachment" and (e.get("attachment") or {}).get("type") in ("hook_additional_context", "hook_blocking_error"))
-    ]
+    """The texts of a Claude transcript the model reads: prompts, tool results, hook
+    contexts and blocked stops (each once; an entry's rendered copy aside)."""
+    texts = []
+    for e in entries:
+        if e.get("type") == "user":
+            texts.append(json.dumps((e.get("message") or {}).get("content")))
+        elif e.get("type") == "attachment":
+            attachment = e.get("attachment") or {}
+            if attachment.get("type") == "hook_additional_context":
+                texts.extend(attachment.get("content") or [])
+            elif attachment.get("type") == "hook_blocking_error":
+                texts.append((attachment.get("blockingError") or {}).get("blockingError") or "")
+    return texts
