@@ -110,6 +110,11 @@ class FakeAnthropic:
         self.scenario = load_scenario(scenario)
         self.log_path = Path(log_path)
         self.lock = threading.Lock()
+        #: ``hold(reply)`` true: that answer waits until ``release`` is set (``holding``
+        #: says it waits), so a test can act while the model is "thinking".
+        self.hold: Any = None
+        self.holding = threading.Event()
+        self.release = threading.Event()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -130,6 +135,9 @@ class FakeAnthropic:
                 except Exception as exc:  # noqa: BLE001 - a scenario bug answers an error
                     reply = {"error": f"fake model: {type(exc).__name__}: {exc}"}
                 fake.log(self.headers, body, chat, reply)
+                if fake.hold is not None and fake.hold(reply):
+                    fake.holding.set()
+                    fake.release.wait(120)
                 if "error" in reply:
                     self.reply_json(400, {"type": "error", "error": {"type": "invalid_request_error", "message": reply["error"]}})
                     return

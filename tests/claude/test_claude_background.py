@@ -107,6 +107,39 @@ def test_a_message_sent_during_a_slow_tool_arrives_mid_turn_as_hook_context(clau
     assert daemon.job(kid)["pending"] == 0
 
 
+def test_an_item_that_arrives_while_the_last_answer_streams_blocks_the_stop(claude_kit, tmp_path):
+    scenario = {
+        "run": [{"steps": [{"shell": "echo one tool"}, {"say": "final words"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    }
+    fake = claude_kit.fake(scenario)
+    fake.hold = lambda reply: reply.get("text") == "final words"
+    daemon = claude_kit.daemon()
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "finish up", "closer", host="claude")
+            # The model is giving its last answer: the tool boundary has passed.
+            await in_thread(fake.holding.wait, 90)
+            ok, text, data = await send(lead, kid, "one more thing")
+            assert ok and data["result"] == "delivered", text
+            fake.release.set()
+            await lead.wait_for_delivery(1, timeout=90)
+            await in_thread(daemon.wait_job, kid, timeout=60)
+            return kid, list(lead.delivered)
+
+    kid, delivered = run_async(story)
+    entries = daemon.entries(kid)
+    contexts = hook_contexts(entries)
+    assert [event for event, _, _ in contexts] == ["Stop"]
+    assert "one more thing" in contexts[0][2]
+    # The run went on with it, and reported once at its real end.
+    assert fake.requests()[-1]["reply"]["text"] == "ok: one more thing"
+    assert [d["kind"] for d in delivered] == ["report"]
+    assert "ok: one more thing" in delivered[0]["content"]
+    assert user_prompts(entries) == ["finish up"]
+
+
 def test_a_claude_child_reports_to_its_parent_and_is_woken_by_its_answer(claude_kit, tmp_path):
     scenario = {
         "run": [{"steps": [{"say": "Which colour, red or blue?"}]}],
