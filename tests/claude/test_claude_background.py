@@ -206,9 +206,15 @@ def test_a_reaped_claude_job_resumes_its_session_and_holds_the_message_once(clau
 
 def model_visible(entries):
     """The texts of a Claude transcript the model reads: prompts, tool results, hook
-    contexts and blocked stops (each once; an entry's rendered copy aside)."""
+    contexts and blocked stops, one text per hand-over. Claude Code records a blocked
+    stop twice (a ``hook_blocking_error`` attachment, and the same reason as "Stop hook
+    feedback" in a meta user entry) and shows the model both: one hand-over by roost,
+    counted once here (see docs/hosts.md, the limits that come from the host)."""
     texts = []
     for e in entries:
+        content = (e.get("message") or {}).get("content")
+        if e.get("type") == "user" and e.get("isMeta") and isinstance(content, str) and content.startswith("Stop hook feedback:"):
+            continue
         if e.get("type") == "user":
             texts.append(json.dumps((e.get("message") or {}).get("content")))
         elif e.get("type") == "attachment":
