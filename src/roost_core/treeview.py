@@ -12,7 +12,8 @@ STATE_ORDER = ("running", "needs_input", "idle", "done", "failed", "stopped", "c
 def _line(row: dict[str, Any], indent: str, meta: str = "") -> str:
     detail = row.get("question") if row.get("state") == "needs_input" else row.get("summary") or ""
     live = "●" if row.get("live") else "○"
-    text = f"{indent}{live} {row['name'][:28]} ({row['id']})  {row['state']}"
+    host = f" [{row['host']}]" if row.get("host") else ""
+    text = f"{indent}{live} {row['name'][:28]} ({row['id']}){host}  {row['state']}"
     if meta:
         text += f"  {meta}"
     if detail:

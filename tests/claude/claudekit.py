@@ -27,7 +27,8 @@ def find_claude() -> str | None:
 def offline_env(env: dict[str, str], home: Path, tmpdir: Path) -> None:
     """Make ``env`` an isolated, offline Claude Code environment (in place)."""
     for key in list(env):
-        if key.endswith("_API_KEY") or key.startswith(("ANTHROPIC_", "CLAUDE")) or key in ("CLAUDECODE",):
+        # FAKE_LLM_API_KEY is the pi kit's fake key (a mixed test has both kits).
+        if (key.endswith("_API_KEY") and key != "FAKE_LLM_API_KEY") or key.startswith(("ANTHROPIC_", "CLAUDE")):
             env.pop(key)
     for key in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
         env.pop(key, None)

@@ -37,3 +37,21 @@ def claude_kit(tmp_path, roost_env, daemon_factory, claude_bin):
     kit = ClaudeKit(tmp_path, roost_env, daemon_factory, claude_bin)
     yield kit
     kit.cleanup()
+
+
+@pytest.fixture
+def mixed_kits(tmp_path, roost_env, daemon_factory, claude_bin):
+    """The pi kit and the Claude kit on one environment (pi first: the Claude kit keeps the
+    pi fake's key and sets HOME last; pi finds its own files through PI_CODING_AGENT_DIR)."""
+    from pikit import PiKit, find_pi
+
+    pi = find_pi()
+    if pi is None:
+        if os.environ.get("ROOST_REQUIRE_PI") == "1":
+            pytest.fail("pi is not installed (run scripts/install-pi.sh) and ROOST_REQUIRE_PI=1")
+        pytest.skip("pi is not installed (scripts/install-pi.sh installs it)")
+    pi_kit = PiKit(tmp_path, roost_env, daemon_factory, pi)
+    claude_kit = ClaudeKit(tmp_path, roost_env, daemon_factory, claude_bin)
+    yield pi_kit, claude_kit
+    claude_kit.cleanup()
+    pi_kit.cleanup()

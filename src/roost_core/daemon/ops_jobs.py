@@ -170,7 +170,8 @@ class JobOps(DaemonBase):
                     "id": peer.id,
                     "name": peer.name,
                     "kind": peer.kind,
-                    "host": peer.host,
+                    # A foreground session says which agent it runs (pi, claude), for display.
+                    "host": (fg.host if fg is not None and fg.host else peer.host),
                     "state": peer.state,
                     "live": peer.live,
                     "cwd": peer.cwd,
