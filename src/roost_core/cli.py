@@ -241,7 +241,7 @@ def cmd_log(args: argparse.Namespace) -> int:
 def follow_log(pm: Any, session: str, *, poll: float = 0.1) -> int:
     """Print a transcript, then each entry as it is appended (until Ctrl-C)."""
     from roost_core.policy import render_entry
-    from roost_core.transcript import parse_entry
+    from roost_core.transcript import parse_entries
 
     offset = 0
     partial = b""
@@ -262,9 +262,10 @@ def follow_log(pm: Any, session: str, *, poll: float = 0.1) -> int:
                         raw = json.loads(line)
                     except ValueError:
                         continue
-                    text = render_entry(pm, parse_entry(raw)) if isinstance(raw, dict) else ""
-                    if text:
-                        print(text, flush=True)
+                    for entry in parse_entries(raw) if isinstance(raw, dict) else ():
+                        text = render_entry(pm, entry)
+                        if text:
+                            print(text, flush=True)
             else:
                 time.sleep(poll)
     except KeyboardInterrupt:

@@ -33,10 +33,12 @@ def test_a_claude_job_runs_its_task_in_its_own_transcript(claude_kit, tmp_path):
 # ---------------------------------------------------------------------------- agent items
 
 import json  # noqa: E402
+import subprocess  # noqa: E402
 
 import anyio  # noqa: E402
 from conftest import wait_until  # noqa: E402
 from fg import in_thread, run_async, send, session, spawn  # noqa: E402
+from pikit import roost_bin  # noqa: E402
 
 from roost_core.claude import WAKE_PROMPT, marked_seqs  # noqa: E402
 from roost_core.policy import NO_USER_AUTHORITY  # noqa: E402
@@ -172,6 +174,16 @@ def test_a_claude_child_reports_to_its_parent_and_is_woken_by_its_answer(claude_
     assert [event for event, _, _ in contexts] == ["UserPromptSubmit"]
     assert "blue" in contexts[0][2]
     assert fake.requests()[-1]["reply"]["text"] == "painted it blue"
+    # roost log renders Claude Code's transcript through the same render plugin as pi's:
+    # the conversation and the agent message, none of Claude Code's bookkeeping.
+    shown = subprocess.run([roost_bin(), "log", kid], env=claude_kit.env, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == "› you: paint the shed"
+    assert "assistant: Which colour, red or blue?" in lines
+    at = lines.index("✉ message from lead (parent)")
+    assert lines[at + 1] == "│ blue" and lines[-1] == "assistant: painted it blue"
+    assert not any(line.startswith(("attachment", "queue-operation", "[roost")) for line in lines), lines
 
 
 def test_a_reaped_claude_job_resumes_its_session_and_holds_the_message_once(claude_kit, write_config, tmp_path):

@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
-from roost_core.claude import marked_seqs, seq_of_prompt_uuid
+from roost_core.claude import WAKE_PROMPT, marked_seqs, seq_of_prompt_uuid
+from roost_core.records import TranscriptEntry
+from roost_core.transcript import AGENT_MESSAGE_TYPE
 
 INBOX_SUFFIX = "__roost_inbox"
 
@@ -104,3 +107,64 @@ def seqs_in_transcript(path: str, session_id: str) -> set[int]:
     reader = TranscriptSeqs(path, session_id)
     reader.scan()
     return reader.seqs
+
+
+# ---------------------------------------------------------------------- for people (roost log)
+
+_ENVELOPE = re.compile(r'<agent-message from="([^"<>]*)" id="([^"<>]*)" relation="([^"<>]*)" kind="([^"<>]*)">\n.*?\n</agent-message>', re.DOTALL)
+
+
+def is_claude_line(raw: dict[str, Any]) -> bool:
+    """Claude Code's transcript lines carry ``sessionId``; pi's and roost's never do."""
+    return isinstance(raw.get("sessionId"), str)
+
+
+def handed_items(text: str) -> list[TranscriptEntry]:
+    """The agent items of one roost hand-over (marker line, then framed items)."""
+    seqs = marked_seqs(text)
+    if not seqs:
+        return []
+    entries = []
+    for index, match in enumerate(_ENVELOPE.finditer(text)):
+        details = {"seq": seqs[index] if index < len(seqs) else None, "fromName": match[1], "from": match[2], "relation": match[3], "kind": match[4]}
+        entries.append(TranscriptEntry(type="custom_message", text=match[0], custom_type=AGENT_MESSAGE_TYPE, details=details, raw={}))
+    return entries
+
+
+def entries_of(raw: dict[str, Any]) -> list[TranscriptEntry]:
+    """One Claude Code line as the entries the render plugin knows (pi's shapes): user and
+    assistant messages, tool results, and roost's hand-overs as agent messages. Claude
+    Code's own bookkeeping (attachments, queue operations, request blobs) is not shown."""
+    kind = raw.get("type")
+    message = raw.get("message") or {}
+    content = message.get("content")
+    if kind == "user" and not raw.get("isMeta"):
+        if isinstance(content, str):
+            return [] if content == WAKE_PROMPT else [TranscriptEntry(type="message", role="user", text=content, raw=raw)]
+        out = []
+        for block in content or []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_result":
+                shaped = {"message": {"role": "toolResult", "toolName": "tool", "isError": bool(block.get("is_error"))}}
+                out.append(TranscriptEntry(type="message", role="toolResult", text=entry_text(block.get("content")), raw=shaped))
+            elif block.get("type") == "text":
+                out.append(TranscriptEntry(type="message", role="user", text=str(block.get("text", "")), raw=raw))
+        return out
+    if kind == "assistant":
+        parts = [
+            {"type": "toolCall", "name": block.get("name"), "arguments": block.get("input")}
+            for block in content or []
+            if isinstance(block, dict) and block.get("type") == "tool_use"
+        ]
+        text = entry_text(content)
+        if not text and not parts:
+            return []
+        return [TranscriptEntry(type="message", role="assistant", text=text, raw={"message": {"role": "assistant", "content": parts}})]
+    if kind == "attachment":
+        attachment = raw.get("attachment") or {}
+        if attachment.get("type") == "hook_additional_context":
+            return [entry for text in attachment.get("content") or [] if isinstance(text, str) for entry in handed_items(text)]
+        if attachment.get("type") == "hook_blocking_error":
+            return handed_items(str((attachment.get("blockingError") or {}).get("blockingError") or ""))
+    return []
