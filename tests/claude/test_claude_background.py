@@ -81,6 +81,10 @@ def test_a_message_sent_during_a_slow_tool_arrives_mid_turn_as_hook_context(clau
     }
     fake = claude_kit.fake(scenario)
     daemon = claude_kit.daemon()
+    # The user has roost in their own Claude Code too: the job's Claude Code loads those
+    # hooks and that server as well, and still hands each item over once.
+    installed = subprocess.run([roost_bin(), "claude", "install"], env=claude_kit.env, capture_output=True, text=True, timeout=60)
+    assert installed.returncode == 0, installed.stderr
 
     async def story():
         async with session(daemon, tmp_path) as lead:
@@ -144,7 +148,7 @@ def test_an_item_that_arrives_while_the_last_answer_streams_blocks_the_stop(clau
 
 def test_a_claude_child_reports_to_its_parent_and_is_woken_by_its_answer(claude_kit, tmp_path):
     scenario = {
-        "run": [{"steps": [{"say": "Which colour, red or blue?"}]}],
+        "run": [{"steps": [{"agents": {}}, {"say": "Which colour, red or blue?"}]}],
         "default": {"steps": [{"say": "painted it {input}"}]},
     }
     fake = claude_kit.fake(scenario)
@@ -161,6 +165,10 @@ def test_a_claude_child_reports_to_its_parent_and_is_woken_by_its_answer(claude_
             return kid, list(lead.delivered)
 
     kid, delivered = run_async(story)
+    # The job's roost tools run through its worker: it sees its parent.
+    listing = next(r for r in fake.requests() if any(m["role"] == "tool" for m in r["messages"]))
+    tool_text = next(m["content"] for m in listing["messages"] if m["role"] == "tool")
+    assert "lead" in tool_text and "[parent]" in tool_text, tool_text
     assert [d["kind"] for d in delivered] == ["report", "report"]
     assert "Which colour, red or blue?" in delivered[0]["content"]
     assert "painted it blue" in delivered[1]["content"]
