@@ -89,7 +89,8 @@ class ClaudeKit:
             {
                 "hasCompletedOnboarding": True,
                 "lastOnboardingVersion": "2.1.332",
-                "customApiKeyResponses": {"approved": [FAKE_KEY[-20:]], "rejected": []},
+                # Claude Code keeps an approved key by its last 20 characters.
+                "customApiKeyResponses": {"approved": [FAKE_KEY[-20:], FAKE_KEY], "rejected": []},
             }
         )
         data.setdefault("projects", {})[str(project)] = {"hasTrustDialogAccepted": True}
@@ -112,3 +113,53 @@ def transcript_entries(path: str | Path) -> list[dict[str, Any]]:
         except ValueError:
             continue
     return out
+
+
+# ---------------------------------------------------------------------------- tmux
+
+
+def shquote(value: str) -> str:
+    return "'" + value.replace("'", "'\"'\"'") + "'"
+
+
+class Tmux:
+    """One program in its own tmux server, driven by keys and read from the screen."""
+
+    def __init__(self, name: str, command: list[str], env: dict[str, str], cwd: Path, script_dir: Path) -> None:
+        import subprocess
+
+        self.session = f"roost-cc-{os.getpid()}-{name}"
+        script = script_dir / f"{name}.sh"
+        exports = "\n".join(f"export {k}={shquote(v)}" for k, v in sorted(env.items()) if k.isidentifier())
+        script.write_text(f"#!/bin/bash\n{exports}\ncd {shquote(str(cwd))}\nexec {' '.join(shquote(c) for c in command)}\n")
+        script.chmod(0o700)
+        subprocess.run(["tmux", "-L", self.session, "new-session", "-d", "-s", self.session, "-x", "160", "-y", "50", str(script)],
+                       check=True, env={**os.environ, "TMUX": ""})
+
+    def screen(self) -> str:
+        import subprocess
+
+        result = subprocess.run(["tmux", "-L", self.session, "capture-pane", "-p", "-t", self.session, "-S", "-200"], capture_output=True, text=True, check=False)
+        return result.stdout
+
+    def wait_screen(self, text: str, timeout: float = 60.0) -> str:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout}s waiting for {text!r} on screen:\n{screen}")
+            time.sleep(0.1)
+
+    def keys(self, *keys: str) -> None:
+        import subprocess
+
+        subprocess.run(["tmux", "-L", self.session, "send-keys", "-t", self.session, *keys], check=True)
+
+    def kill(self) -> None:
+        import subprocess
+
+        subprocess.run(["tmux", "-L", self.session, "kill-server"], capture_output=True, check=False)
