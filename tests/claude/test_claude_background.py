@@ -244,3 +244,18 @@ def model_visible(entries):
             elif attachment.get("type") == "hook_blocking_error":
                 texts.append((attachment.get("blockingError") or {}).get("blockingError") or "")
     return texts
+
+
+def test_a_job_whose_claude_code_writes_elsewhere_fails_clearly(claude_kit, tmp_path):
+    claude_kit.fake({"default": {"steps": [{"say": "ok: {input}"}]}})
+    # Claude Code run with another config folder than the daemon sees.
+    wrapper = tmp_path / "claude-elsewhere"
+    wrapper.write_text(f"#!/bin/sh\nexport CLAUDE_CONFIG_DIR={tmp_path / 'elsewhere'}\nexec {claude_kit.claude} \"$@\"\n")
+    wrapper.chmod(0o755)
+    claude_kit.env["ROOST_CLAUDE_BIN"] = str(wrapper)
+    daemon = claude_kit.daemon()
+    job = daemon.start_job("where do you write?", host="claude")
+    # Failed, with the task still queued (unacknowledged): it runs again once fixed.
+    row = wait_until(lambda: (r := daemon.job(job))["state"] == "failed" and r, 90, what="the job failed")
+    assert row["pending"] == 1
+    assert "not to the job's" in row["error"] and "CLAUDE_CONFIG_DIR" in row["error"], row["error"]

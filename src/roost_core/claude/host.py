@@ -111,7 +111,10 @@ class ClaudeHost:
         self.completed: set[str] = set()
         self.last_result: dict[str, Any] | None = None
         self.results = 0
-        self.transcript_seen: str | None = None
+        #: Set when Claude Code writes somewhere else than the job's session (the daemon
+        #: and the job see different Claude Code folders): the run fails, it cannot be
+        #: routed or acknowledged.
+        self.misplaced: str | None = None
         self.mcp_status: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ lifecycle
@@ -291,10 +294,11 @@ class ClaudeHost:
     async def answer_hook(self, event: str, data: dict[str, Any]) -> dict[str, Any] | None:
         assert self.job is not None and self.services is not None
         path = data.get("transcript_path")
-        if isinstance(path, str) and path:
-            self.transcript_seen = path
-            if os.path.realpath(path) != os.path.realpath(self.job.session):
-                log.error("claude writes %s, not the job's session %s", path, self.job.session)
+        if isinstance(path, str) and path and os.path.realpath(path) != os.path.realpath(self.job.session):
+            log.error("claude writes %s, not the job's session %s", path, self.job.session)
+            self.misplaced = path
+            self.notify()
+            return None
         self.scan()
         if not wants_items(event, data):
             return None
@@ -313,7 +317,7 @@ class ClaudeHost:
     # ------------------------------------------------------------------ runs
 
     async def run(self, items: list[Item]) -> RunOutcome:
-        assert self.services is not None
+        assert self.services is not None and self.job is not None
         if self.process is None or self.gone:
             await self.start_claude()
         items = self.drop_known(items)
@@ -325,7 +329,13 @@ class ClaudeHost:
             async with self.pumping():
                 await self.put(items)
                 while True:
-                    await self.until(lambda: self.written <= self.completed or self.gone)
+                    await self.until(lambda: self.written <= self.completed or self.gone or self.misplaced)
+                    if self.misplaced:
+                        return RunOutcome(
+                            "failed",
+                            error=f"Claude Code writes this session to {self.misplaced}, not to the job's {self.job.session} "
+                            "(does the daemon see another HOME or CLAUDE_CONFIG_DIR than Claude Code?)",
+                        )
                     if self.gone:
                         return RunOutcome("failed", error="claude exited during the run")
                     # Idle now: what arrived since the last boundary starts another turn.
