@@ -121,3 +121,22 @@ def test_roost_mcp_without_the_sdk_says_how_to_install_it(roost_env, tmp_path):
     result = subprocess.run([sys.executable, "-m", "roost_core.cli", "mcp"], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert result.stderr.startswith("roost: mcp_missing:") and "roost[mcp]" in result.stderr
+
+
+def test_what_roost_mcp_adds_stays_within_the_tool_token_budget():
+    """Issue 16 caps every roost tool definition together at 1.2x the plain three (JSON
+    size as the proxy for tokens): roost_inbox and an allowed host choice fit in it."""
+    import json
+
+    from roost_core import policy
+    from roost_core.config import Config
+    from roost_core.mcp.server import INBOX_TOOL
+    from roost_core.plugins import make_plugin_manager
+
+    def size(config: Config, extra: tuple = ()) -> int:
+        tools = [tool.to_json() for tool in policy.tool_definitions(make_plugin_manager(config), config)] + list(extra)
+        return len(json.dumps(tools, separators=(",", ":")))
+
+    plain = size(Config())
+    widest = size(Config.from_mapping({"agentSpawnHosts": ["pi", "claude"]}), (INBOX_TOOL,))
+    assert widest <= 1.2 * plain, (widest, plain)

@@ -31,11 +31,9 @@ log = logging.getLogger("roost.mcp")
 
 INBOX_TOOL = {
     "name": "roost_inbox",
-    "description": (
-        "Take the agent messages and reports waiting for you (they are not from the user). "
-        "Call it when told items wait, not in a loop."
-    ),
-    "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
+    # Short: every tool definition costs tokens in every request.
+    "description": "Take the agent messages and reports waiting for you (not from the user). Do not poll.",
+    "parameters": {"type": "object", "properties": {}},
 }
 MISSING_SDK = "mcp_missing: the MCP SDK is not installed; install roost with its MCP extra: pip install 'roost[mcp]'"
 
