@@ -98,7 +98,6 @@ class ClaudeHost:
         self.bridge: BridgeServer | None = None
         self.bridge_dir: Path | None = None
         self.process: Any = None
-        self.tg: anyio.abc.TaskGroup | None = None
         self._changed = anyio.Event()
         self.gone = True
         self.running = False
@@ -115,7 +114,6 @@ class ClaudeHost:
         #: and the job see different Claude Code folders): the run fails, it cannot be
         #: routed or acknowledged.
         self.misplaced: str | None = None
-        self.mcp_status: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -206,13 +204,11 @@ class ClaudeHost:
         """Read Claude Code's events and serve the bridge for the length of one run."""
         assert self.bridge is not None
         async with anyio.create_task_group() as tg:
-            self.tg = tg
             tg.start_soon(self.read_events, self.process)
             tg.start_soon(self.bridge.serve)
             try:
                 yield
             finally:
-                self.tg = None
                 tg.cancel_scope.cancel()
 
     def notify(self) -> None:
@@ -250,8 +246,6 @@ class ClaudeHost:
         elif kind == "result":
             self.last_result = event
             self.results += 1
-        elif kind == "system" and event.get("subtype") == "init":
-            self.mcp_status = list(event.get("mcp_servers") or [])
         self.scan()
         self.notify()
 

@@ -107,7 +107,6 @@ class McpPeer:
         #: Items handed to Claude Code whose seq its transcript does not show yet.
         self.handed: dict[int, Item] = {}
         self._watching = False
-        self.arrived = anyio.Event()
 
     async def __aenter__(self) -> McpPeer:
         self._tg = anyio.create_task_group()
@@ -253,8 +252,6 @@ class McpPeer:
         if item.seq in self.handed:
             return
         self.queue.push(item)
-        self.arrived.set()
-        self.arrived = anyio.Event()
 
     async def _send_ack(self, client: AsyncClient | None = None) -> None:
         client = client or self.client
