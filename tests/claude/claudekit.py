@@ -98,6 +98,7 @@ class ClaudeKit:
 
     def cleanup(self) -> None:
         for fake in self.fakes:
+            fake.release.set()  # an answer still held goes out, so nothing waits on it
             fake.stop()
 
 

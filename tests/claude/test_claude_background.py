@@ -126,7 +126,7 @@ def test_an_item_that_arrives_while_the_last_answer_streams_blocks_the_stop(clau
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "finish up", "closer", host="claude")
             # The model is giving its last answer: the tool boundary has passed.
-            await in_thread(fake.holding.wait, 90)
+            assert await in_thread(fake.holding.wait, 90), "the last answer never started"
             ok, text, data = await send(lead, kid, "one more thing")
             assert ok and data["result"] == "delivered", text
             fake.release.set()
