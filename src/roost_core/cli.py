@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from roost_core import view
+from roost_core import mcp as mcp_cli
+from roost_core.claude import cli as claude_cli
 from roost_core.pi import cli as pi_cli
 from roost_core.protocol import ProtocolError
 
@@ -74,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("demo", help="play a small scenario end to end on a fresh temp home")
     view.add_parser(sub)
     pi_cli.add_parser(sub)
+    claude_cli.add_parser(sub)
+    mcp_cli.add_parser(sub)
     return parser
 
 
@@ -237,7 +241,7 @@ def cmd_log(args: argparse.Namespace) -> int:
 def follow_log(pm: Any, session: str, *, poll: float = 0.1) -> int:
     """Print a transcript, then each entry as it is appended (until Ctrl-C)."""
     from roost_core.policy import render_entry
-    from roost_core.transcript import parse_entry
+    from roost_core.transcript import parse_entries
 
     offset = 0
     partial = b""
@@ -258,9 +262,10 @@ def follow_log(pm: Any, session: str, *, poll: float = 0.1) -> int:
                         raw = json.loads(line)
                     except ValueError:
                         continue
-                    text = render_entry(pm, parse_entry(raw)) if isinstance(raw, dict) else ""
-                    if text:
-                        print(text, flush=True)
+                    for entry in parse_entries(raw) if isinstance(raw, dict) else ():
+                        text = render_entry(pm, entry)
+                        if text:
+                            print(text, flush=True)
             else:
                 time.sleep(poll)
     except KeyboardInterrupt:
@@ -344,6 +349,8 @@ COMMANDS = {
     "dead": cmd_dead,
     "view": view.run,
     "pi": pi_cli.run,
+    "claude": claude_cli.run,
+    "mcp": mcp_cli.run,
     "demo": cmd_demo,
 }
 

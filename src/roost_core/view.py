@@ -208,7 +208,8 @@ def plain_lines(rows: list[dict[str, Any]], group: str, selected: dict[str, Any]
             continue
         row = value
         live = "●" if row.get("live") else "○"
-        text = f"{indent}{live} {row['name'][:28]} ({row['id']})  {row['state']}"
+        host = f" [{row['host']}]" if row.get("host") else ""
+        text = f"{indent}{live} {row['name'][:28]} ({row['id']}){host}  {row['state']}"
         if meta:
             text += f"  {meta}"
         text += f"  {relation(seen_from, row)}  queued {row.get('pending') or 0}  last {last_message(row.get('lastMessage'))}"

@@ -120,13 +120,20 @@ class JobOps(DaemonBase):
             name=clean_name,
             host=host,
             cwd=cwd,
-            session=str(self.paths.sessions_dir / f"{job_id}.jsonl"),
+            session=self.new_session_file(host, job_id, cwd),
             token=identity.new_token(),
             task=task,
             state="running",
             **fields,
         )
         return job
+
+    def new_session_file(self, host: str, job_id: str, cwd: str) -> str:
+        """A new job's session path: where its host's agent will write it, else roost's."""
+        spec = self.hosts.get(host)
+        if spec is not None and spec.session_file is not None:
+            return str(spec.session_file(cwd))
+        return str(self.paths.sessions_dir / f"{job_id}.jsonl")
 
     def add_job(self, job: Job) -> None:
         """Save a new job's record, then make it known (a failed save leaves no ghost)."""
@@ -175,7 +182,8 @@ class JobOps(DaemonBase):
                     "id": peer.id,
                     "name": peer.name,
                     "kind": peer.kind,
-                    "host": peer.host,
+                    # A foreground session says which agent it runs (pi, claude), for display.
+                    "host": (fg.host if fg is not None and fg.host else peer.host),
                     "state": peer.state,
                     "live": peer.live,
                     "cwd": peer.cwd,
