@@ -55,7 +55,8 @@ class Config:
     max_message_chars: int = 8000
     agent_max_hops: int = 8
     disabled_plugins: tuple[str, ...] = ()
-    default_host: str = "scripted"
+    #: None: ``roost start`` picks ``pi`` when it is installed (see ``JobOps.default_host``).
+    default_host: str | None = None
     raw: dict[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
 
     @classmethod

@@ -71,7 +71,7 @@ def scenario_file(tmp_path):
 
 
 def test_start_wait_reply_log_through_the_cli(cli, scenario_file):
-    started = cli.json("start", "fix the bug", "--name", "fixer", "--scenario", str(scenario_file))
+    started = cli.json("start", "fix the bug", "--name", "fixer", "--host", "scripted", "--scenario", str(scenario_file))
     job = started["id"]
     assert started["name"] == "fixer"
 
@@ -82,7 +82,7 @@ def test_start_wait_reply_log_through_the_cli(cli, scenario_file):
     assert re.search(rf"^{job}\s+needs_input\s+live\s+scripted\s+fixer\s+Which branch\?$", table, re.M), table
 
     reply = cli("reply", job, "main").stdout.strip()
-    assert re.fullmatch(rf"{job}: reply \d+ (delivered|queued|started)", reply), reply
+    assert re.fullmatch(rf"{job}: reply is item 2 of the job's queue \(its seq\); (delivered to its running worker|queued; .*|a worker was started for it)", reply), reply
     row = cli.json("wait", job)
     assert row["state"] == "done"
     assert row["summary"] == "Merged into main."
@@ -100,22 +100,22 @@ def test_start_wait_reply_log_through_the_cli(cli, scenario_file):
     assert any(e.get("type") == "message" and e["message"]["role"] == "assistant" for e in entries)
 
 
-def test_start_default_scenario_prints_id_and_name(cli):
-    out = cli("start", "say hello").stdout.strip()
-    job, name = out.split(maxsplit=1)
-    assert re.fullmatch(r"[0-9a-f]{8}", job), out
-    assert name
-    assert cli.json("wait", job)["state"] == "done"
+def test_start_default_scenario_says_what_happened(cli):
+    out = cli("start", "say hello", "--host", "scripted").stdout
+    first = out.splitlines()[0]
+    job = re.fullmatch(r"started job ([0-9a-f]{8}) \(say hello\) on host scripted; it runs in the background", first)[1]
+    assert out.splitlines()[1:] == ["  follow it:   roost log 'say hello' --follow", "  wait for it: roost wait 'say hello'"]
+    assert cli.json("wait", "say hello")["state"] == "done"
     assert "assistant: Done: say hello" in cli("log", job).stdout
 
 
 def test_wait_timeout_then_stop_and_rm(cli, tmp_path):
     gate = tmp_path / "never"
     scenario = f'[[run]]\nsteps = [{{ wait_for = "{gate}" }}]\n'
-    job = cli.json("start", "hang", "--scenario", scenario)["id"]
+    job = cli.json("start", "hang", "--host", "scripted", "--scenario", scenario)["id"]
 
     timed_out = cli("wait", job, "--timeout", "0.3", expect=1)
-    assert "still running" in timed_out.stderr
+    assert timed_out.stderr.startswith(f"roost: timeout: job {job} (hang) still running after 0.3s"), timed_out.stderr
 
     assert cli("stop", job).stdout.strip() == f"{job}: stopped (was running)"
     assert cli("wait", job).stdout.strip() == f"{job}: stopped"
@@ -125,7 +125,7 @@ def test_wait_timeout_then_stop_and_rm(cli, tmp_path):
 
 
 def test_stop_and_rm_json(cli):
-    job = cli.json("start", "quick")["id"]
+    job = cli.json("start", "quick", "--host", "scripted")["id"]
     cli("wait", job)
     stopped = cli.json("stop", job)
     assert stopped["state"] == "stopped"
@@ -150,8 +150,9 @@ def test_plugins_lists_the_defaults_and_blocked_ones(cli):
     assert data["blocked"] == sorted(BLOCKED_BY_DEFAULT.split(","))
 
     blocked = cli("--disable-plugin", "envelope", "plugins").stdout
-    assert "envelope" in blocked.splitlines()[-1] and "blocked" in blocked
-    assert "envelope" not in [line.split()[0] for line in blocked.splitlines() if not line.startswith("blocked:")]
+    table = blocked.split("\n\n")[0].splitlines()
+    assert "envelope" in table[-1] and table[-1].startswith("blocked: ")
+    assert "envelope" not in [line.split()[0] for line in table[:-1]]
     data = json.loads(cli("--disable-plugin", "envelope", "plugins", "--json").stdout)
     assert data["blocked"] == sorted(["envelope", *BLOCKED_BY_DEFAULT.split(",")])
     assert "envelope" not in {row["name"] for row in data["plugins"]}

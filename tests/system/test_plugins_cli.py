@@ -52,7 +52,10 @@ def test_json_lists_every_plugin_and_the_blocked_names(roost_env):
     data = json.loads(roost(roost_env, "plugins", "--json").stdout)
     rows = {row["name"]: row for row in data["plugins"]}
     assert rows["envelope"] == {"name": "envelope", "version": metadata.version("roost"), "source": "roost (default)", "hooks": ["roost_frame_item", "roost_sanitize_name"]}
-    assert set(data) == {"plugins", "blocked", "unknown_blocked"}
+    assert set(data) == {"plugins", "blocked", "unknown_blocked", "notes"}
+    # roost_env blocks the example plugins, so this is the default set: nothing to note.
+    assert data["notes"] == []
+    assert "not the default set" not in roost(roost_env, "plugins").stdout
 
 
 def test_blocked_by_flag_env_and_config_with_unknown_names_called_out(roost_env):
@@ -80,5 +83,5 @@ def test_a_broken_plugin_is_skipped_with_a_warning_or_fatal_when_strict(roost_en
     assert "acme" not in {row["name"] for row in json.loads(result.stdout)["plugins"]}
     assert "skipping plugin 'acme' from acme-broken" in result.stderr
     strict = roost({**env, "ROOST_STRICT_PLUGINS": "1"}, "plugins", expect=1)
-    assert strict.stderr.startswith("roost: plugin 'acme' from acme-broken failed to load")
+    assert strict.stderr.startswith("roost: plugin_error: plugin 'acme' from acme-broken failed to load")
     assert "Traceback" not in strict.stderr
