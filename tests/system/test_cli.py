@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from clikit import CLI, Cli
 from conftest import BLOCKED_BY_DEFAULT, wait_until
-
-CLI = [sys.executable, "-m", "roost_core.cli"]
 
 ASK_THEN_FINISH = """
 [[run]]
@@ -29,25 +28,6 @@ steps = [{ say = "Merged into {input}." }]
 [default]
 steps = [{ say = "ok: {input}" }]
 """
-
-
-class Cli:
-    """Runs ``roost ARGS`` in a subprocess with the test daemon's environment."""
-
-    def __init__(self, env: dict[str, str], cwd: Path) -> None:
-        self.env = env
-        self.cwd = cwd
-
-    def __call__(self, *args: str, expect: int | None = 0, timeout: float = 30) -> subprocess.CompletedProcess:
-        result = subprocess.run(
-            [*CLI, *args], env=self.env, cwd=self.cwd, capture_output=True, text=True, timeout=timeout
-        )
-        if expect is not None:
-            assert result.returncode == expect, (args, result.returncode, result.stdout, result.stderr)
-        return result
-
-    def json(self, *args: str) -> object:
-        return json.loads(self(*args, "--json").stdout)
 
 
 @pytest.fixture

@@ -217,7 +217,8 @@ def test_once_prints_the_tree_on_a_terminal_and_exits(daemon, terminal):
     terminal.start_view("--once")
     assert terminal.wait_exit() == 0
     screen = terminal.screen()
-    assert "solo (" in line_of(screen, "solo") and "  self  queued 0  last " in line_of(screen, "solo")
+    # A plain listing has no peer to see relations from: no "self", no relation column.
+    assert "solo (" in line_of(screen, "solo") and "  done  queued 0  last " in line_of(screen, "solo")
 
 
 def test_plain_output_in_a_pipe_is_roost_agents_plus_columns(daemon, tmp_path):
@@ -251,8 +252,8 @@ def test_plain_output_in_a_pipe_is_roost_agents_plus_columns(daemon, tmp_path):
             assert extended.endswith("  — " + plain.split("  — ", 1)[1])
     lead_line = next(line for line in view if f"lead ({lead})" in line)
     kid_line = next(line for line in view if f"kid ({kid})" in line)
-    assert re.search(r"  self  queued 0  last \d\d:\d\d:\d\d  — noted kid$", lead_line)
-    assert "↳" in kid_line and re.search(r"  child  queued 0  last (-|\d\d:\d\d:\d\d)  — ok: work$", kid_line)
+    assert re.search(r"  done  queued 0  last \d\d:\d\d:\d\d  — noted kid$", lead_line)
+    assert "↳" in kid_line and re.search(r"  done  queued 0  last (-|\d\d:\d\d:\d\d)  — ok: work$", kid_line)
 
     from_kid = roost("roost_core.view", "--once", "--group", "state", "--select", "kid").splitlines()
     assert any(f"lead ({lead})" in line and "  parent  queued 0" in line for line in from_kid)
