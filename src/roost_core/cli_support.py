@@ -15,6 +15,7 @@ Only the standard library is imported at module level (``roost --help`` stays in
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import shutil
 import sys
@@ -196,14 +197,26 @@ def job_detail(row: dict[str, Any]) -> str:
 
 
 NAME_WIDTH = 30
+#: The longest detail when the output is not a terminal (no width to fit).
+DETAIL_WIDTH = 100
+
+
+def output_width() -> int | None:
+    """The terminal's width when stdout is one (or ``COLUMNS`` says), else None: output
+    going to a pipe or a file has no width to fit."""
+    if os.environ.get("COLUMNS") or sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    return None
 
 
 def format_jobs(rows: list[dict[str, Any]], width: int | None = None) -> str:
-    """The ``roost jobs`` table: a header row, then one line per job, cut to ``width``
-    (the terminal's, by default) with ``…`` at a word boundary."""
+    """The ``roost jobs`` table: a header row, then one line per job. Names longer than
+    30 characters and details longer than what is left of ``width`` (default: the
+    terminal's; 100 characters of detail when there is none) end in ``…`` after a
+    whole word."""
     if not rows:
         return "no jobs"
-    width = width or shutil.get_terminal_size().columns
+    width = width or output_width()
     table = [("ID", "STATE", "LIVE", "HOST", "NAME")]
     table += [(row["id"], row["state"], "live" if job_live(row) else "-", row["host"], cut(row["name"], NAME_WIDTH)) for row in rows]
     widths = [max(len(line[column]) for line in table) for column in range(5)]
@@ -211,7 +224,7 @@ def format_jobs(rows: list[dict[str, Any]], width: int | None = None) -> str:
     for index, line in enumerate(table):
         head = "  ".join(cell.ljust(size) for cell, size in zip(line, widths))
         detail = "DETAIL" if index == 0 else job_detail(rows[index - 1])
-        room = max(width - len(head) - 2, 20)
+        room = max(width - len(head) - 2, 20) if width else DETAIL_WIDTH
         lines.append(f"{head}  {cut(detail, room)}".rstrip())
     return "\n".join(lines)
 

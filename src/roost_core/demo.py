@@ -137,7 +137,7 @@ def play_review(conn: Any, home: Path) -> str:
     show("$ roost wait reviewer --state needs_input")
     row = wait_for_job(conn, job, ("needs_input", "done", "failed"), STEP_TIMEOUT)
     expect(row, "needs_input")
-    show("it looked at the code, then asked a question:")
+    show(f"it looked at the code, then asked: {row['question']}")
     show("$ roost jobs")
     show(format_jobs(conn.call("jobs")["jobs"]))
 

@@ -173,9 +173,17 @@ def test_the_cli_starts_the_daemon_when_none_runs(roost_env, tmp_path):
 
 def test_roost_demo_runs_end_to_end(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ROOST_") and k != "PI_JOB_TOKEN"}
+    # The default plugin set, whatever is installed beside roost for other tests.
+    env["ROOST_DISABLE_PLUGINS"] = BLOCKED_BY_DEFAULT
     result = subprocess.run([*CLI, "demo"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, (result.stdout, result.stderr)
     out = result.stdout
+    assert "note:" not in out and "not a default" not in out
+    # The lines `roost start` and `roost reply` print, the same in the demo.
+    assert re.search(r"^started job [0-9a-f]{8} \(reviewer\) on host scripted; it runs in the background$", out, re.M), out
+    assert "  follow it:   roost log reviewer --follow\n  wait for it: roost wait reviewer\n" in out
+    assert re.search(r"^[0-9a-f]{8}: reply is item 2 of the job's queue \(its seq\); ", out, re.M), out
+    assert out.index("ID        STATE") < out.index("== 3. the user replies")
     assert "› you: review the login module" in out
     assert "assistant: check_password compares hashes with ==" in out
     assert "⚙ bash(" in out
