@@ -23,8 +23,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from roost_core.records import JOB_STATES
-
 #: States in which a job is not running: what ``roost wait`` waits for by default.
 SETTLED = ("idle", "needs_input", "done", "failed", "stopped")
 #: States after which a job has nothing left to do until someone replies.
@@ -66,27 +64,36 @@ class Parser(argparse.ArgumentParser):
 def guarded(run: Callable[[], int]) -> int:
     """Run a command; any failure it meets is printed as ``roost: CODE: message`` on
     stderr and gives exit status 1. The one error boundary of every ``roost`` command."""
-    from roost_core.client import DaemonUnavailable
+    try:
+        return run()
+    except Exception as exc:
+        # The classes are imported only now: a command that succeeds never pays for them.
+        code_message = classify(exc)
+        if code_message is None:
+            raise
+        print(error_line(*code_message), file=sys.stderr, flush=True)
+        return 1
+
+
+def classify(exc: BaseException) -> tuple[str, str] | None:
+    """The code and message of a failure a command reports, or None for a bug."""
     from roost_core.config import ConfigError
-    from roost_core.hosts.scripted import ScenarioError
     from roost_core.plugins import PluginError
     from roost_core.protocol import BAD_ARGS, ProtocolError
 
-    try:
-        return run()
-    except (CommandError, ProtocolError) as exc:
-        code, message = exc.code, exc.message
-    except DaemonUnavailable as exc:
-        code, message = UNAVAILABLE, f"no daemon answers: {exc}"
-    except ScenarioError as exc:
-        # The same code the daemon's `start` answers for a scenario it cannot load.
-        code, message = BAD_ARGS, str(exc)
-    except ConfigError as exc:
-        code, message = BAD_CONFIG, str(exc)
-    except PluginError as exc:
-        code, message = PLUGIN_ERROR, str(exc)
-    print(error_line(code, message), file=sys.stderr, flush=True)
-    return 1
+    if isinstance(exc, (CommandError, ProtocolError)):
+        return exc.code, exc.message
+    if isinstance(exc, ConnectionError):
+        return UNAVAILABLE, f"no daemon answers: {exc}"
+    if isinstance(exc, ConfigError):
+        return BAD_CONFIG, str(exc)
+    if isinstance(exc, PluginError):
+        return PLUGIN_ERROR, str(exc)
+    if isinstance(exc, ValueError):
+        # A scenario that cannot be read (ScenarioError) gets the code the daemon's
+        # `start` answers for one; so does any other value the CLI was given.
+        return BAD_ARGS, str(exc)
+    return None
 
 
 # ---------------------------------------------------------------------------- the daemon and plugins
@@ -138,6 +145,7 @@ def find_job(rows: list[dict[str, Any]], ref: str) -> dict[str, Any]:
 def check_states(states: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     """``states`` if each is a job state; else ``bad_args`` naming the states there are."""
     from roost_core.protocol import BAD_ARGS
+    from roost_core.records import JOB_STATES
 
     unknown = [state for state in states if state not in JOB_STATES]
     if unknown:
@@ -178,8 +186,8 @@ def cut(text: str, width: int) -> str:
         return "…"[:width]
     room = text[: width - 1]
     space = room.rfind(" ")
-    if space >= (width - 1) // 2:
-        room = room[:space]
+    if text[width - 1] != " " and space >= (width - 1) // 2:
+        room = room[:space]  # the last word did not fit whole: drop it
     return room.rstrip(" ,.;:-") + "…"
 
 
