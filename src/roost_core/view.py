@@ -678,15 +678,15 @@ class LiveView:
             view.buffer = ""
         elif key == "enter":
             target = view.log_id if view.mode == "log" else view.selected
-            row = next((r for r in view.rows if r["id"] == target), None)
             text, view.prompt, view.buffer = view.buffer, None, ""
             if not text.strip():
                 view.flash = "reply: nothing to send"
                 return
             result = await self.call("reply", job=target, text=text)
             if result is not None:
-                name = row["name"] if row else target
-                view.flash = f"reply {result.get('seq')} to {name} ({target}): {result.get('result')}"
+                from roost_core.cli_support import format_reply
+
+                view.flash = format_reply(result)  # the line `roost reply` prints
         elif len(key) == 1:
             view.buffer += key
 
