@@ -29,6 +29,7 @@ def runs(entries) -> list[dict]:
     return [e for e in entries if e.get("type") == "custom" and e.get("customType") in ("roost-run", "roost-run-segment")]
 
 
+@pytest.mark.smoke
 def test_parent_gets_each_childs_report_once_and_answers_a_question(daemon, tmp_path):
     gate_b, gate_c = tmp_path / "gate-b", tmp_path / "gate-c"
     parent_scenario = {
@@ -71,6 +72,7 @@ def test_parent_gets_each_childs_report_once_and_answers_a_question(daemon, tmp_
     assert parse_envelopes(answer["content"])[0]["relation"] == "parent"
 
 
+@pytest.mark.smoke
 def test_two_siblings_that_answer_everything_go_quiet_by_the_hop_limit(daemon, tmp_path):
     echo = {"default": {"steps": [{"send": {"to": "{from}", "message": "re: {input}"}}]}}
 
@@ -177,6 +179,9 @@ def test_tree_and_global_caps(daemon_factory, write_config, tmp_path):
 def test_spawn_rate_window_with_a_controllable_clock(daemon_factory, write_config, tmp_path):
     write_config({"agentSpawnsPerMinute": 2})
     daemon = daemon_factory(ROOST_TEST_HOOKS="1").start()
+
+    # The daemon's clock stands still from here: only the test moves it.
+    daemon.call("test_clock", advance=0.0)
 
     async def story():
         async with session(daemon, tmp_path) as lead:
