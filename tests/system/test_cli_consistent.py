@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from clikit import Cli
-from conftest import wait_until
+from conftest import agent_items, wait_until
 
 QUIET = {"default": {"steps": [{"say": "ok: {input}"}]}}
 #: Every error line: ``roost: CODE: message``, the code in lower case with underscores.
@@ -50,8 +50,16 @@ def twins(daemon) -> tuple[str, list[str]]:
     }
     lead = daemon.start_job("delegate", name="lead", scenario=scenario)
     kids = wait_until(lambda: (ids := sorted(r["id"] for r in daemon.call("jobs")["jobs"] if r["name"] == "kid")) and len(ids) == 2 and ids, what="two kids")
-    for job in [lead, *kids]:
-        daemon.wait_job(job)
+    for kid in kids:
+        daemon.wait_job(kid)
+
+    def lead_heard_both() -> bool:
+        reports = [e for e in agent_items(daemon.entries(lead)) if e["details"]["kind"] == "report"]
+        row = daemon.job(lead)
+        return len(reports) == 2 and row["state"] == "done" and row["pending"] == 0
+
+    # Settled for good: both reports are in the lead's transcript and it answered them.
+    wait_until(lead_heard_both, what="the lead to note both reports")
     return lead, kids
 
 
