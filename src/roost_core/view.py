@@ -204,10 +204,13 @@ def find_row(rows: list[dict[str, Any]], ref: str | None) -> dict[str, Any] | No
 
 
 def plain_lines(rows: list[dict[str, Any]], group: str, selected: dict[str, Any] | None) -> list[str]:
-    """The ``--once`` text: each ``roost agents`` line with queued and last message
-    inserted before the detail; with a ``selected`` row (``--select``), its relation to
-    each row before them. Without one there is no relation column: relations seen from
-    an arbitrary row would mean nothing in a plain listing."""
+    """The ``--once`` text: each ``roost agents`` line with queued, last message and usage
+    (and its tree's, on a root) inserted before the detail. With a ``selected`` row
+    (``--select``) each line first says its relation to that row; without one there is
+    no relation column: relations seen from an arbitrary row mean nothing in a plain
+    listing."""
+    from roost_core.treeview import tree_text, usage_text
+
     if not rows:
         return ["no agents"]
     seen_from = selected
@@ -224,6 +227,11 @@ def plain_lines(rows: list[dict[str, Any]], group: str, selected: dict[str, Any]
         if seen_from is not None:
             text += f"  {relation(seen_from, row)}"
         text += f"  queued {row.get('pending') or 0}  last {last_message(row.get('lastMessage'))}"
+        spent = usage_text(row.get("usage"))
+        if spent:
+            text += f"  [{spent}]"
+        if not row.get("parent") and tree_text(row):
+            text += f"  [{tree_text(row)}]"
         detail = detail_of(row)
         if detail:
             text += f"  — {detail[:60]}"
@@ -467,6 +475,12 @@ class View:
             facts.append("in a dialog")
         facts.append(f"queued {row.get('pending') or 0}")
         facts.append(f"last message {last_message(row.get('lastMessage'))}")
+        from roost_core.treeview import tree_text, usage_text
+
+        if usage_text(row.get("usage")):
+            facts.append(usage_text(row.get("usage")))
+        if tree_text(row):
+            facts.append(tree_text(row))
         lines.append(Text(" · ".join(facts)))
         one_line = lambda text: " ".join(str(text).split())  # noqa: E731
         if row.get("question"):
