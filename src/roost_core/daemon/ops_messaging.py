@@ -298,7 +298,9 @@ class MessagingOps(DaemonBase):
         self.check_budget_of(sender)
         parent_job = conn.job if conn.job is not None else self.tree_record(sender.session)
         own_host = conn.job.host if conn.job is not None else conn.peer.host if conn.peer is not None else None
-        host = args.get("host") or own_host or self.config.default_host
+        # A spawner without a host of its own (the Python foreground API) keeps the
+        # scripted default it always had; `roost start` is stricter (JobOps.default_host).
+        host = args.get("host") or own_host or self.config.default_host or "scripted"
         if host not in self.hosts:
             raise ProtocolError(BAD_ARGS, f"spawn: unknown host {host!r}")
         cwd = args.get("cwd") or sender.cwd or str(self.paths.home)
