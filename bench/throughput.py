@@ -50,11 +50,22 @@ WINDOW = 4
 PROCESSES = 4
 
 
+def start_server(system: str, *, durable: bool, label: str, rows: int = 0) -> Any:
+    """A baseline broker: "bare" (anyio, :mod:`bench.bare`), "lean" or "lean-uvloop"
+    (:mod:`bench.lean`)."""
+    if system == "bare":
+        return BareServer(durable=durable, rows=rows, label=label)
+    return BareServer(durable=durable, rows=rows, label=label, module="bench.lean", uvloop=system == "lean-uvloop")
+
+
 def pairs_run(system: str, *, receivers: str, durable: bool, seconds: float, warmup: float, pairs: int = PAIRS,
-              window: int = WINDOW, processes: int = PROCESSES) -> dict[str, Any]:
-    """Messages/s over the window, with ``receivers`` "job" or "fg" (roost), "fg" or "bare-job" (bare)."""
+              window: int = WINDOW, processes: int = PROCESSES, clients: str = "anyio") -> dict[str, Any]:
+    """Messages/s over the window, with ``receivers`` "job" or "fg" (roost), "fg" or
+    "bare-job" (a baseline broker), on ``clients`` "anyio" (roost's ``AsyncClient``, or
+    the bare one on a baseline) or "lean" (:mod:`bench.leanclient`). Also the server's and
+    the client processes' CPU time per message over the window."""
     processes = min(processes, pairs)
-    agents = [Agent("pairs", {}) for _ in range(processes)]
+    agents = [Agent("lean" if clients == "lean" else "pairs", {}) for _ in range(processes)]
     server: Any = None
     try:
         hellos = [agent.hear() for agent in agents]
@@ -70,7 +81,7 @@ def pairs_run(system: str, *, receivers: str, durable: bool, seconds: float, war
                 specs = [{"kind": "job", "job": job.id, "token": job.token} for job in jobs]
             server.start()
         else:
-            server = BareServer(durable=durable, label="tput")
+            server = start_server(system, durable=durable, label="tput")
             # "bare-job": a bare receiver that acks as a job's worker does (cumulative, waiting).
             specs = [{"kind": "fg", "ack": "cumulative" if receivers == "bare-job" else "each"}] * pairs
         receiver_ids: dict[int, str] = {}
@@ -90,10 +101,13 @@ def pairs_run(system: str, *, receivers: str, durable: bool, seconds: float, war
         import psutil
 
         server_process = psutil.Process(server.pid)
+        client_processes = [psutil.Process(agent.pid) for agent in agents]
         time.sleep(max(0.0, t_start - time.perf_counter()))
         cpu0 = sum(server_process.cpu_times()[:2])
+        client0 = sum(sum(p.cpu_times()[:2]) for p in client_processes)
         time.sleep(max(0.0, t_end - time.perf_counter()))
         cpu1 = sum(server_process.cpu_times()[:2])
+        client1 = sum(sum(p.cpu_times()[:2]) for p in client_processes)
         sent = [agent.hear(timeout=120) for agent in agents]
         for agent in agents:
             agent.tell({"cmd": "finish"})
@@ -111,6 +125,9 @@ def pairs_run(system: str, *, receivers: str, durable: bool, seconds: float, war
     return {
         "rate": count / seconds,
         "cpu_per_msg": (cpu1 - cpu0) / count if count else float("nan"),
+        # Every client process together: a message's sender and receiver (and its ack).
+        "client_cpu_per_msg": (client1 - client0) / count if count else float("nan"),
+        "retries": sum(s.get("retries", 0) for s in sent),
         "delivered_rate": sum(s["in_window"] for s in seen) / seconds,
         "errors": errors,
     }
