@@ -203,6 +203,10 @@ class AsyncClient:
         self._backlog: bytearray | None = None
         self._room: anyio.Event | None = None
         self._send_error: OSError | None = None
+        # Writes of this pass of the loop after its first (None: no write yet), and the
+        # requests they carry.
+        self._gathered: list[bytes] | None = None
+        self._gathered_ids: list[int] = []
         # Reading: the socket registered for reading, frames waiting for ``run``.
         self._reading: socket.socket | None = None
         self._paused = False
@@ -342,26 +346,37 @@ class AsyncClient:
 
     # ------------------------------------------------------------------ writing
 
-    async def _send(self, data: bytes) -> None:
+    async def _send(self, data: bytes, request_id: int | None = None) -> None:
         """Write ``data`` after everything written before it (``OSError`` or anyio's
-        stream errors when the connection is gone)."""
+        stream errors when the connection is gone).
+
+        On the direct path, the first write of a pass of the loop goes out at once and
+        the others of that pass join one write at its end (concurrent callers answered in
+        one read send their next requests together). Should that write fail, the calls it
+        carried fail with :class:`NotSent`: their requests never left."""
         sock = self._direct_socket()
         if sock is None:
             async with self._send_lock:
                 await self.stream.send(data)
             return
         if self._backlog is None:
+            gathered = self._gathered
+            if gathered is not None:
+                gathered.append(data)
+                if request_id is not None:
+                    self._gathered_ids.append(request_id)
+                return
             try:
                 sent = sock.send(data)
             except (BlockingIOError, InterruptedError):
                 sent = 0
             if sent == len(data):
+                self._gathered = []
+                assert self._loop is not None
+                self._loop.call_soon(self._write_gathered, sock)
                 return
             # The socket is full: the rest waits for room, and so does whatever follows.
-            assert self._loop is not None
-            self._backlog = bytearray(memoryview(data)[sent:])
-            self._room = anyio.Event()
-            self._loop.add_writer(sock, self._writable, sock)
+            self._start_backlog(sock, memoryview(data)[sent:])
         else:
             self._backlog += data
         room = self._room
@@ -369,6 +384,39 @@ class AsyncClient:
         await room.wait()
         if self._send_error is not None:
             raise self._send_error
+
+    def _write_gathered(self, sock: socket.socket) -> None:
+        """The loop callback at the end of a pass: what was written after its first write."""
+        gathered, ids = self._gathered, self._gathered_ids
+        self._gathered, self._gathered_ids = None, []
+        if not gathered:
+            return
+        data = b"".join(gathered)
+        if self._backlog is not None:  # closed meanwhile (``aclose``): nothing more leaves
+            sent = 0
+            error: OSError | None = self._send_error
+        else:
+            try:
+                sent = sock.send(data)
+                error = None
+            except (BlockingIOError, InterruptedError):
+                sent, error = 0, None
+            except OSError as exc:
+                sent, error = 0, exc
+        if error is not None:
+            for request_id in ids:
+                waiter = self._waiting.pop(request_id, None)
+                if waiter is not None and not waiter.done():
+                    waiter.set_exception(NotSent(str(error)))
+            return
+        if sent < len(data):
+            self._start_backlog(sock, memoryview(data)[sent:])
+
+    def _start_backlog(self, sock: socket.socket, rest: memoryview) -> None:
+        assert self._loop is not None
+        self._backlog = bytearray(rest)
+        self._room = anyio.Event()
+        self._loop.add_writer(sock, self._writable, sock)
 
     def _writable(self, sock: socket.socket) -> None:
         """The loop's callback while a backlog waits for room in the socket."""
@@ -401,7 +449,7 @@ class AsyncClient:
         self._waiting[request_id] = waiter
         try:
             try:
-                await self._send(data)
+                await self._send(data, request_id)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
                 raise NotSent(str(exc)) from exc
             frame = await waiter
