@@ -128,6 +128,7 @@ def pairs_run(system: str, *, receivers: str, durable: bool, seconds: float, war
         # Every client process together: a message's sender and receiver (and its ack).
         "client_cpu_per_msg": (client1 - client0) / count if count else float("nan"),
         "retries": sum(s.get("retries", 0) for s in sent),
+        "sent_total": sum(s["sent"] for s in sent),
         "delivered_rate": sum(s["in_window"] for s in seen) / seconds,
         "errors": errors,
     }
