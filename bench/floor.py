@@ -97,7 +97,7 @@ def throughput_rows(quick: bool, smoke: bool) -> list[Row]:
             return f"{med(system, field) * 1e6:.0f} µs"
 
         best = max(floors(), key=lambda system: med(system))
-        ratio = med("roost") / med(best)
+        ratio = med("roost") / med(best) if med(best) else float("nan")
         floor_text = ", ".join(f"{loop_name(s)} {fmt_rate(med(s))} at {us(s, 'cpu_per_msg')}/msg" for s in floors())
         retries = median([r["retries"] for r in results[(name, window, "roost")]])
         target, met = ("≥ 0.50x", ratio >= 0.5) if durable else ("≥ 0.40x", ratio >= 0.4)
@@ -115,7 +115,8 @@ def throughput_rows(quick: bool, smoke: bool) -> list[Row]:
             rows.append(Row(
                 "floor", f"daemon CPU per durable message, {pairs} pairs × {window} in flight, lean clients "
                 f"(the lean broker's on {loop_name(best)} as baseline)",
-                f"{cpu:.0f} µs", us(best, "cpu_per_msg"), cpu / (med(best, "cpu_per_msg") * 1e6), "≤ 60 µs", cpu <= 60,
+                f"{cpu:.0f} µs", us(best, "cpu_per_msg"), cpu / (med(best, "cpu_per_msg") * 1e6) if med(best, "cpu_per_msg") else float("nan"),
+                "≤ 60 µs", cpu <= 60,
             ))
     return rows
 
