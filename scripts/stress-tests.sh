@@ -4,8 +4,9 @@
 #   scripts/stress-tests.sh [-n RUNS] [-j BUSY] [PYTEST ARGS...]
 #
 # Starts BUSY busy loops (default: one per core, `nproc`) at the tests' own priority, then
-# runs pytest RUNS times (default 5) while they spin, each run with its own JUnit XML
-# report, and prints each run's counts and every test that failed at least once with how
+# runs pytest RUNS times (default 5) while they spin (with no PYTEST ARGS: tests/ and the
+# example plugins' tests in .venv-examples, as scripts/test.sh does), each run with its own
+# JUnit XML report, and prints each run's counts and every test that failed at least once with how
 # many times. Exits 1 when any test failed (or a run crashed), 0 otherwise. The busy
 # loops end with the script, however it ends.
 #
@@ -58,8 +59,16 @@ for run in $(seq "$runs"); do
     began=$(date +%s)
     status=0
     "$py" -m pytest -q -p no:cacheprovider --junitxml="$out/run-$run.xml" "$@" >"$out/run-$run.log" 2>&1 || status=$?
-    took=$(( $(date +%s) - began ))
     summary=$(tail -n 1 "$out/run-$run.log")
+    # The whole suite includes the example plugins' tests, in their own venv (scripts/test.sh).
+    if [[ $# -eq 0 && -x .venv-examples/bin/python ]]; then
+        examples=0
+        .venv-examples/bin/python -m pytest -q -p no:cacheprovider --junitxml="$out/run-$run-examples.xml" examples/plugins \
+            >"$out/run-$run-examples.log" 2>&1 || examples=$?
+        summary="$summary; examples: $(tail -n 1 "$out/run-$run-examples.log")"
+        [[ $status -eq 0 ]] && status=$examples
+    fi
+    took=$(( $(date +%s) - began ))
     echo "run $run/$runs: exit $status, ${took}s: $summary"
     # 0 = all passed, 1 = some failed (counted below); anything else is a crashed run.
     if [[ $status -ne 0 && $status -ne 1 ]]; then
@@ -84,7 +93,8 @@ for run in range(1, runs + 1):
         print(f"run {run}: no report (the run crashed before writing one)")
         failures["<run crashed>"] += 1
         continue
-    for case in ET.parse(report).getroot().iter("testcase"):
+    reports = [report] + ([examples] if (examples := out / f"run-{run}-examples.xml").exists() else [])
+    for case in (case for path in reports for case in ET.parse(path).getroot().iter("testcase")):
         executed += 1
         if case.find("failure") is not None or case.find("error") is not None:
             failures[f"{case.get('classname')}::{case.get('name')}"] += 1
