@@ -59,6 +59,59 @@ def summarise(path: str, top: int = 30, messages: int | None = None, rate: int =
     return "\n".join(out)
 
 
+#: The daemon's main-thread costs in the shape of issue 18's table: the first bucket whose
+#: names a stack holds takes its samples (function names as py-spy writes them).
+BUCKETS: list[tuple[str, tuple[str, ...]]] = [
+    ("teardown: the bench's receivers exit, their jobs' workers are gone (not per message)", ("worker_gone",)),
+    ("worker liveness (monitor every 0.1 s: check_worker → psutil; per second, not per message)", ("DaemonBase.monitor",)),
+    ("accept_send: reach (sender_info, resolve_target, reach)", ("DaemonBase.reach", "resolve_target", "sender_info")),
+    ("accept_send: limits check and note (plugin hooks)", ("check_send", "note_sent")),
+    ("accept_send: framing (envelope hook)", ("frame_item",)),
+    ("accept_send: delivery (queue item, push deliver, receipts, journal add)", ("accept_delivery",)),
+    ("accept_send: Pending record and closures", ("Pending", "DaemonBase.__init__.<locals>.<lambda>")),
+    ("accept_send: the rest", ("accept_send",)),
+    ("answer once durable (commit callback: finish, encode, queue)", ("_answer_when_durable",)),
+    ("ack (op_ack: queue, receipts, journal add)", ("op_ack",)),
+    ("request envelope (split, decode, parse, validate)", ("FrameDecoder.feed", "decode_line", "parse_request", "validate_args")),
+    ("socket send (Connection._flush / writer)", ("Connection._flush", "Connection.writer", "_write_loop")),
+    ("socket receive (Connection.receive, per-wait add/remove reader)", ("Connection.receive", "_readable")),
+    ("epoll wait/dispatch (the loop's select)", ("EpollSelector.select",)),
+    ("journal hand-off on the loop (Journal.run/_commit, to_thread)", ("Journal.run", "Journal._commit", "run_sync")),
+    ("registration (peer_register, worker_hello)", ("op_peer_register", "op_worker_hello", "after_register", "after_hello")),
+    ("handle_frame itself and the rest of the loop", ("",)),
+]
+
+
+def table(path: str, messages: int, cpu_per_msg: float) -> str:
+    """The main thread's samples in :data:`BUCKETS`, as shares and as µs per message of
+    the daemon's measured CPU (the shares of its non-idle samples times its user+system
+    CPU per message: load inflates samples, not CPU time); the journal thread apart."""
+    main: Counter[str] = Counter()
+    thread: Counter[str] = Counter()
+    for line in open(path, encoding="utf-8", errors="replace"):
+        stack, _, count = line.rstrip("\n").rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        names = [frame.split(" (")[0] for frame in stack.split(";")]
+        n = int(count)
+        if "WorkerThread.run" in names or "Thread._bootstrap" in names:
+            thread["write + fsync" if "Journal._write" in names else "waiting for work"] += n
+            continue
+        for label, keys in BUCKETS:
+            if any(key in name for key in keys for name in names):
+                main[label] += n
+                break
+    total = sum(main.values())
+    rows = ["| cost | share of the main thread | µs per message |", "|---|---|---|"]
+    for label, _ in BUCKETS:
+        share = main[label] / total if total else 0.0
+        rows.append(f"| {label} | {100 * share:.1f}% | {share * cpu_per_msg * 1e6:.1f} |")
+    rows.append(f"| **main thread, all** ({total} samples over {messages:,} messages) | 100% | {cpu_per_msg * 1e6:.1f} |")
+    rows.append(f"| journal thread: write + fsync / waiting (samples, not CPU) | {thread['write + fsync']} / "
+                f"{thread['waiting for work']} samples | — |")
+    return "\n".join(rows)
+
+
 def profile_durable(seconds: float, clients: str, top: int) -> str:
     from bench.common import raise_nofile
     from bench.throughput import pairs_run
@@ -69,7 +122,8 @@ def profile_durable(seconds: float, clients: str, top: int) -> str:
     result = pairs_run("roost", receivers="job", durable=True, seconds=seconds, warmup=0.5, window=4, clients=clients)
     (path,) = glob.glob(os.path.join(folder, "*.txt"))
     figures = {k: result[k] for k in ("rate", "cpu_per_msg", "client_cpu_per_msg", "sent_total")}
-    return f"{json.dumps(figures)}\n" + summarise(path, top, messages=result["sent_total"])
+    return (f"{json.dumps(figures)}\n{summarise(path, top, messages=result['sent_total'])}\n\n"
+            f"{table(path, result['sent_total'], result['cpu_per_msg'])}")
 
 
 def main(argv: list[str] | None = None) -> int:
