@@ -274,6 +274,8 @@ class AsyncClient:
     async def _run_direct(self, sock: socket.socket) -> None:
         loop = self._loop
         assert loop is not None
+        if self._ended or sock.fileno() < 0:
+            return  # closed before it ran: nothing to read
         self._reading = sock
         loop.add_reader(sock, self._readable, sock)
         try:

@@ -234,6 +234,20 @@ def test_aclose_ends_run(listener):
     anyio.run(main)
 
 
+def test_run_after_aclose_returns_at_once(listener):
+    async def main() -> None:
+        client, end = await connect(listener)
+        await client.aclose()
+        with anyio.fail_after(30):
+            await client.run()
+        assert client.closed.is_set()
+        with pytest.raises(NotSent):
+            await client.call("ping")
+        end.sock.close()
+
+    anyio.run(main)
+
+
 def test_a_slow_event_handler_loses_nothing(listener):
     """More frames than the client keeps undispatched arrive while a handler waits: the
     client stops reading meanwhile, then takes up again; every event comes, in order, and
