@@ -179,7 +179,8 @@ class AsyncClient:
     uses the socket itself, which is what keeps it cheap: the socket stays registered
     for reading while ``run`` runs (no watch added and removed per read); an answer that
     nothing queues behind is handed to its caller straight from the read (no task woken
-    but the caller's); a request is written at once, with no lock and no checkpoint, and
+    but the caller's); a request is written with no lock and no checkpoint, the first of
+    a pass of the loop at once and the others of that pass in one write at its end, and
     waits only when the socket is full (what does not fit waits in order for room). Any
     other stream (a wrapper, another backend) goes through ``receive``/``send`` under a
     lock, as before.
