@@ -21,6 +21,7 @@ BENCHMARKS = {
     "coldstart": "bench.coldstart",
     "memory": "bench.memory",
     "client": "bench.client",
+    "tools": "bench.tools",
 }
 
 

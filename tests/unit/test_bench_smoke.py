@@ -15,7 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 BENCHES = {"latency": "send→deliver", "throughput": "throughput", "peers": "peers", "coldstart": "cold start", "memory": "memory",
-           "floor": "floor", "client": "client"}
+           "tools": "tool tokens", "floor": "floor", "client": "client"}
 
 pytestmark = pytest.mark.skipif(not (REPO / "bench" / "__main__.py").exists(), reason="no bench/ in this tree")
 
