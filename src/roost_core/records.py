@@ -15,6 +15,8 @@ import attrs
 #: budget is spent).
 ITEM_KINDS = ("reply", "message", "report", "notice")
 AGENT_KINDS = ("message", "report", "notice")
+#: The custom message type of an agent item in a session file (pi's ``customType``).
+AGENT_MESSAGE_TYPE = "pi-roost-agent-message"
 
 #: How an agent item reaches a busy receiver: ``steer`` (before its next model call) or
 #: ``followUp`` (once its current run has ended).

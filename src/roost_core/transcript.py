@@ -15,9 +15,10 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
-from roost_core.records import TranscriptEntry
+from roost_core.records import AGENT_MESSAGE_TYPE, TranscriptEntry
 
-AGENT_MESSAGE_TYPE = "pi-roost-agent-message"
+__all__ = ["AGENT_MESSAGE_TYPE"]  # re-exported: the name its users import from here
+
 #: A custom entry that only records a seq (pi writes it for a dialog answer).
 SEQ_ENTRY_TYPE = "pi-roost-seq"
 

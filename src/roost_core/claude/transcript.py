@@ -22,8 +22,7 @@ import re
 from typing import Any
 
 from roost_core.claude import WAKE_PROMPT, marked_seqs, seq_of_prompt_uuid
-from roost_core.records import TranscriptEntry
-from roost_core.transcript import AGENT_MESSAGE_TYPE
+from roost_core.records import AGENT_MESSAGE_TYPE, TranscriptEntry
 
 INBOX_SUFFIX = "__roost_inbox"
 

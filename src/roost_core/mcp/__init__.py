@@ -10,10 +10,9 @@ from typing import Any
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``roost mcp`` to the CLI's subparsers."""
-    parser = subparsers.add_parser("mcp", help="run roost as a stdio MCP server (Claude Code, any MCP client)")
-    parser.add_argument("--session", help="the client's transcript file, when it has one (keys the peer on it)")
-    parser.add_argument("--name", help="this session's peer name (default: the working directory's name)")
-    return parser
+    from roost_core.mcp.args import add_arguments
+
+    return add_arguments(subparsers.add_parser("mcp", help="run roost as a stdio MCP server (Claude Code, any MCP client)"))
 
 
 def run(args: argparse.Namespace) -> int:

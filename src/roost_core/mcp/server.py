@@ -193,9 +193,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="roost")
-    sub = parser.add_subparsers(dest="command", required=True)
-    from roost_core.mcp import add_parser
+    from roost_core.mcp.args import add_arguments
 
-    add_parser(sub)
-    return run(parser.parse_args(["mcp", *(sys.argv[1:] if argv is None else argv)]))
+    parser = add_arguments(argparse.ArgumentParser(prog="roost mcp"))
+    return run(parser.parse_args(sys.argv[1:] if argv is None else argv))
