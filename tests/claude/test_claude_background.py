@@ -3,6 +3,7 @@ under a roost worker, against the fake Anthropic server."""
 
 from __future__ import annotations
 
+import re
 from claudekit import FAKE_KEY, transcript_entries
 
 from roost_core.claude import prompt_uuid, session_id_of
@@ -189,7 +190,8 @@ def test_a_claude_child_reports_to_its_parent_and_is_woken_by_its_answer(claude_
     lines = shown.stdout.splitlines()
     assert lines[0] == "› you: paint the shed"
     assert "assistant: Which colour, red or blue?" in lines
-    at = lines.index("✉ message from lead (parent)")
+    # The header names the message's id, for a reply that answers it (· mXXXXXXXX).
+    at = next(n for n, line in enumerate(lines) if re.fullmatch(r"✉ message from lead \(parent\) · m[0-9a-f]{8}", line))
     assert lines[at + 1] == "│ blue" and lines[-1] == "assistant: painted it blue"
     assert not any(line.startswith(("attachment", "queue-operation", "[roost")) for line in lines), lines
 

@@ -183,10 +183,10 @@ def test_view_once_shows_relations_only_from_a_selected_peer(cli, daemon):
     plain = cli("view", "--once").stdout
     for word in ("self", "external", "parent", "child", "sibling"):
         assert not re.search(rf"  {word}  ", plain), plain
-    assert re.search(rf"lead \({lead}\)  done  queued 0  last ", plain), plain
+    assert re.search(rf"lead \({lead}\) \[scripted\]  done  queued 0  last ", plain), plain
     seen = cli("view", "--once", "--select", "lead").stdout
-    assert re.search(rf"lead \({lead}\)  done  self  queued 0", seen), seen
-    assert re.search(rf"kid \({kids[0]}\)  done  child  queued 0", seen), seen
+    assert re.search(rf"lead \({lead}\) \[scripted\]  done  self  queued 0", seen), seen
+    assert re.search(rf"kid \({kids[0]}\) \[scripted\]  done  child  queued 0", seen), seen
 
 
 def test_roost_view_module_has_the_same_error_boundary(daemon):

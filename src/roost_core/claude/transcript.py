@@ -110,7 +110,11 @@ def seqs_in_transcript(path: str, session_id: str) -> set[int]:
 
 # ---------------------------------------------------------------------- for people (roost log)
 
-_ENVELOPE = re.compile(r'<agent-message from="([^"<>]*)" id="([^"<>]*)" relation="([^"<>]*)" kind="([^"<>]*)">\n.*?\n</agent-message>', re.DOTALL)
+_ENVELOPE = re.compile(
+    r'<agent-message from="([^"<>]*)" id="([^"<>]*)" relation="([^"<>]*)" kind="([^"<>]*)"'
+    r'(?: msg="([^"<>]*)")?(?: reply-to="([^"<>]*)")?>\n.*?\n</agent-message>',
+    re.DOTALL,
+)
 
 
 def is_claude_line(raw: dict[str, Any]) -> bool:
@@ -126,6 +130,8 @@ def handed_items(text: str) -> list[TranscriptEntry]:
     entries = []
     for index, match in enumerate(_ENVELOPE.finditer(text)):
         details = {"seq": seqs[index] if index < len(seqs) else None, "fromName": match[1], "from": match[2], "relation": match[3], "kind": match[4]}
+        # The message's own id and the one it answers, as pi's entries carry them.
+        details.update({key: value for key, value in (("id", match[5]), ("replyTo", match[6])) if value})
         entries.append(TranscriptEntry(type="custom_message", text=match[0], custom_type=AGENT_MESSAGE_TYPE, details=details, raw={}))
     return entries
 
