@@ -34,6 +34,8 @@ QUEUE_FULL = "queue_full"
 NOT_ACCEPTED = "not_accepted"
 AMBIGUOUS = "ambiguous"
 UNREACHABLE = "unreachable"
+NOT_STORED = "not_stored"
+BUSY = "busy"
 INTERNAL = "internal"
 
 

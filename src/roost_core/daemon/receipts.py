@@ -11,6 +11,7 @@ full, a foreground receiver was not running). Dead letters are kept in ``dead.js
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections import deque
@@ -19,7 +20,11 @@ from typing import Any
 
 import attrs
 
+from roost_core import faults
+from roost_core.store import write_all
 from roost_core.transcript import read_entries
+
+log = logging.getLogger("roost.daemon")
 
 PER_SENDER = 100
 #: Dead letters kept in memory (the newest); the file keeps them all.
@@ -62,6 +67,8 @@ class Receipts:
         self._by_sender: dict[str, deque[Receipt]] = {}
         self._by_item: dict[tuple[str, int], Receipt] = {}
         self.dead: deque[dict[str, Any]] = deque(read_entries(dead_file), maxlen=MAX_DEAD)
+        #: Dead letters the file could not take yet (a full disk): written before the next.
+        self.unwritten: list[bytes] = []
 
     def record(self, sender: str, to: str, to_name: str, kind: str, state: str, *, seq: int | None = None, reason: str | None = None, text: str = "") -> Receipt:
         receipt = Receipt(sender=sender, to=to, to_name=to_name, kind=kind, state=state, seq=seq, reason=reason, preview=text[:PREVIEW_CHARS])
@@ -89,15 +96,50 @@ class Receipts:
             self.bury(receipt)
 
     def bury(self, receipt: Receipt) -> None:
+        """Keep a dead letter: in memory at once, in ``dead.jsonl`` as soon as the disk
+        takes it. A letter records a refusal the sender was told already, so a write that
+        fails (a full disk, an I/O error) refuses nothing: it is kept and written before
+        the next one (:meth:`flush`)."""
         letter = receipt.to_json()
         self.dead.append(letter)
-        fd = os.open(self.dead_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self.unwritten.append(json.dumps(letter, ensure_ascii=False).encode("utf-8") + b"\n")
+        self.flush()
+
+    def flush(self) -> bool:
+        """Write the dead letters the file has not taken yet; False if it still cannot."""
+        if not self.unwritten:
+            return True
+        data = b"".join(self.unwritten)
         try:
-            os.write(fd, json.dumps(letter, ensure_ascii=False).encode("utf-8") + b"\n")
+            fd = os.open(self.dead_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError as exc:
+            return self._failed(exc)
+        size = os.fstat(fd).st_size
+        try:
+            faults.io("io.receipts.write")
+            write_all(fd, data)
             if self.durable:
+                faults.io("io.receipts.fsync")
                 os.fsync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, size)  # no torn letter for the next one to stick to
+            except OSError:
+                pass
+            return self._failed(exc)
         finally:
             os.close(fd)
+        if len(self.unwritten) > 1:
+            log.warning("dead letters: %d kept while the disk refused them are written now", len(self.unwritten))
+        self.unwritten.clear()
+        return True
+
+    def _failed(self, exc: OSError) -> bool:
+        if len(self.unwritten) == 1:
+            log.warning("dead letters: cannot write %s (%s); kept in memory and written with the next", self.dead_file, exc)
+        # Bounded as the letters in memory are: the oldest unwritten ones go first.
+        del self.unwritten[:-MAX_DEAD]
+        return False
 
     def sent_by(self, sender: str, limit: int = 20) -> list[dict[str, Any]]:
         return [receipt.to_json() for receipt in list(self._by_sender.get(sender, ()))[-limit:]]
