@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
+from roost_core import faults
 from roost_core.records import TranscriptEntry
 
 AGENT_MESSAGE_TYPE = "pi-roost-agent-message"
@@ -92,7 +93,9 @@ class SessionWriter:
     """Appends entries to one session file, chaining ``id``/``parentId`` as pi does.
 
     Each entry is written with one ``write`` call on an ``O_APPEND`` descriptor, so a crash
-    leaves at most a torn last line, which readers skip.
+    leaves at most a torn last line, which readers skip. A write that fails (a full disk,
+    an I/O error) raises ``OSError``, and what it wrote is cut off again, so the next entry
+    never sticks to a torn one; the entry does not count as written.
     """
 
     def __init__(self, path: str | Path, *, cwd: str | None = None, session_id: str | None = None) -> None:
@@ -108,8 +111,8 @@ class SessionWriter:
             elif entry.get("id"):
                 self.last_id = entry["id"]
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        if self._has_torn_tail():
-            os.write(self._fd, b"\n")
+        #: A failed write left bytes that could not be cut off: the next write ends them first.
+        self._torn = self._has_torn_tail()
         if not any(entry.get("type") == "session" for entry in existing):
             self.session_id = self.session_id or str(uuid.uuid4())
             self._write({"type": "session", "version": 3, "id": self.session_id, "timestamp": now_iso(), "cwd": cwd})
@@ -123,15 +126,35 @@ class SessionWriter:
             return fh.read(1) != b"\n"
 
     def _write(self, entry: dict[str, Any]) -> dict[str, Any]:
-        os.write(self._fd, json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+        data = json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        if self._torn:
+            data = b"\n" + data
+        size = os.fstat(self._fd).st_size
+        try:
+            if faults.armed("io.session.write"):
+                # Fail mid-line, as a disk that fills up during the write does.
+                os.write(self._fd, data[: len(data) // 2])
+                faults.io("io.session.write")
+                data = data[len(data) // 2:]
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view):]
+        except OSError:
+            try:
+                os.ftruncate(self._fd, size)
+            except OSError:
+                self._torn = True
+            raise
+        self._torn = False
         self.entries.append(entry)
         return entry
 
     def append(self, entry_type: str, **fields: Any) -> dict[str, Any]:
         entry_id = uuid.uuid4().hex[:8]
         entry = {"type": entry_type, "id": entry_id, "parentId": self.last_id, "timestamp": now_iso(), **fields}
-        self.last_id = entry_id
-        return self._write(entry)
+        self._write(entry)
+        self.last_id = entry_id  # only once written: a failed entry is no one's parent
+        return entry
 
     def message(self, role: str, content: Any, **extra: Any) -> dict[str, Any]:
         return self.append("message", message={"role": role, "content": content, **extra.pop("message_extra", {})}, **extra)

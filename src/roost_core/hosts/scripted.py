@@ -226,13 +226,20 @@ class ScriptedHost:
 
     async def run(self, items: list[Item]) -> RunOutcome:
         assert self.writer is not None and self.job is not None
+        used_before = set(self.used_runs)
         self.run_count += 1
         index, steps, variables = self.plan(items)
-        self.writer.append(
-            "custom",
-            customType=RUN_MARKER,
-            data={"index": index, "causes": [{"seq": item.seq, "kind": item.kind, "from": item.sender} for item in items]},
-        )
+        try:
+            self.writer.append(
+                "custom",
+                customType=RUN_MARKER,
+                data={"index": index, "causes": [{"seq": item.seq, "kind": item.kind, "from": item.sender} for item in items]},
+            )
+        except OSError:
+            # Not in the file, so not begun: the retry picks the same scenario run.
+            self.run_count -= 1
+            self.used_runs = used_before
+            raise
         for item in items:
             self.write_item(item)
         final_text = ""
