@@ -208,6 +208,13 @@ class Journal:
         self._size = len(data)
         self._rewrite = False
 
+    def failed_to_rewrite(self) -> None:
+        """A rewrite outside a commit (the daemon's start) failed: the file as it is stays
+        valid, but the disk refuses writes, so until a commit succeeds the journal counts
+        as failing, and that commit rewrites the file."""
+        self._rewrite = True
+        self.healthy = False
+
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         while not self._closed:

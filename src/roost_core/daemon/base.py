@@ -135,7 +135,7 @@ class DaemonBase:
             # A full disk must not keep the daemon from starting: the old journal was
             # replayed and stays valid; the first commit writes it anew.
             log.warning("cannot rewrite the journal at start (%s); the first commit will", exc)
-            self.journal._rewrite = True
+            self.journal.failed_to_rewrite()
 
     def journal_snapshot(self) -> list[dict[str, Any]]:
         records: list[dict[str, Any]] = []
