@@ -51,6 +51,10 @@ class Client:
         self.sock.sendall(encode({"id": request_id, "op": op, **args}))
         while True:
             frame = self._next_frame()
+            if isinstance(frame, dict) and frame.get("id") is None and frame.get("ok") is False and "event" not in frame:
+                # The daemon refused the connection itself (``busy``, ``unauthorized``).
+                err = frame.get("error") or {}
+                raise ProtocolError(err.get("code", "unknown"), err.get("message", ""))
             if isinstance(frame, dict) and frame.get("id") == request_id:
                 if frame.get("ok"):
                     return frame.get("result") or {}

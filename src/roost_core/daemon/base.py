@@ -21,6 +21,7 @@ import attrs
 from roost_core import faults, locks, policy, routing
 from roost_core.config import Config
 from roost_core.daemon import changes
+from roost_core.daemon.accept import Refuser
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
@@ -85,6 +86,7 @@ class DaemonBase:
         self._kill_at: dict[str, float] = {}
         self.tg: anyio.abc.TaskGroup | None = None
         self.receipts = Receipts(paths.state_dir / "dead.jsonl", durable=durable)
+        self.refuser = Refuser()
         self.watch = Watchers(self.agent_rows)
         self.clock_offset = 0.0
         self.clock = lambda: time.monotonic() + self.clock_offset

@@ -47,6 +47,7 @@ class JobOps(DaemonBase):
             "live_workers": sum(1 for job in self.jobs.values() if job.worker_pid is not None),
             "foreground": sum(1 for peer in self.foreground.values() if peer.connected),
             "connections": len(self.connections),
+            "refused_connections": self.refuser.refused,
             "journal": {
                 "commits": self.journal.commits if self.journal else 0,
                 "records": self.journal.records if self.journal else 0,
