@@ -25,7 +25,7 @@ from roost_core import locks
 from roost_core.client import AsyncClient, DaemonUnavailable, NotSent
 from roost_core.paths import Paths, resolve_paths
 from roost_core.protocol import ProtocolError
-from roost_core.transcript import AGENT_MESSAGE_TYPE, SessionWriter, seqs_in
+from roost_core.transcript import AGENT_MESSAGE_TYPE, SessionWriter, inspect_session, seqs_in
 
 log = logging.getLogger("roost.foreground")
 
@@ -74,6 +74,8 @@ class ForegroundSession:
         if self.session is not None:
             self.lock = locks.WriterLock(self.session)
             self.lock.acquire()
+            for line in inspect_session(self.session).describe(self.session):
+                log.warning("%s", line)  # what this resume skips
             self.writer = SessionWriter(self.session, cwd=self.cwd)
             self._seen = seqs_in(self.writer.entries)
         self._tg = anyio.create_task_group()

@@ -100,28 +100,51 @@ class JobFiles:
 
     def load_all(self) -> dict[str, dict[str, Any]]:
         jobs = {}
-        for path in sorted(self.folder.glob("*.json")):
-            data = read_json(path)
-            if data and isinstance(data.get("id"), str):
+        for path, data in self.records():
+            if isinstance(data, dict) and isinstance(data.get("id"), str):
                 jobs[data["id"]] = data
         return jobs
 
+    def records(self) -> Iterator[tuple[Path, Any]]:
+        """Each record file and what it holds (None when it is not JSON at all)."""
+        for path in sorted(self.folder.glob("*.json")):
+            try:
+                data: Any = json.loads(path.read_bytes())
+            except (OSError, ValueError, RecursionError):
+                data = None
+            yield path, data
 
-def read_journal(path: Path) -> Iterator[dict[str, Any]]:
-    """The journal's records; a torn last line (crash mid-append) is ignored."""
+    def set_aside(self, path: Path) -> Path:
+        """Rename a record the daemon cannot read to ``<name>.bad`` (``.bad.2``... if taken),
+        where no load looks and a person can; returns the new path."""
+        target = path.with_name(path.name + ".bad")
+        number = 1
+        while target.exists():
+            number += 1
+            target = path.with_name(f"{path.name}.bad.{number}")
+        os.replace(path, target)
+        return target
+
+
+def read_journal(path: Path, unreadable: list[int] | None = None) -> Iterator[dict[str, Any]]:
+    """The journal's records; a torn last line (crash mid-append) is ignored. Any other
+    line that is not a JSON object is skipped too, its line number added to ``unreadable``."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return
-    for line in data.split(b"\n"):
+    lines = data.split(b"\n")
+    for number, line in enumerate(lines, 1):
         if not line:
             continue
         try:
             record = _loads(line)
-        except ValueError:
-            continue
+        except (ValueError, RecursionError):
+            record = None
         if isinstance(record, dict):
             yield record
+        elif unreadable is not None and (number < len(lines) or record is not None):
+            unreadable.append(number)
 
 
 def _loads(line: bytes) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import time
 from collections.abc import Callable
@@ -108,24 +109,38 @@ class DaemonBase:
         self._monitor_errors: set[str] = set()
 
     def load(self) -> None:
-        """Job records, then the journal's items; then every seq counter jumps a gap."""
-        for job_id, data in self.job_files.load_all().items():
+        """Job records, then the journal's items; then every seq counter jumps a gap.
+
+        A record or a journal line that roost could not have written (damaged, foreign,
+        edited by hand) is set aside with a log line, and the rest is served: a bad job
+        record is renamed ``<id>.json.bad``; the journal's unreadable lines are kept in
+        ``queue.journal.bad`` (the journal itself is written anew from what was read)."""
+        for path, data in self.job_files.records():
             try:
-                self.jobs[job_id] = Job.from_json(data)
-            except TypeError:
-                log.warning("skipping unreadable job record %s", job_id)
-        for record in read_journal(self.paths.journal):
+                job = Job.from_json(data)
+                if job.id != path.stem:
+                    raise ValueError(f"its id {job.id!r} is not its file name")
+            except (TypeError, ValueError) as exc:
+                try:
+                    moved = self.job_files.set_aside(path)
+                except OSError as move_exc:
+                    log.error("job record %s is unreadable (%s) and cannot be set aside (%s); skipped", path.name, exc, move_exc)
+                else:
+                    log.error("job record %s is unreadable (%s): set aside as %s, the other jobs are served", path.name, exc, moved.name)
+                continue
+            self.jobs[job.id] = job
+        unreadable: list[int] = []
+        bad_records = 0
+        for record in read_journal(self.paths.journal, unreadable):
             job = self.jobs.get(record.get("job"))
             if job is None:
                 continue
-            op = record.get("op")
-            if op == "item" and isinstance(record.get("item"), dict):
-                job.queue.add(Item.from_json(record["item"]))
-            elif op == "ack" and isinstance(record.get("seq"), int):
-                job.queue.ack(record["seq"])
-            elif op == "seq":
-                job.queue.reply_seq = max(job.queue.reply_seq, int(record.get("replySeq", 0)))
-                job.queue.acked = max(job.queue.acked, int(record.get("acked", 0)))
+            try:
+                apply_journal_record(job, record)
+            except (TypeError, ValueError):
+                bad_records += 1
+        if unreadable or bad_records:
+            self.set_journal_aside(len(unreadable), bad_records, unreadable[:5])
         for job in self.jobs.values():
             job.queue.reply_seq += SEQ_RESTART_GAP
             job.queue.durable = job.queue.reply_seq
@@ -138,6 +153,23 @@ class DaemonBase:
             # replayed and stays valid; the first commit writes it anew.
             log.warning("cannot rewrite the journal at start (%s); the first commit will", exc)
             self.journal.failed_to_rewrite()
+
+    def set_journal_aside(self, unreadable: int, bad: int, first_lines: list[int]) -> None:
+        """Keep a copy of a journal with lines that could not be replayed, before it is
+        written anew from what could."""
+        target = self.paths.journal.with_name(self.paths.journal.name + ".bad")
+        try:
+            shutil.copyfile(self.paths.journal, target)
+            os.chmod(target, 0o600)
+        except OSError as exc:
+            target_text = f"not kept ({exc})"
+        else:
+            target_text = f"kept in {target.name}"
+        log.error(
+            "journal: %d lines are not JSON (first at lines %s) and %d records are not ones roost writes; "
+            "they are skipped, the journal as it was is %s",
+            unreadable, first_lines, bad, target_text,
+        )
 
     def journal_snapshot(self) -> list[dict[str, Any]]:
         records: list[dict[str, Any]] = []
@@ -683,6 +715,27 @@ class PeerListing:
             row["relation"] = relation
             rows[relation] = row
         return row
+
+
+def apply_journal_record(job: Job, record: dict[str, Any]) -> None:
+    """Replay one journal record into ``job``'s queue; ``ValueError`` for one roost did
+    not write (then nothing of it is applied)."""
+    op = record.get("op")
+    if op == "item":
+        job.queue.add(Item.from_json(record.get("item")))
+    elif op == "ack":
+        seq = record.get("seq")
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+            raise ValueError(f"ack of {seq!r}")
+        job.queue.ack(seq)
+    elif op == "seq":
+        reply_seq, acked = record.get("replySeq", 0), record.get("acked", 0)
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (reply_seq, acked)):
+            raise ValueError(f"seq record {reply_seq!r}/{acked!r}")
+        job.queue.reply_seq = max(job.queue.reply_seq, reply_seq)
+        job.queue.acked = max(job.queue.acked, acked)
+    elif op != "drop":
+        raise ValueError(f"unknown journal op {op!r}")
 
 
 async def _logged(fn: Any, *args: Any) -> None:

@@ -21,8 +21,7 @@ from typing import Any
 import attrs
 
 from roost_core import faults
-from roost_core.store import write_all
-from roost_core.transcript import read_entries
+from roost_core.store import atomic_write, write_all
 
 log = logging.getLogger("roost.daemon")
 
@@ -66,9 +65,56 @@ class Receipts:
         self.durable = durable
         self._by_sender: dict[str, deque[Receipt]] = {}
         self._by_item: dict[tuple[str, int], Receipt] = {}
-        self.dead: deque[dict[str, Any]] = deque(read_entries(dead_file), maxlen=MAX_DEAD)
+        self.dead: deque[dict[str, Any]] = deque(self.read_letters(), maxlen=MAX_DEAD)
         #: Dead letters the file could not take yet (a full disk): written before the next.
         self.unwritten: list[bytes] = []
+
+    def read_letters(self) -> list[dict[str, Any]]:
+        """The dead letters of the file. Lines that are no letter roost writes (damaged,
+        foreign) are set aside: appended to ``dead.jsonl.bad``, and the file is written
+        anew without them (a torn last line, from a crash mid-write, is only dropped)."""
+        try:
+            data = self.dead_file.read_bytes()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            log.error("dead letters: cannot read %s (%s); starting with none", self.dead_file, exc)
+            return []
+        lines = data.split(b"\n")
+        letters: list[dict[str, Any]] = []
+        good: list[bytes] = []
+        bad: list[bytes] = []
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                letter = json.loads(line)
+            except (ValueError, RecursionError):
+                letter = None
+            if is_letter(letter):
+                letters.append(letter)
+                good.append(line + b"\n")
+            elif number < len(lines):
+                bad.append(line + b"\n")
+        if bad or not data.endswith(b"\n"):
+            self._set_aside(good, bad)
+        return letters
+
+    def _set_aside(self, good: list[bytes], bad: list[bytes]) -> None:
+        aside = self.dead_file.with_name(self.dead_file.name + ".bad")
+        try:
+            if bad:
+                fd = os.open(aside, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                try:
+                    write_all(fd, b"".join(bad))
+                finally:
+                    os.close(fd)
+            atomic_write(self.dead_file, b"".join(good), durable=self.durable, kind="receipts")
+        except OSError as exc:
+            log.error("dead letters: %d lines of %s are no letters and could not be set aside (%s); they are skipped", len(bad), self.dead_file, exc)
+            return
+        if bad:
+            log.error("dead letters: %d lines of %s are no letters: set aside in %s, the rest is served", len(bad), self.dead_file.name, aside.name)
 
     def record(self, sender: str, to: str, to_name: str, kind: str, state: str, *, seq: int | None = None, reason: str | None = None, text: str = "") -> Receipt:
         receipt = Receipt(sender=sender, to=to, to_name=to_name, kind=kind, state=state, seq=seq, reason=reason, preview=text[:PREVIEW_CHARS])
@@ -143,3 +189,14 @@ class Receipts:
 
     def sent_by(self, sender: str, limit: int = 20) -> list[dict[str, Any]]:
         return [receipt.to_json() for receipt in list(self._by_sender.get(sender, ()))[-limit:]]
+
+
+def is_letter(value: Any) -> bool:
+    """A dead letter as :meth:`Receipt.to_json` writes it (what ``roost dead`` shows)."""
+    return (
+        isinstance(value, dict)
+        and all(isinstance(value.get(key), str) for key in ("sender", "to", "kind", "state"))
+        and all(isinstance(value.get(key), (str, type(None))) for key in ("toName", "reason", "preview"))
+        and isinstance(value.get("seq"), (int, type(None)))
+        and all(isinstance(value.get(key), (int, float)) for key in ("created", "updated"))
+    )

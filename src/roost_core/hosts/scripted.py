@@ -26,6 +26,7 @@ Strings may use ``{input}``, ``{from}``, ``{from_name}``, ``{kind}``, ``{job}``,
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import time
@@ -38,12 +39,14 @@ import anyio
 from roost_core import faults, locks
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
 from roost_core.queue import Item
-from roost_core.transcript import AGENT_MESSAGE_TYPE, SessionWriter, seqs_in
+from roost_core.transcript import AGENT_MESSAGE_TYPE, SessionWriter, inspect_session, seqs_in
 
 try:
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover
     import tomli as tomllib
+
+log = logging.getLogger("roost.worker")
 
 RUN_MARKER = "roost-run"
 SEGMENT_MARKER = "roost-run-segment"
@@ -133,11 +136,14 @@ class ScriptedHost:
         self.scenario = load_scenario(job.scenario)
         self.lock = locks.WriterLock(job.session)
         self.lock.acquire()
+        for line in inspect_session(job.session).describe(job.session):
+            log.warning("%s", line)  # the job's log says what this resume skips
         self.writer = SessionWriter(job.session, cwd=job.cwd)
         for entry in self.writer.entries:
             if entry.get("type") == "custom" and entry.get("customType") in (RUN_MARKER, SEGMENT_MARKER):
                 self.run_count += entry.get("customType") == RUN_MARKER
-                index = (entry.get("data") or {}).get("index")
+                data = entry.get("data")
+                index = data.get("index") if isinstance(data, dict) else None
                 if isinstance(index, int):
                     self.used_runs.add(index)
         return seqs_in(self.writer.entries)
