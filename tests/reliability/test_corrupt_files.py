@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import pytest
 
 from conftest import wait_until
 from fg import in_thread, run_async, session
-from reliability.kit import Ledger, check_delivery, quiet, received_messages, stuck_jobs, transcript
-from roost_core.protocol import ProtocolError
+from reliability.kit import Ledger, check_delivery, received_messages, stuck_jobs, transcript
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -25,13 +25,10 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from conftest import DaemonHandle, wait_until

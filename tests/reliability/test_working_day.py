@@ -88,12 +88,12 @@ class WorkingDay(Load):
             await anyio.sleep(PACE * (0.5 + self.rng.random()))
 
     async def spawn_child(self, peer: FgPeer, name: str) -> str | None:
-        siblings = [self.daemon_name(kid) for kid in self.children.get(peer.peer_id, [])][:3]
         task = f"task of {name}"
         for _ in range(50):
             try:
+                siblings = [await in_thread(self.daemon_name, kid) for kid in self.children.get(peer.peer_id, [])[:3]]
                 result = await peer.call("spawn", task=task, name=name, scenario=child_scenario(siblings))
-            except (DaemonUnavailable, ProtocolError):
+            except (DaemonUnavailable, ProtocolError, OSError):
                 await anyio.sleep(0.2)  # the daemon is restarting: the spawn is made again
                 continue
             self.user_inputs.add(task)
