@@ -21,6 +21,7 @@ import pytest
 
 from conftest import wait_until
 from reliability.kit import Raw, transcript, user_texts
+from roost_core.protocol import ProtocolError
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -110,6 +111,12 @@ def test_out_of_file_descriptors(daemon, tmp_path, record):
         for _ in range(ATTEMPTS):
             outcomes.append(attempt(daemon))
         burst_cpu, burst_wall = cpu_seconds(process) - burst_cpu, time.monotonic() - burst_wall
+        # The CLI's client says why, whether the refusal came before its request or after.
+        try:
+            daemon.call("daemon_status")
+            cli = "served"
+        except ProtocolError as exc:
+            cli = exc.code
         # Then a client retrying every 100 ms (the pause is the client's pace, and the
         # window of the measure): a daemon that spins shows it here.
         cpu_before, wall_before = cpu_seconds(process), time.monotonic()
@@ -139,7 +146,8 @@ def test_out_of_file_descriptors(daemon, tmp_path, record):
             resource.prlimit(process.pid, resource.RLIMIT_NOFILE, (hard, hard))
     assert status["ok"] and jobs["ok"] and reply["ok"], (status, jobs, reply)
     assert outcomes == ["busy"] * (ATTEMPTS + RETRIES + 1), outcomes
-    assert refused_counted == ATTEMPTS + RETRIES + 1
+    assert cli == "busy"
+    assert refused_counted == ATTEMPTS + RETRIES + 2
     assert settled["state"] == "done"
     assert recovered and pid_after == daemon.process.pid
     assert cpu / wall < MAX_CPU_SHARE, f"the daemon used {cpu:.3f} s of CPU in {wall:.2f} s at the limit"
@@ -147,9 +155,10 @@ def test_out_of_file_descriptors(daemon, tmp_path, record):
         "fds",
         f"RLIMIT_NOFILE {limit} ({used} in use + {HEADROOM}), connections held until refused",
         messages=1,
-        cases=ATTEMPTS + RETRIES + 1,
+        cases=ATTEMPTS + RETRIES + 2,
         result=(
-            f"{at_limit} connections served up to the limit; {ATTEMPTS + RETRIES + 1} beyond it refused 'busy' (counted {refused_counted}); "
+            f"{at_limit} connections served up to the limit; {ATTEMPTS + RETRIES + 2} beyond it refused 'busy' (counted {refused_counted}; "
+            f"the CLI's client raised '{cli}'); "
             f"a burst of {ATTEMPTS} refused in {burst_wall * 1000:.0f} ms using {burst_cpu * 1000:.0f} ms of daemon CPU; "
             f"a client retrying every {RETRY_EVERY * 1000:.0f} ms: daemon CPU {cpu * 1000:.0f} ms in {wall:.1f} s ({100 * cpu / wall:.1f}%, bound "
             f"{100 * MAX_CPU_SHARE:.0f}%); open connections served (status, jobs, a reply delivered and acked by the job's worker); "

@@ -44,7 +44,7 @@ from roost_core.records import (
     OutgoingItem,
     PeerInfo,
 )
-from roost_core.store import Commit, JobFiles, Journal, JournalError, read_journal
+from roost_core.store import Commit, JobFiles, Journal, read_journal
 from roost_core.worker.spawner import Spawner, popen_worker
 
 log = logging.getLogger("roost.daemon")
