@@ -174,7 +174,11 @@ class ForegroundSession:
                     customType=AGENT_MESSAGE_TYPE,
                     content=event.get("content", ""),
                     display=True,
-                    details={key: event.get(key) for key in ("seq", "from", "fromName", "relation", "kind", "trace", "hops")},
+                    details={
+                        **{key: event.get(key) for key in ("seq", "from", "fromName", "relation", "kind", "trace", "hops")},
+                        # The message id, the id it answers, its scope: only those it has.
+                        **{key: event[key] for key in ("id", "replyTo", "replyQuote", "scope") if event.get(key)},
+                    },
                 )
             except OSError as exc:
                 # Not in the file, so not acked: the daemon keeps it in flight and pushes

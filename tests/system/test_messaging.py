@@ -71,6 +71,7 @@ def test_lazy_registration_and_reregistration_replaces_the_binding(daemon, tmp_p
 # ---------------------------------------------------------------------------- send results
 
 
+@pytest.mark.smoke
 def test_delivered_to_a_live_child_and_back_to_the_parent(daemon, tmp_path):
     async def story():
         async with session(daemon, tmp_path) as lead:
@@ -78,7 +79,9 @@ def test_delivered_to_a_live_child_and_back_to_the_parent(daemon, tmp_path):
             await in_thread(daemon.wait_job, kid)
             ok, text, data = await send(lead, kid, "what is 2+2?")
             assert ok and data["result"] == "delivered" and data["relation"] == "child"
-            assert text == f"delivered to kid ({kid}, relation child)"
+            # The message id names the message, for a reply that answers it (reply_to).
+            assert text == f"delivered to kid ({kid}, relation child); msg {data['id']}"
+            assert data["id"].startswith("m") and len(data["id"]) == 9
             await in_thread(wait_until, lambda: any(e["kind"] == "message" for e in lead.delivered), what="answer")
             (event,) = [e for e in lead.delivered if e["kind"] == "message"]
             assert event["kind"] == "message" and event["from"] == kid and event["relation"] == "child"
@@ -116,6 +119,7 @@ def test_sibling_by_exact_name_and_never_partial(daemon, tmp_path):
     run_async(story)
 
 
+@pytest.mark.smoke
 def test_started_when_the_target_was_reaped(daemon_factory, write_config, tmp_path):
     write_config({"reapAfterSeconds": 0.3})
     daemon = daemon_factory().start()

@@ -26,7 +26,7 @@ from roost_core.daemon.accept import Refuser
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
-from roost_core.daemon.receipts import Receipts
+from roost_core.daemon.receipts import MessageQuotes, Receipts
 from roost_core.daemon.watch import Watchers
 from roost_core.hosts import builtin_hosts
 from roost_core.paths import Paths
@@ -61,6 +61,13 @@ MONITOR_INTERVAL = 0.1
 REPORT_CHARS = 6000
 #: How often job records that could not be written (a full disk) are tried again.
 SAVE_RETRY_SECONDS = 1.0
+#: How long a graceful stop waits for slow clients to take their last answers.
+STOP_FLUSH_SECONDS = 1.0
+
+
+def stop_flush_seconds() -> float:
+    """``ROOST_STOP_FLUSH_SECONDS`` when set (a test holds a stop open with it)."""
+    return float(os.environ.get("ROOST_STOP_FLUSH_SECONDS", STOP_FLUSH_SECONDS))
 
 
 class DaemonBase:
@@ -88,9 +95,13 @@ class DaemonBase:
         self.tg: anyio.abc.TaskGroup | None = None
         self.receipts = Receipts(paths.state_dir / "dead.jsonl", durable=durable)
         self.refuser = Refuser()
+        self.messages = MessageQuotes()
         self.watch = Watchers(self.agent_rows)
-        self.clock_offset = 0.0
-        self.clock = lambda: time.monotonic() + self.clock_offset
+        #: The daemon's clock for rate windows, reaping and stop deadlines. ``test_clock``
+        #: stops it (``clock_frozen``) and moves it by hand, so a test of a window never
+        #: depends on how long its own steps take.
+        self.clock_frozen: float | None = None
+        self.clock = lambda: time.monotonic() if self.clock_frozen is None else self.clock_frozen
         # The peer tables, built by _build_tables at one generation of changes.
         self._tables_generation = -1
         self._newest: dict[str, Job] = {}
@@ -373,6 +384,7 @@ class DaemonBase:
             # A run died and is not started again: a parent must not wait for a report
             # that cannot come. (A worker that died idle had reported; a message wakes it.)
             self.soon(self.report_ended, job, "crashed")
+            self.fire_watches(job, "ended")
 
     def start_worker(self, job: Job) -> None:
         """Start the worker process of ``job`` in its own session (survives a daemon restart):
@@ -393,10 +405,11 @@ class DaemonBase:
         self.save(job)
 
     async def shutdown(self) -> None:
-        """Close every connection once its last answers are written (a second at most)."""
+        """Close every connection once its last answers are written (a second at most,
+        or ``ROOST_STOP_FLUSH_SECONDS``)."""
         for conn in list(self.connections):
             conn.close()
-        with anyio.move_on_after(1):
+        with anyio.move_on_after(stop_flush_seconds()):
             for conn in list(self.connections):
                 await conn.flushed.wait()
         if self.journal is not None:
@@ -603,6 +616,10 @@ class DaemonBase:
         # A foreground session is where the user sits: what it does starts a new chain.
         return None, 0
 
+    def in_broadcast_chain(self, conn: Connection) -> bool:
+        """The calling session's run took in anything from a chain that holds a broadcast."""
+        return conn.job is not None and conn.job.run_broadcast_chain
+
     async def deliver_to(
         self, target: PeerInfo, item: OutgoingItem, content: str, *, trace: str | None = None, wake: bool = True
     ) -> dict[str, Any]:
@@ -624,7 +641,16 @@ class DaemonBase:
             "relation": item.relation,
             "trace": trace,
             "hops": item.hops,
+            "msg_id": item.id,
+            "reply_to": item.reply_to,
+            "scope": item.scope,
+            "broadcast_chain": item.broadcast_chain,
+            "delivery": policy.decide_delivery(self.pm, item, self.config),
+            "reply_quote": self.messages.quote(item.reply_to),
         }
+        self.messages.remember(item.id, item.text)
+        if item.id is not None:
+            base["id"] = item.id
         if target.kind == "foreground":
             peer = self.foreground[target.id]
             if peer.conn is None:
@@ -638,6 +664,9 @@ class DaemonBase:
             peer.conn.send(event)
             return {**base, "result": "delivered", "seq": peer.seq}
         job = self.jobs[target.id]
+        # A tree whose budget is spent is not woken by agents: only running runs go on
+        # (a user reply still starts one).
+        wake = wake and not self.budget_spent(job.tree)
         try:
             queued, commit = self.accept_item(job, item.kind, content, wake=wake, **fields)
         except ProtocolError as exc:
@@ -763,6 +792,12 @@ def deliver_event(item: Item) -> dict[str, Any]:
         "relation": item.relation,
         "trace": item.trace,
         "hops": item.hops,
+        "id": item.msg_id,
+        "replyTo": item.reply_to,
+        "scope": item.scope,
+        "broadcastChain": item.broadcast_chain,
+        "delivery": item.delivery,
+        "replyQuote": item.reply_quote,
     }
 
 
