@@ -226,8 +226,15 @@ class Journal:
     def replace_with(self, data: bytes) -> None:
         """Rewrite the journal as ``data`` (atomic replace) and append after it."""
         atomic_write(self.path, data, durable=self.durable, kind="journal")
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError:
+            # Replaced, but our descriptor is still the old file's: no record may go there,
+            # so the next commit rewrites the journal again before anything else.
+            self._rewrite = True
+            raise
         os.close(self._fd)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._fd = fd
         self._size = len(data)
         self._rewrite = False
 

@@ -33,6 +33,7 @@ import anyio
 import psutil
 import pytest
 
+from conftest import wait_until
 from fg import in_thread, run_async
 from reliability.kit import check_delivery, received_messages, reports_in, stuck_jobs, transcript, user_texts
 from reliability.test_load import FgPeer, Load
@@ -128,6 +129,13 @@ class WorkingDay(Load):
                 # Refused or lost with a restarting daemon: it may or may not arrive.
                 self.user_inputs.add(text)
             n += 1
+
+    def chaos_step(self, action: str) -> None:
+        if action == "kill-worker":
+            # Right after a daemon restart the workers are still reconnecting: wait for one
+            # to kill (a worker kill that found none would quietly be no kill at all).
+            wait_until(lambda: self.live_workers() or None, timeout=60, interval=0.1, what="a connected worker to kill")
+        super().chaos_step(action)
 
     async def chaos(self) -> None:
         actions = ["restart", "kill9", "kill-worker", "kill9+worker"]
