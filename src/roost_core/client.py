@@ -51,14 +51,37 @@ class Client:
 
     def call(self, op: str, **args: Any) -> dict[str, Any]:
         request_id = next(self._ids)
-        self.sock.sendall(encode({"id": request_id, "op": op, **args}))
+        try:
+            self.sock.sendall(encode({"id": request_id, "op": op, **args}))
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            # A daemon that refuses the connection (out of fds) answers and closes at once,
+            # maybe before this request went out: its answer is still there to read.
+            frame = self._refusal()
+            if frame is None:
+                raise DaemonUnavailable(f"daemon closed the connection ({exc.strerror})") from exc
+            err = frame.get("error") or {}
+            raise ProtocolError(err.get("code", "unknown"), err.get("message", "")) from exc
         while True:
             frame = self._next_frame()
+            if isinstance(frame, dict) and frame.get("id") is None and frame.get("ok") is False and "event" not in frame:
+                # The daemon refused the connection itself (``busy``, ``unauthorized``).
+                err = frame.get("error") or {}
+                raise ProtocolError(err.get("code", "unknown"), err.get("message", ""))
             if isinstance(frame, dict) and frame.get("id") == request_id:
                 if frame.get("ok"):
                     return frame.get("result") or {}
                 err = frame.get("error") or {}
                 raise ProtocolError(err.get("code", "unknown"), err.get("message", ""))
+
+    def _refusal(self) -> dict[str, Any] | None:
+        """The refusal frame (``id`` null, an error) the daemon left before it closed, if any."""
+        try:
+            frame = self._next_frame()
+        except (DaemonUnavailable, OSError):
+            return None
+        if isinstance(frame, dict) and frame.get("id") is None and frame.get("ok") is False:
+            return frame
+        return None
 
     def _next_frame(self) -> Any:
         while not self._frames:

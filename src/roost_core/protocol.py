@@ -36,6 +36,8 @@ AMBIGUOUS = "ambiguous"
 NAME_TAKEN = "name_taken"
 NO_HOST = "no_host"
 UNREACHABLE = "unreachable"
+NOT_STORED = "not_stored"
+BUSY = "busy"
 INTERNAL = "internal"
 
 

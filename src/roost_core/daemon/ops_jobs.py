@@ -4,6 +4,7 @@ log, dead letters, and the worker's own ops (hello, status, ack)."""
 from __future__ import annotations
 
 import hmac
+import logging
 import os
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from roost_core.daemon.base import (
     check_scenario,
     check_session_path,
     default_name,
+    not_stored,
 )
 from roost_core.daemon import changes
 from roost_core.daemon.connection import Connection
@@ -30,7 +32,10 @@ from roost_core.protocol import (
     UNAUTHORIZED,
     ProtocolError,
 )
+from roost_core.store import JournalError
 from roost_core.transcript import read_entries, seqs_in
+
+log = logging.getLogger("roost.daemon")
 
 
 
@@ -45,6 +50,7 @@ class JobOps(DaemonBase):
             "live_workers": sum(1 for job in self.jobs.values() if job.worker_pid is not None),
             "foreground": sum(1 for peer in self.foreground.values() if peer.connected),
             "connections": len(self.connections),
+            "refused_connections": self.refuser.refused,
             "unsent": sum(conn.unsent for conn in self.connections),
             "journal": {
                 "commits": self.journal.commits if self.journal else 0,
@@ -101,7 +107,7 @@ class JobOps(DaemonBase):
             job.queue.reply_seq = max(seqs_in(read_entries(session)), default=0)
             job.queue.durable = job.queue.reply_seq
         self.add_job(job)
-        await self.enqueue(job, "reply", task, text=task, trace=args.get("trace") or f"t-{job.id}-1")
+        await self.enqueue_task(job, task, trace=args.get("trace") or f"t-{job.id}-1")
         return {"id": job.id, "name": job.name, "host": job.host}
 
     def default_host(self, project: dict[str, Any]) -> str:
@@ -186,11 +192,29 @@ class JobOps(DaemonBase):
         return str(self.paths.sessions_dir / f"{job_id}.jsonl")
 
     def add_job(self, job: Job) -> None:
-        """Save a new job's record, then make it known (a failed save leaves no ghost)."""
-        self.save(job)
+        """Save a new job's record, then make it known (a failed save leaves no ghost:
+        the op is refused ``not_stored``)."""
+        self.save_new(job)
         self.jobs[job.id] = job
         changes.changed()
         self.usage_changed()
+
+    async def enqueue_task(self, job: Job, task: str, **fields: Any) -> None:
+        """Queue a new job's task; if it cannot be stored, the job is taken back whole
+        (record and all) and the op refused, so no job waits for a task it never got."""
+        try:
+            await self.enqueue(job, "reply", task, text=task, **fields)
+        except ProtocolError:
+            if job.worker_pid is None:
+                self.jobs.pop(job.id, None)
+                self.unsaved.discard(job.id)
+                changes.changed()
+                try:
+                    self.job_files.delete(job.id)
+                except OSError as exc:
+                    log.warning("cannot delete the record of %s, whose task was not stored (%s)", job.id, exc)
+                self.watch.touch()
+            raise
 
     async def op_jobs(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         rows = []
@@ -303,8 +327,17 @@ class JobOps(DaemonBase):
                 self.receipts.move(job.id, item.seq, "dead", "target removed")
         self.watch.touch()
         assert self.journal is not None
-        await self.journal.append({"op": "drop", "job": job.id})
-        self.job_files.delete(job.id)
+        self.unsaved.discard(job.id)
+        self.unstarted.discard(job.id)
+        try:
+            await self.journal.append({"op": "drop", "job": job.id})
+        except JournalError as exc:
+            # Replay skips the items of a job with no record, so deleting it is enough.
+            log.warning("remove %s: the journal took no drop record (%s); its record goes anyway", job.id, exc)
+        try:
+            self.job_files.delete(job.id)
+        except OSError as exc:
+            raise not_stored(exc, "the removal") from exc
         return {"id": job.id, "removed": True, "dropped": len(dropped)}
 
     async def op_log(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
@@ -403,7 +436,12 @@ class JobOps(DaemonBase):
             if done:
                 self.watch.touch()
                 assert self.journal is not None
-                await self.journal.append({"op": "ack", "job": job.id, "seq": job.queue.acked})
+                try:
+                    await self.journal.append({"op": "ack", "job": job.id, "seq": job.queue.acked})
+                except JournalError as exc:
+                    # The items are in the transcript either way; a restart before the
+                    # next stored ack only pushes them again, and the worker drops them.
+                    raise not_stored(exc, "the ack") from exc
             return {"acked": job.queue.acked}
         if conn.peer is not None:
             for key in [s for s in conn.peer.in_flight if s <= seq]:

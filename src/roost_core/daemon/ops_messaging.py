@@ -344,7 +344,7 @@ class MessagingOps(DaemonBase):
         )
         self.add_job(job)
         policy.note_spawned(self.pm, request, self.clock())
-        await self.enqueue(job, "reply", args["task"], text=args["task"], trace=trace or f"t-{job.id}-1", hops=hops + 1)
+        await self.enqueue_task(job, args["task"], trace=trace or f"t-{job.id}-1", hops=hops + 1)
         return {"id": job.id, "name": job.name, "report": "a report will arrive by itself when it finishes"}
 
     def is_child_of(self, job: Job, parent: PeerInfo) -> bool:

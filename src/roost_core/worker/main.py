@@ -27,6 +27,10 @@ from roost_core.worker.reply_queue import ReplyQueue
 
 log = logging.getLogger("roost.worker")
 
+#: After a run whose session file could not be written, the next try waits this long,
+#: doubling up to :data:`WRITE_RETRY_MAX` (the disk is full: no point in hammering it).
+WRITE_RETRY_FIRST = 0.5
+WRITE_RETRY_MAX = 10.0
 #: A worker with no daemon for this long gives up (its job shows as ended on restart);
 #: ``ROOST_WORKER_ORPHAN_SECONDS`` overrides it.
 ORPHAN_SECONDS = 300.0
@@ -86,6 +90,9 @@ class Worker:
         self.exit_code = 0
         self.run_causes: list[dict[str, Any]] = []
         self.run_hops = 0
+        #: Every item the current run took (its prompt, steered items, dialog answers).
+        self.run_items: list[Item] = []
+        self.write_retry = 0.0
         #: The run took in an item of a chain that already holds a broadcast.
         self.run_broadcast_chain = False
         #: The session's usage as the host last reported it, and what the daemon has.
@@ -189,6 +196,7 @@ class Worker:
 
     def take_steer(self) -> list[Item]:
         steered = self.queue.take_steer()
+        self.run_items.extend(steered)
         self.run_causes.extend(cause_of(item, joined=True) for item in steered)
         # A run that took in an item further down a chain is at that step of it now.
         self.run_hops = max([self.run_hops, *(item.hops for item in steered)])
@@ -236,6 +244,7 @@ class Worker:
         while True:
             answer = self.queue.take_reply()
             if answer is not None:
+                self.run_items.append(answer)
                 break
             await self.queue.changed()
         self.queue.dialog_open = False
@@ -313,6 +322,7 @@ class Worker:
             if not items:
                 continue
             self.run_causes = [cause_of(item) for item in items]
+            self.run_items = list(items)
             # The chain this run continues: what it sends or spawns is one step further.
             trace = next((item.trace for item in items if item.trace), None)
             hops = max(item.hops for item in items)
@@ -331,16 +341,25 @@ class Worker:
                 broadcastChain=self.run_broadcast_chain,
             )
             outcome = RunOutcome("aborted")
+            unwritten: OSError | None = None
             with anyio.CancelScope() as scope:
                 self.run_scope = scope
                 try:
                     outcome = await self.host.run(items)
+                except OSError as exc:
+                    unwritten = exc
+                    outcome = RunOutcome("failed", error=f"the session file could not be written: {exc}")
                 except Exception as exc:  # noqa: BLE001 - a host bug fails the run, not the worker
                     log.exception("run failed")
                     outcome = RunOutcome("failed", error=f"{type(exc).__name__}: {exc}")
             self.run_scope = None
             if outcome.state == "aborted":
                 return
+            if unwritten is not None:
+                if await self.after_unwritten_run(items, unwritten):
+                    continue
+            else:
+                self.write_retry = 0.0
             summary = first_line(outcome.final_text) or first_line(outcome.question or "") or None
             # The handback settles the run on the daemon's side (state and report in one
             # op), so a worker that dies now leaves a run either reported or crashed.
@@ -358,6 +377,25 @@ class Worker:
             )
             if self.usage is not None:
                 self.usage_sent = self.usage
+
+    async def after_unwritten_run(self, items: list[Item], exc: OSError) -> bool:
+        """A run stopped because its session file refused a write (a full disk, an I/O
+        error). What it took but could not write goes back into the queue (nothing is
+        acked that is not in the file), and the next run waits a moment. True when the
+        run's own prompt went back: it did not happen, and is run again instead of
+        settling; else it settles as failed (what it wrote stays)."""
+        back = self.queue.give_back(self.run_items)
+        self.write_retry = min(max(WRITE_RETRY_FIRST, self.write_retry * 2), WRITE_RETRY_MAX)
+        log.warning(
+            "the session file could not be written (%s): %d item(s) kept for the next run, seqs %s; trying again in %.1fs",
+            exc, len(back), [item.seq for item in back], self.write_retry,
+        )
+        not_run = any(item.seq == items[0].seq for item in back)
+        if not_run:
+            await self.status(status=f"session file not writable ({exc.strerror or exc}); trying again")
+        with anyio.move_on_after(self.write_retry):
+            await self.shutdown.wait()
+        return not_run
 
     async def handback(self, outcome: RunOutcome) -> None:
         """Tell the daemon how the run settled and what caused it; the handback plugin
