@@ -168,7 +168,9 @@ def format_jobs(rows: list[dict[str, Any]]) -> str:
     for row in rows:
         live = "live" if row.get("live") else "-"
         detail = row.get("question") if row["state"] == "needs_input" else row.get("error") or row.get("summary") or ""
-        lines.append(f"{row['id']}  {row['state']:<11} {live:<4} {row['host']:<8} {row['name'][:30]:<30}  {detail or ''}".rstrip())
+        # One line per job: a question with its options spans lines.
+        detail = " ".join((detail or "").split())
+        lines.append(f"{row['id']}  {row['state']:<11} {live:<4} {row['host']:<8} {row['name'][:30]:<30}  {detail}".rstrip())
     return "\n".join(lines)
 
 

@@ -43,6 +43,7 @@ DEFAULT_PLUGINS: dict[str, str] = {
     "render": "roost_plugins.render",
     "tools": "roost_plugins.tools",
     "handback": "roost_plugins.handback",
+    "settle": "roost_plugins.settle",
 }
 
 #: Plugins that cannot be blocked. None today: the core has a safe default for each hook.

@@ -11,6 +11,7 @@ STATE_ORDER = ("running", "needs_input", "idle", "done", "failed", "stopped", "c
 
 def _line(row: dict[str, Any], indent: str, meta: str = "") -> str:
     detail = row.get("question") if row.get("state") == "needs_input" else row.get("summary") or ""
+    detail = " ".join((detail or "").split())  # one line: a question may span several
     live = "●" if row.get("live") else "○"
     text = f"{indent}{live} {row['name'][:28]} ({row['id']})  {row['state']}"
     if meta:

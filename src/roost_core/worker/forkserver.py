@@ -47,6 +47,10 @@ PRELOAD = (
     "roost_core.hosts.scripted",
     "roost_core.hosts.shell",
     "roost_core.hosts.pi",
+    # A worker builds its plugin manager when its first run settles (the settle hook);
+    # preload() imports the default plugins too.
+    "roost_core.plugins",
+    "roost_core.policy",
 )
 #: The worker itself: without it the server is no use, and says so by exiting.
 ESSENTIAL = "roost_core.worker.main"
@@ -57,7 +61,9 @@ CHANGED_SIGNALS = (signal.SIGCHLD, signal.SIGINT)
 def preload() -> None:
     """Import :data:`PRELOAD`; a host that fails to import is left for its worker to
     report (it would fail there too), the worker module itself is required."""
-    for name in PRELOAD:
+    from roost_core.plugins import DEFAULT_PLUGINS
+
+    for name in (*PRELOAD, *DEFAULT_PLUGINS.values()):
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - one broken host must not cost every job its fast start

@@ -80,6 +80,7 @@ class Worker:
         self.exit_code = 0
         self.run_causes: list[dict[str, Any]] = []
         self.run_hops = 0
+        self.plugins: Any = None
 
     # ------------------------------------------------------------------ daemon link
 
@@ -248,14 +249,21 @@ class Worker:
                 tg.cancel_scope.cancel()
         return self.exit_code
 
-    def build_host(self, job: JobInfo) -> Any:
-        hosts = {spec.name: spec for spec in builtin_hosts()}
-        if job.host not in hosts:
+    def plugin_manager(self) -> Any:
+        """The worker's plugins (user config, ``ROOST_DISABLE_PLUGINS``), built once when
+        first needed: a worker on a built-in host needs them only when a run settles."""
+        if self.plugins is None:
             from roost_core.config import load_user_config
             from roost_core.paths import resolve_paths
             from roost_core.plugins import disabled_from_env, make_plugin_manager
 
-            pm = make_plugin_manager(load_user_config(resolve_paths().config_file), disabled=disabled_from_env())
+            self.plugins = make_plugin_manager(load_user_config(resolve_paths().config_file), disabled=disabled_from_env())
+        return self.plugins
+
+    def build_host(self, job: JobInfo) -> Any:
+        hosts = {spec.name: spec for spec in builtin_hosts()}
+        if job.host not in hosts:
+            pm = self.plugin_manager()
             for contributed in pm.hook.roost_register_hosts():
                 for spec in contributed or ():
                     hosts.setdefault(spec.name, spec)
@@ -288,6 +296,7 @@ class Worker:
             self.run_scope = None
             if outcome.state == "aborted":
                 return
+            outcome = self.classify(outcome)
             summary = first_line(outcome.final_text) or first_line(outcome.question or "") or None
             # The handback settles the run on the daemon's side (state and report in one
             # op), so a worker that dies now leaves a run either reported or crashed.
@@ -299,6 +308,28 @@ class Worker:
                 summary=summary,
                 settled=True,
             )
+
+    def classify(self, outcome: RunOutcome) -> RunOutcome:
+        """The settle plugin's word on how the run settled (done, needs input with its
+        question, failed); the host's own outcome when no plugin answers or one fails."""
+        from roost_core import policy
+        from roost_core.records import RunCause, RunRecord
+
+        assert self.job is not None
+        run = RunRecord(
+            causes=tuple(RunCause(c["seq"], c["kind"], c.get("sender"), bool(c.get("joined"))) for c in self.run_causes),
+            state=outcome.state,
+            result=outcome.final_text,
+            question=outcome.question,
+            error=outcome.error,
+        )
+        try:
+            settled = policy.classify_settle(self.plugin_manager(), run, self.job.host)
+        except Exception:  # noqa: BLE001 - a plugin bug must not cost the parent its report
+            log.exception("classifying the settled run failed; keeping the host's state")
+            return outcome
+        question = settled.question[:REPORT_CHARS] if settled.question else None
+        return RunOutcome(settled.state, outcome.final_text, question, settled.error)
 
     async def handback(self, outcome: RunOutcome) -> None:
         """Tell the daemon how the run settled and what caused it; the handback plugin
