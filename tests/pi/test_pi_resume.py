@@ -73,6 +73,14 @@ def test_only_a_session_roost_was_part_of_joins_when_pi_starts(pi_kit, tmp_path)
     # No roost tool was called to get there.
     assert not any(r["reply"].get("tool") for r in fake.requests()[requests:])
 
+    # A fork of it (a new file with the same entries) joins at start too, as its own peer.
+    forks = tmp_path / "forks"
+    forked = pi_kit.rpc_pi(None, tmp_path / "work", extra=["--fork", str(peer_file), "--session-dir", str(forks)])
+    fork_file = forked.state()["sessionFile"]
+    assert fork_file.startswith(str(forks))
+    rows = wait_until(lambda: len(foreground_peers(daemon)) == 2 and foreground_peers(daemon), what="the fork registered")
+    assert {row["session"] for row in rows} == {str(peer_file), fork_file}
+
 
 def test_a_real_pi_child_that_asks_reports_needs_input_with_its_question(pi_kit, tmp_path):
     question = "Should the cache live in redis or in postgres?"
