@@ -16,8 +16,8 @@ QUESTION = "Which database should the cache use?\n\n- redis\n- postgres"
 ASKER = {"default": {"steps": [{"say": "I read the cache code."}, {"say": QUESTION}]}}
 
 
-def roost(daemon, *args: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "roost_core.cli", *args], env=daemon.env, capture_output=True, text=True, timeout=30)
+def roost(daemon, *args: str, module: str = "roost_core.cli") -> str:
+    out = subprocess.run([sys.executable, "-m", module, *args], env=daemon.env, capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     return out.stdout
 
@@ -45,6 +45,10 @@ def test_a_child_that_ends_asking_reports_needs_input_with_its_question(daemon, 
     assert "needs_input" in line and line.endswith("Which database should the cache use? - redis - postgres")
     agents = roost(daemon, "agents")
     assert any(kid in line and "needs_input" in line and "Which database" in line for line in agents.splitlines()), agents
+    # ``roost view`` (its plain form, as in a pipe) shows the question the same way.
+    view = roost(daemon, module="roost_core.view")
+    (line,) = [line for line in view.splitlines() if f"kid ({kid})" in line]
+    assert "needs_input" in line and line.endswith("— Which database should the cache use? - redis - postgres"), line
 
 
 def test_with_the_settle_plugin_blocked_the_hosts_state_stands(daemon_factory, tmp_path):
