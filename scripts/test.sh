@@ -1,34 +1,75 @@
 #!/usr/bin/env bash
-# Set up (when needed) and run the whole test suite with a coverage report.
+# Set up (when needed) and run the test suite.
 #
-#   scripts/test.sh [PYTEST ARGS...]
+#   scripts/test.sh [PYTEST ARGS...]          the full run (the README's and CI's)
+#   scripts/test.sh --fast [PYTEST ARGS...]   unit, plugin and smoke system tests, under a minute
 #
-# Creates .venv and installs the package with its test extras, and the example plugins
-# (examples/plugins/*, whose tests run too), if that was not done yet (or a pyproject.toml
-# changed since). Coverage includes the daemon and worker subprocesses
-# ([tool.coverage.run] patch = ["subprocess"]). Fails when a test fails, when no test ran
-# (pytest exit 5), or when line coverage of src is below 85%.
+# Full run: every test in tests/ under coverage (the daemon and worker subprocesses
+# included: [tool.coverage.run] patch), then the example plugins' own tests
+# (examples/plugins/*) in a venv of their own, .venv-examples, so that the user's .venv
+# keeps the default plugins and `roost demo` frames messages as it always does. Prints
+# the 15 slowest tests. Fails when a test fails, when no test ran (pytest exit 5), or
+# when line coverage of src is below 85%. PYTEST ARGS go to the run of tests/.
+#
+# --fast: tests/unit, tests/plugins and the system tests marked `smoke`, no coverage, no
+# examples: a quick check while working, not a substitute for the full run.
+#
+# Creates .venv with the package and its test extras if that was not done yet (or
+# pyproject.toml changed since); it installs nothing else there.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-venv=.venv
-stamp=$venv/.roost-test-installed
-if [[ ! -x $venv/bin/python ]]; then
-    python3 -m venv "$venv"
-fi
-# One pip run, so the examples' dependency "roost" is this checkout, never a PyPI lookup.
-examples=(-e examples/plugins/repo-reach -e examples/plugins/json-envelope)
-if [[ ! -f $stamp || pyproject.toml -nt $stamp || examples/plugins/repo-reach/pyproject.toml -nt $stamp \
-      || examples/plugins/json-envelope/pyproject.toml -nt $stamp ]] \
-   || ! "$venv/bin/python" -c 'import roost_core, pytest, coverage, roost_repo_reach, roost_json_envelope' 2>/dev/null; then
-    "$venv/bin/python" -m pip install --quiet -e '.[test]' "${examples[@]}"
-    touch "$stamp"
+fast=0
+if [[ ${1:-} == "--fast" ]]; then
+    fast=1
+    shift
 fi
 
-py=$venv/bin/python
+# ensure_venv DIR STAMP PIP-ARGS...: make DIR a venv holding PIP-ARGS, once per change of
+# the pyproject files named by the stamp's check (one pip run, so the examples' dependency
+# "roost" is this checkout, never a PyPI lookup).
+ensure_venv() {
+    local venv=$1 stamp=$1/.roost-test-installed check=$2
+    shift 2
+    if [[ ! -x $venv/bin/python ]]; then
+        python3 -m venv "$venv"
+    fi
+    local stale=0
+    for file in pyproject.toml examples/plugins/*/pyproject.toml; do
+        [[ $file -nt $stamp ]] && stale=1
+    done
+    if [[ ! -f $stamp || $stale -eq 1 ]] || ! "$venv/bin/python" -c "$check" 2>/dev/null; then
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
+        touch "$stamp"
+    fi
+}
+
+ensure_venv .venv 'import roost_core, pytest, coverage, hypothesis' -e '.[test]'
+py=.venv/bin/python
+
+if [[ $fast -eq 1 ]]; then
+    "$py" -m pytest -q tests/unit tests/plugins tests/system -m smoke "$@"
+    echo "scripts/test.sh --fast: OK"
+    exit 0
+fi
+
 "$py" -m coverage erase
+# What .venv holds before the tests: they must leave it as they found it.
+before=$("$py" -m pip freeze --disable-pip-version-check 2>/dev/null)
 pytest_status=0
-"$py" -m coverage run -m pytest "$@" || pytest_status=$?
+"$py" -m coverage run -m pytest --durations=15 "$@" || pytest_status=$?
+
+examples_status=0
+ensure_venv .venv-examples 'import roost_core, pytest, coverage, roost_repo_reach, roost_json_envelope' \
+    -e '.[test]' -e examples/plugins/repo-reach -e examples/plugins/json-envelope
+.venv-examples/bin/python -m coverage run -m pytest -q examples/plugins || examples_status=$?
+
+venv_status=0
+if [[ $("$py" -m pip freeze --disable-pip-version-check 2>/dev/null) != "$before" ]]; then
+    echo "scripts/test.sh: the test run changed what .venv holds:" >&2
+    diff <(echo "$before") <("$py" -m pip freeze --disable-pip-version-check 2>/dev/null) >&2 || true
+    venv_status=1
+fi
 
 report_status=0
 if "$py" -m coverage combine --quiet; then
@@ -38,12 +79,18 @@ else
     report_status=1
 fi
 
-if [[ $pytest_status -eq 5 ]]; then
+if [[ $pytest_status -eq 5 || $examples_status -eq 5 ]]; then
     echo "scripts/test.sh: FAILED: no tests ran (pytest exit 5)" >&2
     exit 5
 elif [[ $pytest_status -ne 0 ]]; then
     echo "scripts/test.sh: FAILED: pytest exited $pytest_status" >&2
     exit "$pytest_status"
+elif [[ $examples_status -ne 0 ]]; then
+    echo "scripts/test.sh: FAILED: the example plugins' tests (.venv-examples) exited $examples_status" >&2
+    exit "$examples_status"
+elif [[ $venv_status -ne 0 ]]; then
+    echo "scripts/test.sh: FAILED: the tests changed the user's .venv" >&2
+    exit 1
 elif [[ $report_status -ne 0 ]]; then
     echo "scripts/test.sh: FAILED: coverage below 85% (or no coverage data)" >&2
     exit "$report_status"

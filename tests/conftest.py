@@ -19,6 +19,21 @@ from roost_core.paths import Paths, resolve_paths
 from roost_core.transcript import read_entries
 
 WAIT_TIMEOUT = 30.0
+#: Folders whose every test is in the fast tier (``scripts/test.sh --fast``); elsewhere a
+#: test joins it with ``@pytest.mark.smoke``.
+FAST_FOLDERS = ("unit", "plugins")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every unit and plugin test ``smoke``, so ``-m smoke`` selects the fast tier."""
+    here = Path(__file__).parent
+    for item in items:
+        try:
+            folder = item.path.relative_to(here).parts[0]
+        except ValueError:
+            continue
+        if folder in FAST_FOLDERS:
+            item.add_marker(pytest.mark.smoke)
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = WAIT_TIMEOUT, interval: float = 0.02, what: str = "condition") -> Any:
@@ -170,9 +185,10 @@ def agent_items(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in entries if e.get("type") == "custom_message" and e.get("customType") == "pi-roost-agent-message"]
 
 
-#: The example plugins (examples/plugins/) are installed in the test environment and would
-#: be autoloaded by every daemon; the suite tests the defaults, so they are blocked unless
-#: a test overrides ROOST_DISABLE_PLUGINS (keep these names in an override that blocks more).
+#: The example plugins (examples/plugins/) are installed in the venv their own tests run in
+#: (.venv-examples) and would be autoloaded by every daemon there; each of those tests
+#: unblocks only its own plugin. In .venv they are not installed and blocking them is a
+#: no-op (keep these names in an override that blocks more).
 BLOCKED_BY_DEFAULT = "repo-reach,json-envelope"
 
 

@@ -29,7 +29,7 @@ import anyio
 import pytest
 
 from conftest import wait_until
-from fg import in_thread, run_async, session
+from fg import in_thread, run_async, session, taken
 from reliability.kit import (
     Ledger,
     check_delivery,
@@ -154,20 +154,22 @@ class Story:
             assert expected in body, got
 
 
-def wait_reports(daemon, parent: str, child: str, count: int, timeout: float = 20.0, grace: float = 1.0) -> list[dict[str, Any]]:
-    """The child's reports in the parent's transcript once there are ``count`` (or the
-    timeout passed), and after ``grace`` more seconds, so a duplicate has time to show."""
+def wait_reports(daemon, parent: str, child: str, count: int, timeout: float = 60.0) -> list[dict[str, Any]]:
+    """The child's reports in the parent's transcript once everything is quiet.
+
+    Quiet (nothing running, nothing pending) is the point after which no report can come:
+    a worker's ``handback`` settles its run on the daemon's side (report queued) before
+    its job leaves ``running``, a killed worker keeps its job ``running`` until the
+    daemon has handled its exit, and a queued report keeps its receiver ``pending`` until
+    it is in the transcript. So a duplicate, if any, is there when this returns."""
 
     def got() -> list[dict[str, Any]]:
         return [r for r in reports_in(daemon.entries(parent)) if r["from"] == child]
 
     try:
-        wait_until(lambda: len(got()) >= count, timeout=timeout, what=f"{count} reports")
-    except AssertionError:
-        pass
-    wait_until(lambda: quiet(daemon.call("jobs")["jobs"]), what="quiet")
-    time.sleep(grace)
-    wait_until(lambda: quiet(daemon.call("jobs")["jobs"]), what="quiet")
+        wait_until(lambda: len(got()) >= count and quiet(daemon.call("jobs")["jobs"]), timeout=timeout, what=f"{count} reports")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; reports so far: {[r['body'] for r in got()]}") from None
     return got()
 
 
@@ -453,7 +455,9 @@ def test_an_idle_worker_killed_after_its_report_sends_no_second_report(daemon_fa
     wait_until(lambda: story.row(story.kid)["connected"], what="kid connected")
     os.kill(daemon.record(story.kid)["worker_pid"], signal.SIGKILL)
     wait_until(lambda: not story.row(story.kid)["live"], what="worker gone")
-    reports = [r["body"] for r in wait_reports(daemon, story.lead, story.kid, 2, timeout=3)]
+    # The daemon has handled the exit: an 'ended' report, had it sent one, is queued to the
+    # lead now and counted below (the lead stays pending until it has it).
+    wait_until(lambda: quiet(daemon.call("jobs")["jobs"]), what="quiet")
     story.reply("are you still there?")
     story.gate.write_text("open")
     reports = [r["body"] for r in wait_reports(daemon, story.lead, story.kid, 2)]
@@ -465,38 +469,41 @@ def test_an_idle_worker_killed_after_its_report_sends_no_second_report(daemon_fa
 
 
 def test_a_stopping_daemon_serves_no_new_connection(daemon_factory, record):
-    """While a graceful stop waits (up to a second) for slow clients to take their
-    answers, it has stopped reading acks on the old connections; a peer that reconnects in
-    that window is registered again and gets its unacked items pushed again, and a send
-    may find the journal closed (``internal``). A stopping daemon must serve nobody new."""
+    """While a graceful stop waits for slow clients to take their answers, it has stopped
+    reading acks on the old connections; a peer that reconnects in that window would be
+    registered again and get its unacked items pushed again, and a send might find the
+    journal closed (``internal``). A stopping daemon must serve nobody new.
+
+    The test holds that window open and orders every step on an event it observes: a
+    client that reads nothing has answers the daemon cannot hand over (``unsent``), the
+    stop waits for it (up to ``ROOST_STOP_FLUSH_SECONDS``, long here), the daemon logs that
+    it stopped taking connections, a late client connects while the old daemon is provably
+    alive, and only then does the slow client read, letting the stop finish."""
     import socket as socket_module
 
     from reliability.kit import Raw
 
-    daemon = daemon_factory().start()
+    daemon = daemon_factory(ROOST_STOP_FLUSH_SECONDS="300").start()
     old_pid = daemon.process.pid
-    # A client that asks a lot and reads nothing: the stop waits for its answers.
     blocker = socket_module.socket(socket_module.AF_UNIX, socket_module.SOCK_STREAM)
     blocker.connect(str(daemon.paths.socket))
-    blocker.setblocking(False)
-    request = b'{"id": 1, "op": "tools"}\n' * 4000
-    try:
-        blocker.sendall(request)
-    except BlockingIOError:
-        pass
-    time.sleep(0.3)
+    blocker.sendall(b'{"id": 1, "op": "tools"}\n' * 4000)
+    wait_until(lambda: daemon.call("daemon_status")["unsent"] > 0, what="answers the slow client has not taken")
     daemon.process.send_signal(signal.SIGTERM)
-    time.sleep(0.2)
+    wait_until(lambda: b"stopping: no new connections" in daemon.paths.daemon_log.read_bytes(), what="the daemon to stop listening")
     served_by_old = None
     try:
-        with Raw(daemon.paths.socket, timeout=3) as late:
+        with Raw(daemon.paths.socket, timeout=30) as late:
             answer = late.request({"id": "late", "op": "daemon_status"})
             served_by_old = answer.get("ok") and answer["result"]["pid"] == old_pid
     except (OSError, EOFError):
         served_by_old = False
-    finally:
-        blocker.close()
-    daemon.process.wait(15)
+    # The window was still open: the old daemon waits for the slow client.
+    assert daemon.process.poll() is None
+    while blocker.recv(1024 * 1024):
+        pass
+    blocker.close()
+    assert daemon.process.wait(30) == 0
     record("crash point", "graceful stop: a connection made during the stop", runs=1, cases=1, result="served by the stopping daemon" if served_by_old else "not served")
     assert not served_by_old
 
@@ -521,12 +528,8 @@ def test_a_report_worthy_run_killed_before_its_ack_still_reports(daemon_factory,
             await in_thread(lambda: (daemon.terminate(), daemon.env.__setitem__("ROOST_FAULTS", point), daemon.restart()))
             await lead.call("send", to=kid, message="please do it again")
             await in_thread(wait_until, lambda: (daemon.paths.home / "faults" / point).exists(), what="fault fired")
-            await in_thread(wait_until, lambda: quiet(daemon.call("jobs")["jobs"]), what="settled")
-            try:
-                await in_thread(wait_until, lambda: len(reports(lead)) >= 2, timeout=10, what="a report of the killed run")
-            except AssertionError:
-                pass
-            await anyio.sleep(1)
+            # Quiet jobs have handed back every report; the lead has taken each one.
+            await in_thread(wait_until, lambda: quiet(daemon.call("jobs")["jobs"]) and taken(daemon, lead), what="settled")
             return reports(lead)
 
     got = run_async(main)

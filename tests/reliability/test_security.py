@@ -280,9 +280,10 @@ pid = os.fork()
 if pid:
     # The parent becomes another user; the child (still root) is its descendant.
     os.setgid(65534); os.setuid(65534)
+    os.write(write_end, b"1")  # now it is another user's process
     time.sleep(30)
     os._exit(0)
-time.sleep(0.3)
+assert os.read(read_end, 1) == b"1"
 try:
     answer = Client(Path(sys.argv[1])).call("peer_register", pid=os.getppid(), name="borrowed")
     print(json.dumps({"ok": True, "answer": answer}))

@@ -31,3 +31,10 @@ async def spawn(me: ForegroundSession, task: str, name: str, **extra: Any) -> st
 
 async def send(me: ForegroundSession, to: str, message: str) -> tuple[bool, str, dict[str, Any]]:
     return await me.call_tool("roost_send", {"to": to, "message": message})
+
+
+def taken(daemon, *peers: ForegroundSession) -> bool:
+    """Every item the daemon pushed to these foreground peers is acked, so it is in their
+    ``delivered`` (a session acks an item only after it has recorded it)."""
+    rows = {row["id"]: row for row in daemon.call("agents")["agents"]}
+    return all(rows[peer.peer_id]["pending"] == 0 for peer in peers)

@@ -70,6 +70,7 @@ def scenario_file(tmp_path):
     return path
 
 
+@pytest.mark.smoke
 def test_start_wait_reply_log_through_the_cli(cli, scenario_file):
     started = cli.json("start", "fix the bug", "--name", "fixer", "--scenario", str(scenario_file))
     job = started["id"]

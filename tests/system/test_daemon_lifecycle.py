@@ -97,6 +97,7 @@ def test_after_kill9_the_next_daemon_removes_the_stale_socket_and_starts(daemon)
     assert daemon.job(job)["state"] == "done"
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "daemon_stop"])
 def test_a_clean_stop_exits_0_and_removes_the_socket_and_pid_file(daemon, how):
     assert daemon.paths.socket.exists() and daemon.paths.daemon_pidfile.exists()

@@ -8,7 +8,7 @@ import signal
 import pytest
 
 from conftest import agent_items, wait_until
-from fg import in_thread, run_async, send, session, spawn
+from fg import in_thread, run_async, send, session, spawn, taken
 from roost_plugins.envelope import parse_envelopes
 
 QUIET = {"default": {"steps": [{"say": "ok: {input}"}]}}
@@ -29,6 +29,7 @@ def runs(entries) -> list[dict]:
     return [e for e in entries if e.get("type") == "custom" and e.get("customType") in ("roost-run", "roost-run-segment")]
 
 
+@pytest.mark.smoke
 def test_parent_gets_each_childs_report_once_and_answers_a_question(daemon, tmp_path):
     gate_b, gate_c = tmp_path / "gate-b", tmp_path / "gate-c"
     parent_scenario = {
@@ -71,6 +72,7 @@ def test_parent_gets_each_childs_report_once_and_answers_a_question(daemon, tmp_
     assert parse_envelopes(answer["content"])[0]["relation"] == "parent"
 
 
+@pytest.mark.smoke
 def test_two_siblings_that_answer_everything_go_quiet_by_the_hop_limit(daemon, tmp_path):
     echo = {"default": {"steps": [{"send": {"to": "{from}", "message": "re: {input}"}}]}}
 
@@ -79,7 +81,8 @@ def test_two_siblings_that_answer_everything_go_quiet_by_the_hop_limit(daemon, t
             s2 = await spawn(lead, "wait", "s2", scenario={"run": [{"steps": [{"say": "ready"}]}], **echo})
             await in_thread(daemon.wait_job, s2)
             s1 = await spawn(lead, "start", "s1", scenario={"run": [{"steps": [{"send": {"to": "s2", "message": "ping"}}]}], **echo})
-            await in_thread(wait_until, lambda: quiet(daemon, s1, s2), what="both quiet")
+            # Quiet jobs have handed back every report; the lead has taken each one.
+            await in_thread(wait_until, lambda: quiet(daemon, s1, s2) and taken(daemon, lead), what="both quiet")
             total = len(runs(daemon.entries(s1))) + len(runs(daemon.entries(s2)))
             # The task item is hop 1; messages hop 2..8 went through; hop 9 was refused.
             assert total == 2 + 7
@@ -101,7 +104,8 @@ def test_rate_limit_holds_when_hops_are_allowed(daemon_factory, write_config, tm
             s2 = await spawn(lead, "wait", "s2", scenario={"run": [{"steps": [{"say": "ready"}]}], **echo})
             await in_thread(daemon.wait_job, s2)
             s1 = await spawn(lead, "start", "s1", scenario={"run": [{"steps": [{"send": {"to": "s2", "message": "ping"}}]}], **echo})
-            await in_thread(wait_until, lambda: quiet(daemon, s1, s2), what="both quiet")
+            # Quiet jobs have handed back every report; the lead has taken each one.
+            await in_thread(wait_until, lambda: quiet(daemon, s1, s2) and taken(daemon, lead), what="both quiet")
             texts = tool_results(daemon.entries(s1)) + tool_results(daemon.entries(s2))
             assert sum(t.startswith("delivered") for t in texts) == 10  # 5 per sender a minute
             assert sum("error (rate_limited)" in t for t in texts) == 1
@@ -177,6 +181,9 @@ def test_tree_and_global_caps(daemon_factory, write_config, tmp_path):
 def test_spawn_rate_window_with_a_controllable_clock(daemon_factory, write_config, tmp_path):
     write_config({"agentSpawnsPerMinute": 2})
     daemon = daemon_factory(ROOST_TEST_HOOKS="1").start()
+
+    # The daemon's clock stands still from here: only the test moves it.
+    daemon.call("test_clock", advance=0.0)
 
     async def story():
         async with session(daemon, tmp_path) as lead:

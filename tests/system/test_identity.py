@@ -96,6 +96,7 @@ def test_a_worker_token_works_only_for_its_own_job(daemon):
         assert err.value.code == "unauthorized"
 
 
+@pytest.mark.smoke
 @pytest.mark.skipif(os.getuid() != 0, reason="switching uid needs root (CI runs as root)")
 def test_another_uid_is_refused_by_kernel_credentials(daemon):
     # Open the socket to others for this test only (a hard link in a folder they can
@@ -114,6 +115,7 @@ def test_another_uid_is_refused_by_kernel_credentials(daemon):
         try:
             os.setgid(65534)
             os.setuid(65534)
+            # First as a client that writes at once: its write may race the refusal.
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(10)
             sock.connect(public)
@@ -124,7 +126,18 @@ def test_another_uid_is_refused_by_kernel_credentials(daemon):
                 if not chunk:
                     break
                 data += chunk
-            os.write(write_end, data or b"closed\n")
+            sock.close()
+            # Then as one that writes only after it has read the refusal and the end of the
+            # daemon's output: the daemon still takes that write (no EPIPE), then our close.
+            late = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            late.settimeout(10)
+            late.connect(public)
+            seen = b""
+            while chunk := late.recv(65536):
+                seen += chunk
+            late.sendall(b'{"id": 2, "op": "jobs"}\n')
+            late.close()
+            os.write(write_end, (data or b"closed\n") + seen)
         except BaseException as exc:
             os.write(write_end, repr(exc).encode() + b"\n")
         finally:
@@ -135,8 +148,11 @@ def test_another_uid_is_refused_by_kernel_credentials(daemon):
     os.chmod(daemon.paths.socket, 0o600)
     os.unlink(public)
     os.rmdir(folder)
-    frame = json.loads(answer.splitlines()[0])
-    assert frame["ok"] is False and frame["error"]["code"] == "unauthorized"
+    lines = answer.splitlines()
+    assert len(lines) == 2, answer
+    for line in lines:
+        frame = json.loads(line)
+        assert frame["ok"] is False and frame["error"]["code"] == "unauthorized"
     assert daemon.call("daemon_status")["pid"] > 0
 
 

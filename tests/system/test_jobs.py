@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 
+import pytest
 
 from conftest import user_messages, wait_until
 from roost_core.locks import is_alive
@@ -31,6 +32,7 @@ def in_tool_call(daemon, job):
     return calling and daemon.job(job)["pending"] == 0
 
 
+@pytest.mark.smoke
 def test_job_runs_to_done_and_reply_runs_again(daemon):
     job = daemon.start_job("fix the bug", scenario=ASK_THEN_FINISH, name="fixer")
     row = daemon.wait_job(job)
@@ -67,6 +69,7 @@ def test_reaped_job_restarts_from_its_session_file_without_duplicate_turn(daemon
     assert sum(1 for e in entries if e.get("type") == "session") == 1
 
 
+@pytest.mark.smoke
 def test_kill9_daemon_with_replies_queued_delivers_each_once(daemon, tmp_path):
     gate = tmp_path / "gate"
     scenario = {
@@ -121,6 +124,7 @@ def test_kill9_worker_with_items_pending_is_restarted(daemon, tmp_path):
     assert row["state"] in ("done", "idle")
 
 
+@pytest.mark.smoke
 def test_stop_ends_the_worker_and_rm_removes_the_job(daemon, tmp_path):
     job = daemon.start_job("hang", scenario={"run": [{"steps": [{"wait_for": str(tmp_path / 'never')}]}]})
     wait_until(lambda: daemon.job(job)["connected"], what="connected")

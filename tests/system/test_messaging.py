@@ -71,6 +71,7 @@ def test_lazy_registration_and_reregistration_replaces_the_binding(daemon, tmp_p
 # ---------------------------------------------------------------------------- send results
 
 
+@pytest.mark.smoke
 def test_delivered_to_a_live_child_and_back_to_the_parent(daemon, tmp_path):
     async def story():
         async with session(daemon, tmp_path) as lead:
@@ -116,6 +117,7 @@ def test_sibling_by_exact_name_and_never_partial(daemon, tmp_path):
     run_async(story)
 
 
+@pytest.mark.smoke
 def test_started_when_the_target_was_reaped(daemon_factory, write_config, tmp_path):
     write_config({"reapAfterSeconds": 0.3})
     daemon = daemon_factory().start()

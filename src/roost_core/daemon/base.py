@@ -56,6 +56,13 @@ MAX_CRASH_RESTARTS = 3
 STOP_GRACE_SECONDS = 3.0
 MONITOR_INTERVAL = 0.1
 REPORT_CHARS = 6000
+#: How long a graceful stop waits for slow clients to take their last answers.
+STOP_FLUSH_SECONDS = 1.0
+
+
+def stop_flush_seconds() -> float:
+    """``ROOST_STOP_FLUSH_SECONDS`` when set (a test holds a stop open with it)."""
+    return float(os.environ.get("ROOST_STOP_FLUSH_SECONDS", STOP_FLUSH_SECONDS))
 
 
 class DaemonBase:
@@ -83,8 +90,11 @@ class DaemonBase:
         self.tg: anyio.abc.TaskGroup | None = None
         self.receipts = Receipts(paths.state_dir / "dead.jsonl", durable=durable)
         self.watch = Watchers(self.agent_rows)
-        self.clock_offset = 0.0
-        self.clock = lambda: time.monotonic() + self.clock_offset
+        #: The daemon's clock for rate windows, reaping and stop deadlines. ``test_clock``
+        #: stops it (``clock_frozen``) and moves it by hand, so a test of a window never
+        #: depends on how long its own steps take.
+        self.clock_frozen: float | None = None
+        self.clock = lambda: time.monotonic() if self.clock_frozen is None else self.clock_frozen
         # The peer tables, built by _build_tables at one generation of changes.
         self._tables_generation = -1
         self._newest: dict[str, Job] = {}
@@ -255,10 +265,11 @@ class DaemonBase:
         self.save(job)
 
     async def shutdown(self) -> None:
-        """Close every connection once its last answers are written (a second at most)."""
+        """Close every connection once its last answers are written (a second at most,
+        or ``ROOST_STOP_FLUSH_SECONDS``)."""
         for conn in list(self.connections):
             conn.close()
-        with anyio.move_on_after(1):
+        with anyio.move_on_after(stop_flush_seconds()):
             for conn in list(self.connections):
                 await conn.flushed.wait()
         if self.journal is not None:

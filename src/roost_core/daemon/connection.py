@@ -77,6 +77,12 @@ class Connection:
         #: Requests accepted and waiting for their journal commit to be answered.
         self.pending = 0
         self._drained: anyio.Event | None = None
+        self._sending = 0  # bytes the writer task is sending now
+
+    @property
+    def unsent(self) -> int:
+        """Bytes queued for this client that its socket has not taken yet."""
+        return self._outbox_bytes + self._sending
 
     @property
     def same_user(self) -> bool:
@@ -184,7 +190,11 @@ class Connection:
             data = b"".join(self._outbox)
             self._outbox.clear()
             self._outbox_bytes = 0
-            await self.stream.send(data)
+            self._sending = len(data)
+            try:
+                await self.stream.send(data)
+            finally:
+                self._sending = 0
             if self.closed:
                 break
             if not self._outbox:

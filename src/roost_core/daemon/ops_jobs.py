@@ -42,6 +42,7 @@ class JobOps(DaemonBase):
             "live_workers": sum(1 for job in self.jobs.values() if job.worker_pid is not None),
             "foreground": sum(1 for peer in self.foreground.values() if peer.connected),
             "connections": len(self.connections),
+            "unsent": sum(conn.unsent for conn in self.connections),
             "journal": {
                 "commits": self.journal.commits if self.journal else 0,
                 "records": self.journal.records if self.journal else 0,
@@ -53,11 +54,14 @@ class JobOps(DaemonBase):
         return {"stopping": True}
 
     async def op_test_clock(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
-        """Move the daemon's clock forward (rate windows) — only with ROOST_TEST_HOOKS=1."""
+        """Stop the daemon's clock (at the first call) and move it forward by ``advance``
+        seconds — only with ROOST_TEST_HOOKS=1."""
         if os.environ.get("ROOST_TEST_HOOKS") != "1":
             raise ProtocolError("unknown_op", "unknown op 'test_clock'")
-        self.clock_offset += args["advance"]
-        return {"offset": self.clock_offset}
+        if self.clock_frozen is None:
+            self.clock_frozen = time.monotonic()
+        self.clock_frozen += args["advance"]
+        return {"clock": self.clock_frozen}
 
     async def op_start(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         task = args["task"]

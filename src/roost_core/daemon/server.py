@@ -49,6 +49,9 @@ PATH = 4096
 #: Requests of one connection that may wait for their commit at once; the next one waits
 #: for those answers (bounds what a client that never reads answers can make us hold).
 MAX_PIPELINED = 256
+#: A refused client's bytes are read and dropped up to these bounds before the close.
+REFUSED_DRAIN_BYTES = 1024 * 1024
+REFUSED_DRAIN_SECONDS = 5.0
 
 
 @attrs.frozen
@@ -218,39 +221,43 @@ async def serve(
             sock_path.unlink()
         daemon = Daemon(paths, config, pm, durable=durable)
         daemon.load()
-        old_umask = os.umask(0o077)
-        try:
-            listener = await anyio.create_unix_listener(sock_path)
-        finally:
-            os.umask(old_umask)
-        os.chmod(sock_path, 0o600)
-        fd = os.open(paths.daemon_pidfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.write(fd, str(os.getpid()).encode())
-        os.close(fd)
-        async with listener, anyio.create_task_group() as tg:
-            assert daemon.journal is not None
-            await tg.start(daemon.journal.run)
-            daemon.tg = tg
-            daemon.reconcile_workers()
-            tg.start_soon(daemon.monitor)
-            tg.start_soon(daemon.watch.run)
-            accepting = anyio.CancelScope()
+        # The SIGTERM handler is in place before anyone can connect: a client that sees the
+        # socket may stop the daemon at once, and must get a graceful stop, not a kill.
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            old_umask = os.umask(0o077)
+            try:
+                listener = await anyio.create_unix_listener(sock_path)
+            finally:
+                os.umask(old_umask)
+            os.chmod(sock_path, 0o600)
+            fd = os.open(paths.daemon_pidfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.write(fd, str(os.getpid()).encode())
+            os.close(fd)
+            async with listener, anyio.create_task_group() as tg:
+                assert daemon.journal is not None
+                await tg.start(daemon.journal.run)
+                daemon.tg = tg
+                daemon.reconcile_workers()
+                tg.start_soon(daemon.monitor)
+                tg.start_soon(daemon.watch.run)
+                accepting = anyio.CancelScope()
 
-            async def accept() -> None:
-                with accepting:
-                    await _accept_loop(daemon, listener, tg)
+                async def accept() -> None:
+                    with accepting:
+                        await _accept_loop(daemon, listener, tg)
 
-            tg.start_soon(accept)
-            tg.start_soon(_signals, daemon)
-            tg.start_soon(_start_spawner, daemon)
-            task_status.started(daemon)
-            await daemon.stopping.wait()
-            # Nobody new while the old connections flush: a peer reconnecting now would be
-            # served by a daemon that reads no more acks and is closing its journal.
-            accepting.cancel()
-            await listener.aclose()
-            await daemon.shutdown()
-            tg.cancel_scope.cancel()
+                tg.start_soon(accept)
+                tg.start_soon(_signals, daemon, signals)
+                tg.start_soon(_start_spawner, daemon)
+                task_status.started(daemon)
+                await daemon.stopping.wait()
+                # Nobody new while the old connections flush: a peer reconnecting now would
+                # be served by a daemon that reads no more acks and is closing its journal.
+                accepting.cancel()
+                await listener.aclose()
+                log.info("stopping: no new connections; flushing %d open ones", len(daemon.connections))
+                await daemon.shutdown()
+                tg.cancel_scope.cancel()
     finally:
         try:
             if paths.daemon_pidfile.read_text().strip() == str(os.getpid()):
@@ -262,17 +269,15 @@ async def serve(
 
 
 async def _start_spawner(daemon: Daemon) -> None:
-    """Start the warm fork server workers are forked from. Started after ``_signals``
-    (tasks start in order): its imports take a core for a moment, which must not delay
-    the SIGTERM handler of a daemon that already accepts connections."""
+    """Start the warm fork server workers are forked from. A task of its own, started
+    last: its imports take a core for a moment, which must not delay the first answers."""
     daemon.spawner = Spawner.started()
 
 
-async def _signals(daemon: Daemon) -> None:
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for _ in signals:
-            daemon.stopping.set()
-            return
+async def _signals(daemon: Daemon, signals: Any) -> None:
+    async for _ in signals:
+        daemon.stopping.set()
+        return
 
 
 async def _accept_loop(daemon: Daemon, listener: Any, tg: anyio.abc.TaskGroup) -> None:
@@ -290,7 +295,7 @@ async def _connection(daemon: Daemon, conn: Connection) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_writer, conn)
             if not conn.same_user:
-                conn.send(error(None, ProtocolError(UNAUTHORIZED, "this daemon serves its own user only")))
+                await _refuse(conn, error(None, ProtocolError(UNAUTHORIZED, "this daemon serves its own user only")))
             else:
                 await _reader(daemon, conn)
             conn.close()
@@ -305,6 +310,32 @@ async def _connection(daemon: Daemon, conn: Connection) -> None:
                 await conn.stream.aclose()
             except Exception:  # noqa: BLE001
                 pass
+
+
+async def _refuse(conn: Connection, frame: dict[str, Any]) -> None:
+    """Answer a client this daemon will not serve so that it can always read why.
+
+    Closing right after the answer would race the client's first write: a write that
+    lands after the close fails (``EPIPE``) and the client never reads the refusal. So:
+    the answer, then our write side shut (the client reads the answer, then its end), then
+    whatever the client writes read and dropped until it closes, within a bound of bytes
+    and time."""
+    conn.send(frame)
+    conn.close()
+    await conn.flushed.wait()
+    if conn.raw is None:
+        return
+    try:
+        conn.raw.shutdown(socket.SHUT_WR)
+    except OSError:
+        return
+    taken = 0
+    with anyio.move_on_after(REFUSED_DRAIN_SECONDS):
+        while taken < REFUSED_DRAIN_BYTES:
+            try:
+                taken += len(await conn.receive())
+            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                return
 
 
 async def _writer(conn: Connection) -> None:
