@@ -19,6 +19,7 @@ BENCHMARKS = {
     "peers": "bench.peers",
     "coldstart": "bench.coldstart",
     "memory": "bench.memory",
+    "tools": "bench.tools",
 }
 
 

@@ -116,6 +116,12 @@ class Row:
 HEADER = ["benchmark", "metric", "roost", "baseline", "ratio", "target", "met"]
 
 
+def ratio_of(roost: float, baseline: float) -> float | None:
+    """roost / baseline, or None when the baseline measured nothing (a window in which a
+    loaded machine completed no message is a measurement, not a crash)."""
+    return roost / baseline if baseline else None
+
+
 def markdown_table(rows: list[Row]) -> str:
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "|".join("---" for _ in HEADER) + "|"]
     lines += ["| " + " | ".join(row.cells()) + " |" for row in rows]

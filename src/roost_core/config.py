@@ -54,6 +54,12 @@ class Config:
     messages_per_minute: int = 30
     max_message_chars: int = 8000
     agent_max_hops: int = 8
+    #: How agent messages reach a busy receiver when the sender does not say (``urgent``).
+    agent_delivery: str = "steer"
+    agent_max_watches: int = 8
+    #: A session tree's budget; None is no cap.
+    agent_tree_tokens: int | None = None
+    agent_tree_cost: float | None = None
     disabled_plugins: tuple[str, ...] = ()
     default_host: str = "scripted"
     raw: dict[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
@@ -84,11 +90,18 @@ class Config:
             "agentMessagesPerMinute": "messages_per_minute",
             "agentMaxMessageChars": "max_message_chars",
             "agentMaxHops": "agent_max_hops",
+            "agentMaxWatches": "agent_max_watches",
+            "agentTreeTokens": "agent_tree_tokens",
+            "agentTreeCost": "agent_tree_cost",
         }
         for key, field in numbers.items():
             if key in data:
                 number = _number(data[key], key)
-                kwargs[field] = number if field == "reap_after_seconds" else int(number)
+                kwargs[field] = number if field in ("reap_after_seconds", "agent_tree_cost") else int(number)
+        if "agentDelivery" in data:
+            if data["agentDelivery"] not in ("steer", "followUp"):
+                raise ConfigError('agentDelivery must be "steer" or "followUp"')
+            kwargs["agent_delivery"] = data["agentDelivery"]
         if "defaultHost" in data:
             if not isinstance(data["defaultHost"], str):
                 raise ConfigError("defaultHost must be a string")

@@ -160,7 +160,11 @@ class ForegroundSession:
                 customType=AGENT_MESSAGE_TYPE,
                 content=event.get("content", ""),
                 display=True,
-                details={key: event.get(key) for key in ("seq", "from", "fromName", "relation", "kind", "trace", "hops")},
+                details={
+                    **{key: event.get(key) for key in ("seq", "from", "fromName", "relation", "kind", "trace", "hops")},
+                    # The message id, the id it answers, its scope: only those it has.
+                    **{key: event[key] for key in ("id", "replyTo", "replyQuote", "scope") if event.get(key)},
+                },
             )
         self.delivered.append(event)
         self._arrived.set()

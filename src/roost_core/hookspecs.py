@@ -25,9 +25,15 @@ if TYPE_CHECKING:
         ReportDecision,
         ReportRoute,
         RunRecord,
+        ScopePlan,
+        ScopeRequest,
         Settlement,
         SpawnRequest,
         PeerInfo,
+        DeliveryDecision,
+        TreeUsage,
+        WatchDecision,
+        WatchRequest,
         ReachDecision,
         Refusal,
         ToolDef,
@@ -296,4 +302,83 @@ def roost_format_tool_result(result: ToolResult) -> str | None:
     :param result: the tool name, ok flag and the op's result or error.
     :return: the text, or None for no opinion. Stops at the first non-None result. The
         core's fallback is the result as compact JSON.
+    """
+
+
+# --------------------------------------------------------------------------- broadcast
+
+
+@hookspec(firstresult=True)
+def roost_plan_broadcast(request: ScopeRequest, config: Config) -> ScopePlan | None:
+    """Choose the receivers of a broadcast (``roost_send`` to ``*children``,
+    ``*siblings`` or ``*tree``), or refuse it.
+
+    Called once per broadcast, before anything is queued. The core offers only peers that
+    reach allows inside the sender's tree (never an external one); each receiver then gets
+    its own item, checked by ``roost_check_send`` (rate, hops) like any message.
+
+    :param request: the sender, the scope named, the peers it may reach in its tree with
+        their relations, and whether its run is in a chain that already holds a broadcast.
+    :param config: the user-level config.
+    :return: a :class:`~roost_core.records.ScopePlan` (receivers taken from
+        ``request.reachable``, or a refusal), or None for no opinion. Stops at the first
+        non-None result. With no answer the core refuses every broadcast (``unreachable``).
+    """
+
+
+# --------------------------------------------------------------------------- delivery
+
+
+@hookspec(firstresult=True)
+def roost_decide_delivery(item: OutgoingItem, config: Config) -> DeliveryDecision | None:
+    """Decide how an agent item reaches a receiver that is in the middle of a run.
+
+    Called once per accepted item (message, report, notice) before it is queued.
+    ``steer`` puts it in before the receiver's next model call; ``followUp`` holds it
+    until the receiver's current run has ended, then starts the next run with it. An idle
+    receiver starts a run with it either way.
+
+    :param item: the item; ``item.urgent`` is the sender's ``urgent`` flag (None: not given).
+    :param config: the user-level config (``agentDelivery``).
+    :return: a :class:`~roost_core.records.DeliveryDecision`, or None for no opinion.
+        Stops at the first non-None result. With no answer the core steers (the spec's
+        delivery).
+    """
+
+
+# --------------------------------------------------------------------------- watch
+
+
+@hookspec(firstresult=True)
+def roost_decide_watch(request: WatchRequest, config: Config) -> WatchDecision | None:
+    """Decide whether a session may watch a peer: be told once, by a ``notice``, when
+    that peer settles a run, asks a question or ends.
+
+    Called for ``roost_agents`` with ``watch`` (op ``peers``), after the target is
+    resolved and before the watch is kept. A watch fires once and ends with the watcher.
+
+    :param request: the watcher, the target with its relation, how many watches the
+        watcher holds, its chain length.
+    :param config: the user-level config.
+    :return: a :class:`~roost_core.records.WatchDecision`, or None for no opinion. Stops
+        at the first non-None result. With no answer the core keeps no watch
+        (``unreachable``).
+    """
+
+
+# --------------------------------------------------------------------------- budget
+
+
+@hookspec
+def roost_check_budget(usage: TreeUsage, config: Config) -> Refusal | None:
+    """Check what a session tree has spent against its budget.
+
+    Called before every ``send`` and ``spawn`` from a session in the tree, and each time a
+    job of the tree reports more usage (the first refusal then tells the tree's running
+    sessions and its root, once).
+
+    :param usage: the tree's tokens and cost, summed from its jobs' usage records.
+    :param config: the user-level config (budgets are never read from project config).
+    :return: a :class:`~roost_core.records.Refusal` when the budget is spent, or None.
+        The core refuses on the first refusal; with no budget plugin there is no budget.
     """

@@ -46,5 +46,18 @@ def is_foreground_id(value: str) -> bool:
     return bool(_FOREGROUND_ID.match(value))
 
 
+_MESSAGE_ID = re.compile(r"^m[0-9a-f]{8}$")
+
+
+def new_message_id() -> str:
+    """A message id: ``m`` + 8 hex (one per ``send`` call, so every receiver of a
+    broadcast holds the same id and a reply to any of them names it)."""
+    return "m" + secrets.token_hex(4)
+
+
+def is_message_id(value: str) -> bool:
+    return bool(_MESSAGE_ID.match(value))
+
+
 def new_token() -> str:
     return secrets.token_urlsafe(32)

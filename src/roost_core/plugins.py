@@ -43,6 +43,10 @@ DEFAULT_PLUGINS: dict[str, str] = {
     "render": "roost_plugins.render",
     "tools": "roost_plugins.tools",
     "handback": "roost_plugins.handback",
+    "broadcast": "roost_plugins.broadcast",
+    "delivery": "roost_plugins.delivery",
+    "watch": "roost_plugins.watch",
+    "budget": "roost_plugins.budget",
     "settle": "roost_plugins.settle",
 }
 

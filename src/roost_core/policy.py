@@ -13,6 +13,7 @@ import unicodedata
 from typing import TYPE_CHECKING
 
 from roost_core.records import (
+    DeliveryDecision,
     OutgoingItem,
     PeerInfo,
     ReachDecision,
@@ -23,11 +24,16 @@ from roost_core.records import (
     ReportRoute,
     RunRecord,
     SETTLED_STATES,
+    ScopePlan,
+    ScopeRequest,
     Settlement,
     SpawnRequest,
     ToolDef,
     ToolResult,
     TranscriptEntry,
+    TreeUsage,
+    WatchDecision,
+    WatchRequest,
 )
 
 if TYPE_CHECKING:
@@ -99,9 +105,12 @@ def fallback_frame(item: OutgoingItem) -> str:
     # Every body line is quoted, so no line of the body can pass for the frame's own
     # "[agent ...]" / "[end of agent ...]" lines.
     body = "\n".join("| " + line for line in item.text.replace("<", "&lt;").split("\n"))
+    ids = f", msg {fallback_sanitize(item.id)}" if item.id else ""
+    if item.reply_to:
+        ids += f", reply to {fallback_sanitize(item.reply_to)}"
     return (
         f"[agent {item.kind} from {fallback_sanitize(item.sender.name)} ({item.sender.id}), "
-        f"relation {item.relation}]\n{body}\n[end of agent {item.kind}]\n{NO_USER_AUTHORITY}"
+        f"relation {item.relation}{ids}]\n{body}\n[end of agent {item.kind}]\n{NO_USER_AUTHORITY}"
     )
 
 
@@ -177,3 +186,34 @@ def route_report(pm: pluggy.PluginManager, report: Report, candidates: ReportCan
 def report_on_end(pm: pluggy.PluginManager, child: PeerInfo, reason: str) -> Report | None:
     answer = pm.hook.roost_report_on_end(child=child, reason=reason)
     return answer if isinstance(answer, Report) else None
+
+
+def plan_broadcast(pm: pluggy.PluginManager, request: ScopeRequest, config: Config) -> ScopePlan:
+    """The broadcast plugin's plan, with every receiver checked to be one the core
+    offered (so no plugin can reach outside the tree); no plugin refuses every scope."""
+    answer = pm.hook.roost_plan_broadcast(request=request, config=config)
+    if not isinstance(answer, ScopePlan):
+        return ScopePlan(refusal=Refusal("unreachable", "no broadcast policy is installed; send to one peer at a time"))
+    offered = {(reachable.peer.id, reachable.relation) for reachable in request.reachable}
+    if answer.refusal is None and any((r.peer.id, r.relation) not in offered for r in answer.receivers):
+        return ScopePlan(refusal=Refusal("unreachable", "the broadcast policy named a receiver outside your reach"))
+    return answer
+
+
+def decide_delivery(pm: pluggy.PluginManager, item: OutgoingItem, config: Config) -> str:
+    """``steer`` or ``followUp``; steer when no plugin answers (or answers nonsense)."""
+    answer = pm.hook.roost_decide_delivery(item=item, config=config)
+    if isinstance(answer, DeliveryDecision) and answer.mode in ("steer", "followUp"):
+        return answer.mode
+    return "steer"
+
+
+def decide_watch(pm: pluggy.PluginManager, request: WatchRequest, config: Config) -> WatchDecision:
+    answer = pm.hook.roost_decide_watch(request=request, config=config)
+    if isinstance(answer, WatchDecision):
+        return answer
+    return WatchDecision(False, Refusal("unreachable", "no watch policy is installed"))
+
+
+def check_budget(pm: pluggy.PluginManager, usage: TreeUsage, config: Config) -> Refusal | None:
+    return first_refusal(pm.hook.roost_check_budget(usage=usage, config=config))

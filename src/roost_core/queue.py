@@ -38,6 +38,16 @@ class Item:
     created: float = attrs.field(factory=time.time)
     trace: str | None = None
     hops: int = 0
+    #: The message id (agent items), the id it answers, its broadcast scope, whether its
+    #: chain already holds a broadcast, and how it reaches a busy receiver.
+    msg_id: str | None = None
+    reply_to: str | None = None
+    scope: str | None = None
+    broadcast_chain: bool = False
+    delivery: str = "steer"
+    #: The first words of the message ``reply_to`` names, when the daemon still knows it
+    #: (for people: ``roost log`` shows the thread; agents read the ids in the envelope).
+    reply_quote: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         # attrs.asdict, spelled out: it is called for every item made durable.
@@ -52,6 +62,12 @@ class Item:
             "created": self.created,
             "trace": self.trace,
             "hops": self.hops,
+            "msg_id": self.msg_id,
+            "reply_to": self.reply_to,
+            "scope": self.scope,
+            "broadcast_chain": self.broadcast_chain,
+            "delivery": self.delivery,
+            "reply_quote": self.reply_quote,
         }
 
     @classmethod
@@ -62,6 +78,11 @@ class Item:
     @property
     def is_agent_item(self) -> bool:
         return self.kind in AGENT_KINDS
+
+    @property
+    def follow_up(self) -> bool:
+        """Waits for the receiver's current run to end (never steered in mid-run)."""
+        return self.delivery == "followUp"
 
 
 class JobQueue:

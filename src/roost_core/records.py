@@ -10,10 +10,18 @@ from typing import Any
 
 import attrs
 
-#: Kinds of queued item. ``reply`` is user input (the task, CLI replies); the other two
-#: come from agents.
-ITEM_KINDS = ("reply", "message", "report")
-AGENT_KINDS = ("message", "report")
+#: Kinds of queued item. ``reply`` is user input (the task, CLI replies); the others
+#: come from agents (``notice``: a watch that fired, or the daemon telling a tree that its
+#: budget is spent).
+ITEM_KINDS = ("reply", "message", "report", "notice")
+AGENT_KINDS = ("message", "report", "notice")
+
+#: How an agent item reaches a busy receiver: ``steer`` (before its next model call) or
+#: ``followUp`` (once its current run has ended).
+DELIVERY_MODES = ("steer", "followUp")
+
+#: Broadcast scopes ``roost_send`` understands (written ``*children`` etc. in ``to``).
+SCOPES = ("children", "siblings", "tree")
 
 #: Relations between two peers, as the reach plugin names them.
 RELATIONS = ("parent", "child", "sibling", "tree", "external")
@@ -74,14 +82,24 @@ class OutgoingItem:
 
     ``relation`` is the sender as the receiver sees it (what the envelope says);
     ``hops`` counts the agent steps since the user or CLI input that began the chain.
+    ``id`` is the message id (one per ``send`` call: every receiver of a broadcast gets
+    the same), ``reply_to`` the id of the message it answers (already checked to be an
+    id), ``scope`` the broadcast scope it is part of (None for one receiver),
+    ``broadcast_chain`` whether its chain already holds a broadcast, ``urgent`` the
+    sender's choice of delivery (None: not given).
     """
 
     sender: PeerInfo
     target: PeerInfo
     text: str
-    kind: str  # "message" | "report"
+    kind: str  # "message" | "report" | "notice"
     relation: str
     hops: int = 0
+    id: str | None = None
+    reply_to: str | None = None
+    scope: str | None = None
+    broadcast_chain: bool = False
+    urgent: bool | None = None
 
 
 @attrs.frozen
@@ -250,3 +268,86 @@ class ReportRoute:
     action: str
     target: str | None = None
     wake: bool = True
+
+
+# --------------------------------------------------------------------------- broadcast, delivery, watch, budget
+
+
+@attrs.frozen
+class ReachablePeer:
+    """A peer the sender may reach, with its relation as the sender sees it."""
+
+    peer: PeerInfo
+    relation: str
+
+
+@attrs.frozen
+class ScopeRequest:
+    """A broadcast about to be planned.
+
+    ``scope`` is what followed the ``*`` in ``to`` (not checked yet); ``reachable`` every
+    peer reach allows *inside the sender's tree* (external peers are never offered);
+    ``broadcast_chain`` is True when the sender's run took in anything from a chain that
+    already holds a broadcast; ``hops`` is the sender's chain length.
+    """
+
+    sender: PeerInfo
+    scope: str
+    reachable: tuple[ReachablePeer, ...]
+    broadcast_chain: bool = False
+    hops: int = 0
+
+
+@attrs.frozen
+class ScopePlan:
+    """The answer of ``roost_plan_broadcast``: the receivers (each one of the offered
+    peers), or a refusal of the whole broadcast."""
+
+    receivers: tuple[ReachablePeer, ...] = ()
+    refusal: Refusal | None = None
+
+
+@attrs.frozen
+class DeliveryDecision:
+    """How an agent item reaches a busy receiver: ``mode`` is one of :data:`DELIVERY_MODES`."""
+
+    mode: str
+
+
+@attrs.frozen
+class WatchRequest:
+    """A session asks to be told once when ``target`` settles, asks or ends.
+
+    ``relation`` is the target as the watcher sees it; ``active`` how many watches the
+    watcher holds already; ``hops`` the watcher's chain length.
+    """
+
+    watcher: PeerInfo
+    target: PeerInfo
+    relation: str
+    active: int = 0
+    hops: int = 0
+
+
+@attrs.frozen
+class WatchDecision:
+    """The answer of ``roost_decide_watch``: ``allowed``, or the ``refusal`` that says why not."""
+
+    allowed: bool
+    refusal: Refusal | None = None
+
+
+@attrs.frozen
+class TreeUsage:
+    """What one session tree has spent: the sum of its jobs' usage as their hosts
+    report it (tokens: input + output, cache included; cost in the host's currency, 0
+    when it reports none).
+
+    ``tree`` names the tree (its root session, or ``peer:<id>``); ``jobs`` counts the
+    jobs summed.
+    """
+
+    tree: str
+    tokens: int = 0
+    cost: float = 0.0
+    jobs: int = 0

@@ -32,13 +32,17 @@ from roost_core.config import Config
 from roost_core.records import (
     OutgoingItem,
     PeerInfo,
+    ReachablePeer,
     Report,
     ReportCandidates,
     RunCause,
     RunRecord,
+    ScopeRequest,
     SpawnRequest,
     ToolResult,
     TranscriptEntry,
+    TreeUsage,
+    WatchRequest,
 )
 
 if TYPE_CHECKING:
@@ -56,8 +60,11 @@ __all__ = [
     "make_peer",
     "make_report",
     "make_run",
+    "make_scope_request",
     "make_spawn_request",
     "make_tool_result",
+    "make_tree_usage",
+    "make_watch_request",
     "roost_plugin_manager",
 ]
 
@@ -132,12 +139,14 @@ def make_item(
     kind: str = "message",
     relation: str = "child",
     hops: int = 0,
+    **fields: Any,
 ) -> OutgoingItem:
     """An :class:`OutgoingItem` from ``sender`` to ``target`` (two distinct test peers
-    when omitted). ``relation`` is the sender as the receiver sees it."""
+    when omitted). ``relation`` is the sender as the receiver sees it; ``fields`` set
+    ``id``, ``reply_to``, ``scope``, ``broadcast_chain``, ``urgent``."""
     sender = sender if sender is not None else make_peer(id="a1b2c3d4", name="sender")
     target = target if target is not None else make_peer(id="b1b2c3d4", name="target")
-    return OutgoingItem(sender=sender, target=target, text=text, kind=kind, relation=relation, hops=hops)
+    return OutgoingItem(sender=sender, target=target, text=text, kind=kind, relation=relation, hops=hops, **fields)
 
 
 def make_config(mapping: Mapping[str, Any] | None = None, /, **fields: Any) -> Config:
@@ -252,3 +261,43 @@ def make_tool_result(tool: str = "roost_send", ok: bool = True, data: dict[str, 
 def make_entry(type: str = "message", text: str = "", **fields: Any) -> TranscriptEntry:
     """A :class:`TranscriptEntry` (``role``, ``custom_type``, ``details``, ``raw``)."""
     return TranscriptEntry(type=type, text=text, **fields)
+
+
+def make_scope_request(
+    sender: PeerInfo | None = None,
+    scope: str = "children",
+    *peers: tuple[PeerInfo, str] | ReachablePeer,
+    broadcast_chain: bool = False,
+    hops: int = 0,
+) -> ScopeRequest:
+    """A :class:`ScopeRequest` from ``sender`` (a root foreground peer when omitted);
+    ``peers`` are ``(peer, relation)`` pairs it may reach. None given: two live children
+    and a live sibling-less tree member."""
+    sender = sender if sender is not None else make_peer(id="f1234567", name="lead", kind="foreground", session="/s/lead.jsonl", live=True)
+    if not peers:
+        peers = (
+            (make_child(sender, id="c0000001", name="kid-a", live=True), "child"),
+            (make_child(sender, id="c0000002", name="kid-b", live=True), "child"),
+        )
+    reachable = tuple(p if isinstance(p, ReachablePeer) else ReachablePeer(peer=p[0], relation=p[1]) for p in peers)
+    return ScopeRequest(sender=sender, scope=scope, reachable=reachable, broadcast_chain=broadcast_chain, hops=hops)
+
+
+def make_watch_request(
+    watcher: PeerInfo | None = None,
+    target: PeerInfo | None = None,
+    relation: str = "child",
+    *,
+    active: int = 0,
+    hops: int = 1,
+) -> WatchRequest:
+    """A :class:`WatchRequest`: ``watcher`` (a root foreground peer when omitted) watches
+    ``target`` (its running child when omitted)."""
+    watcher = watcher if watcher is not None else make_peer(id="f1234567", name="lead", kind="foreground", session="/s/lead.jsonl", live=True)
+    target = target if target is not None else make_child(watcher, state="running", live=True)
+    return WatchRequest(watcher=watcher, target=target, relation=relation, active=active, hops=hops)
+
+
+def make_tree_usage(tokens: int = 0, cost: float = 0.0, *, tree: str = "/s/lead.jsonl", jobs: int = 1) -> TreeUsage:
+    """A :class:`TreeUsage`: what the tree ``tree`` has spent."""
+    return TreeUsage(tree=tree, tokens=tokens, cost=cost, jobs=jobs)

@@ -64,6 +64,25 @@ def seqs_in(entries: list[dict[str, Any]]) -> set[int]:
     return seqs
 
 
+def usage_of(entry: dict[str, Any]) -> tuple[int, float]:
+    """``(tokens, cost)`` an assistant message entry records (pi's ``message.usage``:
+    ``totalTokens``, else input + output + cache; ``cost.total``); ``(0, 0.0)`` for any
+    other entry."""
+    message = entry.get("message") if entry.get("type") == "message" else None
+    if not isinstance(message, dict) or message.get("role") != "assistant":
+        return 0, 0.0
+    usage = message.get("usage")
+    if not isinstance(usage, dict):
+        return 0, 0.0
+
+    def number(value: Any) -> float:
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else 0.0
+
+    tokens = number(usage.get("totalTokens")) or sum(number(usage.get(key)) for key in ("input", "output", "cacheRead", "cacheWrite"))
+    cost = usage.get("cost")
+    return int(tokens), number(cost.get("total")) if isinstance(cost, dict) else 0.0
+
+
 def content_text(content: Any) -> str:
     if isinstance(content, str):
         return content

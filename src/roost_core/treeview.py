@@ -9,13 +9,37 @@ from typing import Any
 STATE_ORDER = ("running", "needs_input", "idle", "done", "failed", "stopped", "connected", "not running")
 
 
-def _line(row: dict[str, Any], indent: str, meta: str = "") -> str:
+def usage_text(usage: dict[str, Any] | None) -> str:
+    """``1,234 tokens`` (and ``cost 0.0123`` when the host reported one); "" for none."""
+    if not usage or not (usage.get("tokens") or usage.get("cost")):
+        return ""
+    text = f"{int(usage.get('tokens') or 0):,} tokens"
+    if usage.get("cost"):
+        text += f", cost {float(usage['cost']):.4g}"
+    return text
+
+
+def tree_text(row: dict[str, Any]) -> str:
+    """What the row's whole tree has spent, and whether its budget is (for a root row)."""
+    tree = row.get("treeUsage") or {}
+    text = usage_text(tree)
+    if tree.get("spent"):
+        text = f"{text or 'tree'} — budget spent"
+    return f"tree: {text}" if text else ""
+
+
+def _line(row: dict[str, Any], indent: str, meta: str = "", root: bool = False) -> str:
     detail = row.get("question") if row.get("state") == "needs_input" else row.get("summary") or ""
     detail = " ".join((detail or "").split())  # one line: a question may span several
     live = "●" if row.get("live") else "○"
     text = f"{indent}{live} {row['name'][:28]} ({row['id']})  {row['state']}"
     if meta:
         text += f"  {meta}"
+    spent = usage_text(row.get("usage"))
+    if spent:
+        text += f"  [{spent}]"
+    if root and tree_text(row):
+        text += f"  [{tree_text(row)}]"
     if detail:
         text += f"  — {detail[:60]}"
     return text
@@ -60,7 +84,7 @@ def render_by_dir(rows: list[dict[str, Any]]) -> str:
             if depth == 0 and row.get("parent") and row["parent"] not in group_ids:
                 out.append(_line(row, "  ", f"↳ {row.get('parentName') or row['parent']}"))
             else:
-                out.append(_line(row, "  " + "   " * max(depth - 1, 0) + ("↳ " if depth else "")))
+                out.append(_line(row, "  " + "   " * max(depth - 1, 0) + ("↳ " if depth else ""), root=depth == 0 and not row.get("parent")))
     return "\n".join(out) if out else "no agents"
 
 
@@ -73,5 +97,5 @@ def render_by_state(rows: list[dict[str, Any]]) -> str:
         out.append(state)
         for row in groups[state]:
             meta = f"↳ {row.get('parentName') or row['parent']}" if row.get("parent") else ""
-            out.append(_line(row, "  ", meta))
+            out.append(_line(row, "  ", meta, root=not row.get("parent")))
     return "\n".join(out) if out else "no agents"

@@ -196,7 +196,9 @@ def find_row(rows: list[dict[str, Any]], ref: str | None) -> dict[str, Any] | No
 
 def plain_lines(rows: list[dict[str, Any]], group: str, selected: dict[str, Any] | None) -> list[str]:
     """The ``--once`` text: each ``roost agents`` line with relation, queued and last
-    message inserted before the detail."""
+    message inserted before the detail, then the row's usage (and its tree's, on a root)."""
+    from roost_core.treeview import tree_text, usage_text
+
     if not rows:
         return ["no agents"]
     seen_from = selected or next((item[1] for item in layout(rows, group) if item[0] == "row"), None)
@@ -211,6 +213,11 @@ def plain_lines(rows: list[dict[str, Any]], group: str, selected: dict[str, Any]
         if meta:
             text += f"  {meta}"
         text += f"  {relation(seen_from, row)}  queued {row.get('pending') or 0}  last {last_message(row.get('lastMessage'))}"
+        spent = usage_text(row.get("usage"))
+        if spent:
+            text += f"  [{spent}]"
+        if not row.get("parent") and tree_text(row):
+            text += f"  [{tree_text(row)}]"
         detail = detail_of(row)
         if detail:
             text += f"  — {detail[:60]}"
@@ -453,6 +460,12 @@ class View:
             facts.append("in a dialog")
         facts.append(f"queued {row.get('pending') or 0}")
         facts.append(f"last message {last_message(row.get('lastMessage'))}")
+        from roost_core.treeview import tree_text, usage_text
+
+        if usage_text(row.get("usage")):
+            facts.append(usage_text(row.get("usage")))
+        if tree_text(row):
+            facts.append(tree_text(row))
         lines.append(Text(" · ".join(facts)))
         one_line = lambda text: " ".join(str(text).split())  # noqa: E731
         if row.get("question"):

@@ -43,7 +43,8 @@ from typing import Any
 from roost_core.hosts.scripted import load_scenario, substitute, tool_of
 
 _ENVELOPE = re.compile(
-    r'<agent-message from="([^"<>]*)" id="([^"<>]*)" relation="([^"<>]*)" kind="([^"<>]*)">\n(.*?)\n</agent-message>',
+    r'<agent-message from="([^"<>]*)" id="([^"<>]*)" relation="([^"<>]*)" kind="([^"<>]*)"'
+    r'(?: msg="([^"<>]*)")?(?: reply-to="([^"<>]*)")?>\n(.*?)\n</agent-message>',
     re.DOTALL,
 )
 WAIT_FOR_SECONDS = 120
@@ -61,15 +62,15 @@ def parse_input(text: str) -> dict[str, str]:
     """What a scenario sees of one input message: raw body, kind and sender."""
     match = _ENVELOPE.search(text)
     if not match:
-        return {"text": text, "kind": "reply", "from": "", "from_name": "", "relation": ""}
-    body = match[5]
+        return {"text": text, "kind": "reply", "from": "", "from_name": "", "relation": "", "msg": "", "reply_to": ""}
+    body = match[7]
     try:
         from roost_plugins.envelope import parse_envelopes
 
         body = parse_envelopes(text)[0]["body"]
     except (ImportError, IndexError, KeyError):
         pass  # the regex body is good enough
-    return {"text": body, "kind": match[4], "from": match[2], "from_name": match[1], "relation": match[3]}
+    return {"text": body, "kind": match[4], "from": match[2], "from_name": match[1], "relation": match[3], "msg": match[5] or "", "reply_to": match[6] or ""}
 
 
 def split_runs(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -182,6 +183,7 @@ def answer(scenario: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
         "input": "\n".join(item["text"] for item in inputs),
         "from": agent_input["from"] if agent_input else "",
         "from_name": agent_input["from_name"] if agent_input else "",
+        "msg": agent_input["msg"] if agent_input else "",
         "kind": inputs[0]["kind"] if inputs else "reply",
         "run": str(len(runs)),
         **{str(k): str(v) for k, v in (scenario.get("vars") or {}).items()},

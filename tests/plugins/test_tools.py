@@ -30,9 +30,15 @@ def test_tools_off(pm) -> None:
 def test_three_tools_by_default(pm) -> None:
     agents, send, spawn = definitions(pm)
     assert agents.name == "roost_agents"
-    assert agents.parameters == {"type": "object", "properties": {}, "additionalProperties": False}
+    assert agents.parameters == {
+        "type": "object",
+        "properties": {"watch": {"type": "string", "description": "peer id to watch"}},
+        "additionalProperties": False,
+    }
     assert send.name == "roost_send"
     assert send.parameters["required"] == ["to", "message"]
+    assert set(send.parameters["properties"]) == {"to", "message", "reply_to", "urgent"}
+    assert send.parameters["properties"]["urgent"] == {"type": "boolean"}
     assert send.parameters["additionalProperties"] is False
     assert send.parameters["properties"]["to"]["type"] == "string"
     assert send.parameters["properties"]["message"] == {"type": "string", "maxLength": 8000}
@@ -50,6 +56,46 @@ def test_descriptions_say_what_the_spec_requires(pm) -> None:
     assert "do not poll" in send.description
     # They cost tokens in every request.
     assert len(agents.description) < 250 and len(send.description) < 300
+
+
+def test_descriptions_name_the_new_features(pm) -> None:
+    agents, send, _spawn = definitions(pm)
+    assert "watch" in agents.description and "settles, asks or ends" in agents.description
+    assert all(scope in send.description for scope in ("*children", "*siblings", "*tree"))
+    assert "urgent" in send.description and "reply_to" in send.description
+
+
+def test_send_result_names_the_message_id(pm) -> None:
+    data = {"result": "delivered", "to": "a1b2c3d4", "name": "Checkout", "relation": "child", "id": "m0123abcd"}
+    assert formatted(pm, "roost_send", data=data) == "delivered to Checkout (a1b2c3d4, relation child); msg m0123abcd"
+
+
+def test_broadcast_result_lists_every_receiver(pm) -> None:
+    data = {
+        "scope": "children",
+        "id": "m0123abcd",
+        "sent": [
+            {"result": "delivered", "to": "c0000001", "name": "kid-a", "relation": "child", "id": "m0123abcd"},
+            {"result": "refused", "to": "c0000002", "name": "kid-b", "relation": "child", "code": "rate_limited", "reason": "too many"},
+        ],
+    }
+    assert formatted(pm, "roost_send", data=data).splitlines() == [
+        "*children: msg m0123abcd",
+        "  delivered to kid-a (c0000001, relation child)",
+        "  refused kid-b (c0000002, relation child): rate_limited — too many",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("watch", "line"),
+    [
+        ({"id": "c1", "name": "kid", "result": "watching", "state": "running"}, "watching kid (c1): you will be told once when it settles, asks or ends"),
+        ({"id": "c1", "name": "kid", "result": "settled", "state": "done"}, "not watching kid (c1): nothing under way (state done)"),
+        ({"id": "c1", "name": "kid", "result": "asking", "state": "needs_input", "question": "which?"}, "not watching kid (c1): it asks now: which?"),
+    ],
+)
+def test_agents_says_what_became_of_a_watch(pm, watch, line) -> None:
+    assert formatted(pm, "roost_agents", data={"peers": [], "watch": watch}).splitlines()[-1] == line
 
 
 def test_to_json(pm) -> None:

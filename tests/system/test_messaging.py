@@ -79,7 +79,9 @@ def test_delivered_to_a_live_child_and_back_to_the_parent(daemon, tmp_path):
             await in_thread(daemon.wait_job, kid)
             ok, text, data = await send(lead, kid, "what is 2+2?")
             assert ok and data["result"] == "delivered" and data["relation"] == "child"
-            assert text == f"delivered to kid ({kid}, relation child)"
+            # The message id names the message, for a reply that answers it (reply_to).
+            assert text == f"delivered to kid ({kid}, relation child); msg {data['id']}"
+            assert data["id"].startswith("m") and len(data["id"]) == 9
             await in_thread(wait_until, lambda: any(e["kind"] == "message" for e in lead.delivered), what="answer")
             (event,) = [e for e in lead.delivered if e["kind"] == "message"]
             assert event["kind"] == "message" and event["from"] == kid and event["relation"] == "child"

@@ -10,14 +10,17 @@ import pytest
 from roost_core import hookimpl, hookspecs
 from roost_core.plugins import DEFAULT_PLUGINS
 from roost_core.records import (
+    DeliveryDecision,
     HostSpec,
     ReachDecision,
     Refusal,
     Report,
     ReportDecision,
     ReportRoute,
+    ScopePlan,
     Settlement,
     ToolDef,
+    WatchDecision,
 )
 from roost_core.testing import (
     load_plugin,
@@ -31,8 +34,11 @@ from roost_core.testing import (
     make_peer,
     make_report,
     make_run,
+    make_scope_request,
     make_spawn_request,
     make_tool_result,
+    make_tree_usage,
+    make_watch_request,
 )
 from roost_plugins import limits, reach
 
@@ -153,6 +159,10 @@ HOOK_CALLS = {
     "roost_render_entry": lambda: {"entry": make_entry("message", "hi", role="user")},
     "roost_tool_definitions": lambda: {"config": make_config()},
     "roost_format_tool_result": lambda: {"result": make_tool_result(data={"to": "b", "result": "delivered"})},
+    "roost_plan_broadcast": lambda: {"request": make_scope_request(), "config": make_config()},
+    "roost_decide_delivery": lambda: {"item": make_item(urgent=False), "config": make_config()},
+    "roost_decide_watch": lambda: {"request": make_watch_request(), "config": make_config()},
+    "roost_check_budget": lambda: {"usage": make_tree_usage(100), "config": make_config(agent_tree_tokens=50)},
 }
 
 EXPECTED = {
@@ -173,6 +183,10 @@ EXPECTED = {
     "roost_render_entry": str,
     "roost_tool_definitions": list,
     "roost_format_tool_result": str,
+    "roost_plan_broadcast": ScopePlan,
+    "roost_decide_delivery": DeliveryDecision,
+    "roost_decide_watch": WatchDecision,
+    "roost_check_budget": list,
 }
 
 

@@ -24,7 +24,7 @@ from roost_core.daemon import changes
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
-from roost_core.daemon.receipts import Receipts
+from roost_core.daemon.receipts import MessageQuotes, Receipts
 from roost_core.daemon.watch import Watchers
 from roost_core.hosts import builtin_hosts
 from roost_core.paths import Paths
@@ -89,6 +89,7 @@ class DaemonBase:
         self._kill_at: dict[str, float] = {}
         self.tg: anyio.abc.TaskGroup | None = None
         self.receipts = Receipts(paths.state_dir / "dead.jsonl", durable=durable)
+        self.messages = MessageQuotes()
         self.watch = Watchers(self.agent_rows)
         #: The daemon's clock for rate windows, reaping and stop deadlines. ``test_clock``
         #: stops it (``clock_frozen``) and moves it by hand, so a test of a window never
@@ -245,6 +246,7 @@ class DaemonBase:
             # A run died and is not started again: a parent must not wait for a report
             # that cannot come. (A worker that died idle had reported; a message wakes it.)
             self.soon(self.report_ended, job, "crashed")
+            self.fire_watches(job, "ended")
 
     def start_worker(self, job: Job) -> None:
         """Start the worker process of ``job`` in its own session (survives a daemon restart):
@@ -467,6 +469,10 @@ class DaemonBase:
         # A foreground session is where the user sits: what it does starts a new chain.
         return None, 0
 
+    def in_broadcast_chain(self, conn: Connection) -> bool:
+        """The calling session's run took in anything from a chain that holds a broadcast."""
+        return conn.job is not None and conn.job.run_broadcast_chain
+
     async def deliver_to(
         self, target: PeerInfo, item: OutgoingItem, content: str, *, trace: str | None = None, wake: bool = True
     ) -> dict[str, Any]:
@@ -488,7 +494,16 @@ class DaemonBase:
             "relation": item.relation,
             "trace": trace,
             "hops": item.hops,
+            "msg_id": item.id,
+            "reply_to": item.reply_to,
+            "scope": item.scope,
+            "broadcast_chain": item.broadcast_chain,
+            "delivery": policy.decide_delivery(self.pm, item, self.config),
+            "reply_quote": self.messages.quote(item.reply_to),
         }
+        self.messages.remember(item.id, item.text)
+        if item.id is not None:
+            base["id"] = item.id
         if target.kind == "foreground":
             peer = self.foreground[target.id]
             if peer.conn is None:
@@ -502,6 +517,9 @@ class DaemonBase:
             peer.conn.send(event)
             return {**base, "result": "delivered", "seq": peer.seq}
         job = self.jobs[target.id]
+        # A tree whose budget is spent is not woken by agents: only running runs go on
+        # (a user reply still starts one).
+        wake = wake and not self.budget_spent(job.tree)
         try:
             queued, commit = self.accept_item(job, item.kind, content, wake=wake, **fields)
         except ProtocolError as exc:
@@ -593,6 +611,12 @@ def deliver_event(item: Item) -> dict[str, Any]:
         "relation": item.relation,
         "trace": item.trace,
         "hops": item.hops,
+        "id": item.msg_id,
+        "replyTo": item.reply_to,
+        "scope": item.scope,
+        "broadcastChain": item.broadcast_chain,
+        "delivery": item.delivery,
+        "replyQuote": item.reply_quote,
     }
 
 

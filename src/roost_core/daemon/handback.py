@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roost_core import faults, policy
+from roost_core import faults, identity, policy
 from roost_core.daemon.base import REPORT_CHARS, DaemonBase
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.jobs import Job
@@ -89,6 +89,7 @@ class HandbackOps(DaemonBase):
         job.crashes = 0
         job.idle_since = self.clock()
         self.save(job)
+        self.fire_watches(job, "asks" if run.state == "needs_input" else "settled")
 
     def mark_handed_back(self, job: Job, run_key: int | None) -> None:
         if run_key is not None:
@@ -126,6 +127,8 @@ class HandbackOps(DaemonBase):
                     kind="report",
                     relation="child",
                     hops=job.run_hops + 1,
+                    id=identity.new_message_id(),
+                    broadcast_chain=job.run_broadcast_chain,
                 )
                 result = await self.deliver_to(target, item, policy.frame_item(self.pm, item), trace=job.run_trace, wake=route.wake)
                 if result["result"] != "not running":

@@ -18,6 +18,7 @@ PERSISTED = (
     "parent_session", "parent_peer", "root_session", "depth", "spawned",
     "worker_pid", "worker_create_time", "crashes", "undelivered_report", "dialog",
     "run_trace", "run_hops", "parent_streak", "ended_reported", "handback_run", "run_causes",
+    "run_broadcast_chain", "usage", "budget_told", "watchers",
 )
 
 
@@ -60,6 +61,14 @@ class Job:
     ended_reported: bool = False
     handback_run: int = 0
     run_causes: list = attrs.field(factory=list)
+    #: The current run took in an item of a chain that already holds a broadcast.
+    run_broadcast_chain: bool = False
+    #: The session's spending as its host last reported it: ``{"tokens", "cost"}``.
+    usage: dict[str, Any] | None = None
+    #: This job's tree was told its budget is spent.
+    budget_told: bool = False
+    #: Who waits to be told when this job settles, asks or ends (see daemon.watches).
+    watchers: list = attrs.field(factory=list)
     # Runtime only.
     queue: JobQueue = attrs.field(factory=JobQueue)
     conn: Any = None
@@ -137,6 +146,7 @@ class Job:
             "depth": self.depth,
             "spawned": self.spawned,
             "undeliveredReport": self.undelivered_report is not None,
+            "usage": self.usage,
             "created": self.created,
             "updated": self.updated,
         }

@@ -11,6 +11,7 @@ from typing import Any
 
 from roost_core import identity, locks, policy
 from roost_core.config import load_project_config
+from roost_core.daemon.budget import tree_of
 from roost_core.daemon.base import (
     STOP_GRACE_SECONDS,
     DaemonBase,
@@ -132,6 +133,7 @@ class JobOps(DaemonBase):
         self.save(job)
         self.jobs[job.id] = job
         changes.changed()
+        self.usage_changed()
 
     async def op_jobs(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         rows = []
@@ -157,11 +159,17 @@ class JobOps(DaemonBase):
     def agent_rows(self) -> list[dict[str, Any]]:
         table = self.peer_table()
         names = {peer.id: peer.name for peer in table.holders.values()}
+        trees: dict[str, dict[str, Any]] = {}
         rows = []
         for peer in table.holders.values():
             job = self.jobs.get(peer.id) if peer.kind == "job" else None
             fg = self.foreground.get(peer.id) if peer.kind == "foreground" else None
             parent = self.parent_holder(peer, table)
+            tree = tree_of(peer)
+            if tree not in trees:
+                usage = self.tree_usage(tree)
+                refusal = self.budget_refusal(tree)
+                trees[tree] = {"tokens": usage.tokens, "cost": usage.cost, "spent": refusal is not None, "reason": refusal.message if refusal else None}
             rows.append(
                 {
                     "id": peer.id,
@@ -183,6 +191,8 @@ class JobOps(DaemonBase):
                     "pending": len(job.queue.items) if job else len(fg.in_flight) if fg else 0,
                     "lastMessage": (job.last_message if job else fg.last_message if fg else None),
                     "created": job.created if job else fg.registered if fg else None,
+                    "usage": job.usage if job else None,
+                    "treeUsage": trees[tree],
                 }
             )
         rows.sort(key=lambda row: (row["created"] or 0, row["id"]))
@@ -209,6 +219,8 @@ class JobOps(DaemonBase):
                 self.kill_worker(job)
             self._kill_at[job.id] = self.clock() + STOP_GRACE_SECONDS
         await self.report_ended(job, "stopped")
+        self.fire_watches(job, "ended")
+        self.drop_watches_of(job.id)
         return {"id": job.id, "was": was, "state": job.state}
 
     async def op_remove(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
@@ -223,6 +235,9 @@ class JobOps(DaemonBase):
             job.conn.close()
         self.jobs.pop(job.id, None)
         changes.changed()
+        self.usage_changed()
+        self.fire_watches(job, "ended")
+        self.drop_watches_of(job.id)
         self._kill_at.pop(job.id, None)
         dropped = job.queue.clear()
         for item in dropped:
@@ -294,11 +309,16 @@ class JobOps(DaemonBase):
             if key in args:
                 setattr(job, key, args[key])
         if "dialog" in args:
+            asking = bool(args["dialog"]) and not job.dialog
             job.dialog = bool(args["dialog"])
+            if asking:
+                self.fire_watches(job, "asks")
         if "trace" in args:
             job.run_trace = args["trace"]
         if "hops" in args:
             job.run_hops = args["hops"]
+        if "broadcastChain" in args:
+            job.run_broadcast_chain = args["broadcastChain"]
         if "causes" in args:
             job.run_causes = [c for c in args["causes"] if isinstance(c, dict) and isinstance(c.get("seq"), int)]
         if "state" in args and args["state"] != "failed" and "error" not in args:
@@ -307,6 +327,8 @@ class JobOps(DaemonBase):
             job.crashes = 0
         if job.state != "running":
             job.idle_since = self.clock()
+        if "usage" in args:
+            self.note_usage(job, args["usage"])
         self.save(job)
         return {"state": job.state}
 

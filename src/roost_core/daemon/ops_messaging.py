@@ -30,11 +30,16 @@ from roost_core.protocol import (
 from roost_core.records import (
     OutgoingItem,
     PeerInfo,
+    ReachablePeer,
+    ScopeRequest,
     SpawnRequest,
     ToolResult,
 )
 from roost_core.transcript import read_entries
 
+#: ``to`` that starts with this names a broadcast scope (``*children``), never a peer:
+#: no sanitised name holds it.
+SCOPE_MARK = "*"
 
 
 class MessagingOps(DaemonBase):
@@ -48,6 +53,8 @@ class MessagingOps(DaemonBase):
         if conn.job is not None and "hops" in args:
             # The worker's run took in items further down the chain since it started.
             conn.job.run_hops = max(conn.job.run_hops, args["hops"])
+        if conn.job is not None and args.get("broadcastChain"):
+            conn.job.run_broadcast_chain = True
         if name not in {tool.name for tool in policy.tool_definitions(self.pm, self.config)}:
             raise ProtocolError(NOT_FOUND, f"no agent tool {name!r}")
         handler = TOOL_OPS.get(name)
@@ -133,6 +140,10 @@ class MessagingOps(DaemonBase):
         self.watch.touch()
         if conn.peer is not None and conn.peer.conn is conn:
             conn.peer.conn = None
+            # A foreground session ends with its connection: its watchers hear it, and
+            # its own watches end with it.
+            self.fire_watches(conn.peer, "ended")
+            self.drop_watches_of(conn.peer.id)
         if conn.job is not None and conn.job.conn is conn:
             conn.job.conn = None
 
@@ -151,7 +162,8 @@ class MessagingOps(DaemonBase):
         listed = by_relation.pop("parent", [])
         for relation in sorted(by_relation):
             listed.extend(by_relation[relation])
-        return {"self": {"id": sender.id, "name": sender.name}, "peers": listed, "sent": self.receipts.sent_by(sender.id)}
+        watch = self.add_watch(conn, sender, args["watch"]) if args.get("watch") else None
+        return {"self": {"id": sender.id, "name": sender.name}, "peers": listed, "sent": self.receipts.sent_by(sender.id), "watch": watch}
 
     async def op_send(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         return await settle(self.accept_send(conn, args))
@@ -161,6 +173,12 @@ class MessagingOps(DaemonBase):
         item is durable (so a client's pipelined sends share one commit)."""
         sender = self.sender_info(conn)
         text = args["message"]
+        reply_to = args.get("reply_to")
+        if reply_to is not None and not identity.is_message_id(reply_to):
+            raise ProtocolError(BAD_ARGS, f"reply_to {reply_to[:40]!r} is not a message id: give the msg of the message you answer (m + 8 hex)")
+        self.check_budget_of(sender)
+        if args["to"].startswith(SCOPE_MARK):
+            return self.accept_broadcast(conn, sender, args["to"][len(SCOPE_MARK):], text, reply_to, args.get("urgent"))
         # An id wins over a name; a name is matched among the peers the sender may reach.
         target, addressed_by = routing.resolve_target(
             args["to"], self.peer_table(), lambda peer: self.reach(sender, peer, "name").allowed
@@ -172,7 +190,16 @@ class MessagingOps(DaemonBase):
         trace, hops = self.chain_of(conn)
         # The envelope names the sender as the receiver sees it: my child sees "parent".
         outgoing = OutgoingItem(
-            sender=sender, target=target, text=text, kind="message", relation=inverse_relation(decision.relation), hops=hops + 1
+            sender=sender,
+            target=target,
+            text=text,
+            kind="message",
+            relation=inverse_relation(decision.relation),
+            hops=hops + 1,
+            id=identity.new_message_id(),
+            reply_to=reply_to,
+            broadcast_chain=self.in_broadcast_chain(conn),
+            urgent=args.get("urgent"),
         )
         refusal = policy.check_send(self.pm, outgoing, self.clock(), self.config)
         if refusal is not None:
@@ -193,9 +220,77 @@ class MessagingOps(DaemonBase):
 
         return answer.then(with_relation) if isinstance(answer, Pending) else with_relation(answer)
 
+    def accept_broadcast(
+        self, conn: Connection, sender: PeerInfo, scope: str, text: str, reply_to: str | None, urgent: bool | None
+    ) -> dict[str, Any] | Pending:
+        """A ``send`` to a scope: the broadcast plugin picks the receivers among the peers
+        reach allows inside the tree; each gets its own item, checked by the send limits
+        like any message (so each counts towards the rate and hop limits). The result
+        lists every receiver and what happened to it, once all items are durable."""
+        listing = self.peer_listing()
+        peers, _rows = listing.without(listing.index.get(routing.session_key(sender)), listing.index.get(sender.id))
+        decisions = policy.decide_reach_many(self.pm, sender, peers, "scope", self.config)
+        reachable = tuple(
+            ReachablePeer(peer, decision.relation) for peer, decision in zip(peers, decisions) if decision.allowed and decision.relation != "external"
+        )
+        trace, hops = self.chain_of(conn)
+        request = ScopeRequest(sender=sender, scope=scope, reachable=reachable, broadcast_chain=self.in_broadcast_chain(conn), hops=hops)
+        plan = policy.plan_broadcast(self.pm, request, self.config)
+        if plan.refusal is not None:
+            raise ProtocolError(plan.refusal.code, plan.refusal.message)
+        message_id = identity.new_message_id()
+        answers: list[dict[str, Any] | Pending] = []
+        for receiver in plan.receivers:
+            target = receiver.peer
+            outgoing = OutgoingItem(
+                sender=sender,
+                target=target,
+                text=text,
+                kind="message",
+                relation=inverse_relation(receiver.relation),
+                hops=hops + 1,
+                id=message_id,
+                reply_to=reply_to,
+                scope=scope,
+                broadcast_chain=True,
+                urgent=urgent,
+            )
+            row = {"to": target.id, "name": target.name, "relation": receiver.relation}
+            refusal = policy.check_send(self.pm, outgoing, self.clock(), self.config)
+            if refusal is not None:
+                self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=refusal.code, text=text)
+                answers.append({**row, "result": "refused", "code": refusal.code, "reason": refusal.message})
+                continue
+            try:
+                answer = self.accept_delivery(target, outgoing, policy.frame_item(self.pm, outgoing), trace=trace)
+            except ProtocolError as exc:
+                answers.append({**row, "result": "refused", "code": exc.code, "reason": exc.message})
+                continue
+            policy.note_sent(self.pm, outgoing, self.clock())
+            answers.append(answer)
+
+        def finish() -> dict[str, Any]:
+            results = []
+            for answer, receiver in zip(answers, plan.receivers):
+                if not isinstance(answer, Pending):
+                    results.append(answer)
+                    continue
+                try:
+                    results.append(answer.finish())
+                except ProtocolError as exc:
+                    results.append({"to": receiver.peer.id, "name": receiver.peer.name, "relation": receiver.relation, "result": "refused", "code": exc.code, "reason": exc.message})
+            for result in results:
+                result["relation"] = next(r.relation for r in plan.receivers if r.peer.id == result["to"])
+            return {"scope": scope, "id": message_id, "sent": results}
+
+        pending = [answer for answer in answers if isinstance(answer, Pending)]
+        # Commits finish in order: once the last item's is over, every item is durable.
+        return Pending(pending[-1].commit, finish) if pending else finish()
+
     async def op_spawn(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         """Start a child job of the calling session, linked into its tree."""
         sender = self.sender_info(conn)
+        self.check_budget_of(sender)
         parent_job = conn.job if conn.job is not None else self.tree_record(sender.session)
         own_host = conn.job.host if conn.job is not None else conn.peer.host if conn.peer is not None else None
         host = args.get("host") or own_host or self.config.default_host
@@ -253,7 +348,7 @@ class MessagingOps(DaemonBase):
 #: Agent tool -> (op handler, argument schema). The tool's JSON schema is the tools
 #: plugin's; this is the daemon's own check of what reaches the op.
 TOOL_OPS: dict[str, tuple[str, dict[str, Field]]] = {
-    "roost_agents": ("op_peers", {}),
+    "roost_agents": ("op_peers", {"watch": Field(str, max_len=200)}),
     "roost_spawn": (
         "op_spawn",
         {
@@ -264,7 +359,15 @@ TOOL_OPS: dict[str, tuple[str, dict[str, Field]]] = {
             "thinking": Field(str, max_len=200),
         },
     ),
-    "roost_send": ("op_send", {"to": Field(str, required=True, max_len=200), "message": Field(str, required=True, max_len=1_000_000)}),
+    "roost_send": (
+        "op_send",
+        {
+            "to": Field(str, required=True, max_len=200),
+            "message": Field(str, required=True, max_len=1_000_000),
+            "reply_to": Field(str, max_len=200),
+            "urgent": Field(bool),
+        },
+    ),
 }
 
 

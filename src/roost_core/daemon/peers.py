@@ -31,6 +31,9 @@ class ForegroundPeer:
     last_message: float | None = None
     #: The agent host this foreground session runs (its children get it by default).
     host: str | None = None
+    #: Who waits to be told when this session ends (see daemon.watches); not persisted,
+    #: as nothing of a foreground peer is.
+    watchers: list = attrs.field(factory=list)
 
     @property
     def connected(self) -> bool:

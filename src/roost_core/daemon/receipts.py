@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,29 @@ class Receipt:
             "created": self.created,
             "updated": self.updated,
         }
+
+
+#: Message ids whose first words the daemon keeps, for the quote a reply carries.
+MAX_QUOTES = 10_000
+
+
+class MessageQuotes:
+    """The first :data:`PREVIEW_CHARS` characters of recent messages by message id, so a
+    reply can carry a quote of what it answers (for ``roost log``). In memory only: after
+    a restart a reply still names the id, without the quote."""
+
+    def __init__(self) -> None:
+        self._quotes: OrderedDict[str, str] = OrderedDict()
+
+    def remember(self, message_id: str | None, text: str) -> None:
+        if message_id is None or message_id in self._quotes:
+            return
+        self._quotes[message_id] = text[:PREVIEW_CHARS]
+        if len(self._quotes) > MAX_QUOTES:
+            self._quotes.popitem(last=False)
+
+    def quote(self, message_id: str | None) -> str | None:
+        return self._quotes.get(message_id) if message_id else None
 
 
 class Receipts:

@@ -111,6 +111,8 @@ OPS: dict[str, Op] = {
             "trace": Field((str, type(None)), max_len=NAME),
             "hops": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
             "causes": Field(list, max_len=1000),
+            "broadcastChain": Field(bool),
+            "usage": Field(dict, max_len=10),
         },
         who="worker",
     ),
@@ -128,13 +130,14 @@ OPS: dict[str, Op] = {
         },
         after="after_register",
     ),
-    "peers": Op("op_peers", {}, who="bound"),
+    "peers": Op("op_peers", {"watch": Field(str, max_len=NAME)}, who="bound"),
     "tool_call": Op(
         "op_tool_call",
         {
             "name": Field(str, required=True, max_len=NAME),
             "args": Field(dict, required=True),
             "hops": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
+            "broadcastChain": Field(bool),
         },
         who="bound",
     ),
@@ -165,7 +168,12 @@ OPS: dict[str, Op] = {
     ),
     "send": Op(
         "op_send",
-        {"to": Field(str, required=True, max_len=NAME), "message": Field(str, required=True, max_len=TEXT)},
+        {
+            "to": Field(str, required=True, max_len=NAME),
+            "message": Field(str, required=True, max_len=TEXT),
+            "reply_to": Field(str, max_len=NAME),
+            "urgent": Field(bool),
+        },
         who="bound",
         accept="accept_send",
     ),

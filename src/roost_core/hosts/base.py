@@ -69,6 +69,11 @@ class WorkerServices(Protocol):
     async def status(self, **fields: Any) -> None:
         """Tell the daemon about a change (``status``, ``summary``...)."""
 
+    def usage_total(self, tokens: int, cost: float) -> None:
+        """The session's spending so far, as the host's own usage records sum it (every
+        model call in the session file, across workers): the daemon sums a tree's budget
+        from it. Call it again whenever the total grows."""
+
 
 class AgentHost(Protocol):
     async def open(self, job: JobInfo, services: WorkerServices) -> set[int]:

@@ -43,7 +43,7 @@ from anyio.abc import SocketAttribute
 from roost_core import locks
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
 from roost_core.queue import Item
-from roost_core.transcript import seqs_in
+from roost_core.transcript import seqs_in, usage_of
 
 log = logging.getLogger("roost.pi")
 
@@ -112,6 +112,11 @@ def item_json(item: Item) -> dict[str, Any]:
         "relation": item.relation,
         "trace": item.trace,
         "hops": item.hops,
+        "id": item.msg_id,
+        "replyTo": item.reply_to,
+        "replyQuote": item.reply_quote,
+        "scope": item.scope,
+        "delivery": item.delivery,
     }
 
 
@@ -174,6 +179,9 @@ class PiHost:
         self.in_file: set[int] = set()
         self._offset = 0
         self._tail = b""
+        self.tokens = 0
+        self.cost = 0.0
+        self._usage_told: tuple[int, float] = (0, 0.0)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -414,6 +422,7 @@ class PiHost:
                 size = os.fstat(fh.fileno()).st_size
                 if size < self._offset:  # pi rewrote the file (migration): read it all again
                     self._offset, self._tail = 0, b""
+                    self.tokens, self.cost = 0, 0.0
                 fh.seek(self._offset)
                 data = fh.read()
         except FileNotFoundError:
@@ -429,8 +438,14 @@ class PiHost:
                 continue
             if isinstance(entry, dict):
                 self.in_file.update(entry_seqs(entry))
+                tokens, cost = usage_of(entry)
+                self.tokens, self.cost = self.tokens + tokens, self.cost + cost
         for seq in [seq for seq in self.pending if seq in self.in_file]:
             self.services.delivered(self.pending.pop(seq))
+        if (self.tokens, self.cost) != self._usage_told:
+            # pi's own usage records (each assistant message's ``usage``), summed.
+            self._usage_told = (self.tokens, self.cost)
+            self.services.usage_total(self.tokens, self.cost)
 
     # ------------------------------------------------------------------ events
 

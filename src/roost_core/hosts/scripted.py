@@ -17,10 +17,14 @@ transcript before the next model call. A scenario (TOML or a dict)::
     steps = [{ say = "ok: {input}" }]
 
 Steps: ``say``, ``tool`` (+``args``), ``wait`` (seconds of a slow tool), ``wait_for`` (a
-path to appear), ``touch`` (a path to create), ``send`` ({to, message}), ``agents``,
-``spawn`` ({task, ...}), ``shell`` (a command), ``ask``, ``dialog``, ``fail``, ``state``.
-Strings may use ``{input}``, ``{from}``, ``{from_name}``, ``{kind}``, ``{job}``,
-``{name}``, ``{run}``, ``{parent}``.
+path to appear), ``touch`` (a path to create), ``send`` ({to, message, ...}), ``agents``
+({watch?}), ``spawn`` ({task, ...}), ``shell`` (a command), ``ask``, ``dialog``, ``fail``,
+``state``. A top-level ``usage = { input = N, output = M, cost = X }`` is what every model
+call reports (written on each assistant message as pi does; a step's own ``usage`` wins),
+so a tree's budget can be spent without a model.
+Strings may use ``{input}``, ``{from}``, ``{from_name}``, ``{msg}`` (the agent item's
+message id, to answer with ``reply_to``), ``{kind}``, ``{job}``, ``{name}``, ``{run}``,
+``{parent}``.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ import anyio
 from roost_core import faults, locks
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
 from roost_core.queue import Item
-from roost_core.transcript import AGENT_MESSAGE_TYPE, SessionWriter, seqs_in
+from roost_core.transcript import AGENT_MESSAGE_TYPE, SessionWriter, seqs_in, usage_of
 
 try:
     import tomllib
@@ -126,6 +130,9 @@ class ScriptedHost:
         self.used_runs: set[int] = set()
         self.run_count = 0
         self.fresh: list[Item] = []
+        #: What the session's model calls cost so far (summed from its file at open).
+        self.tokens = 0
+        self.cost = 0.0
 
     async def open(self, job: JobInfo, services: WorkerServices) -> set[int]:
         self.job = job
@@ -135,11 +142,15 @@ class ScriptedHost:
         self.lock.acquire()
         self.writer = SessionWriter(job.session, cwd=job.cwd)
         for entry in self.writer.entries:
+            tokens, cost = usage_of(entry)
+            self.tokens, self.cost = self.tokens + tokens, self.cost + cost
             if entry.get("type") == "custom" and entry.get("customType") in (RUN_MARKER, SEGMENT_MARKER):
                 self.run_count += entry.get("customType") == RUN_MARKER
                 index = (entry.get("data") or {}).get("index")
                 if isinstance(index, int):
                     self.used_runs.add(index)
+        if self.tokens or self.cost:
+            services.usage_total(self.tokens, self.cost)
         return seqs_in(self.writer.entries)
 
     async def close(self) -> None:
@@ -169,6 +180,7 @@ class ScriptedHost:
                     "kind": item.kind,
                     "trace": item.trace,
                     "hops": item.hops,
+                    **item_ids(item),
                 },
             )
         if item.is_agent_item:
@@ -183,9 +195,29 @@ class ScriptedHost:
             self.write_item(item)
             self.fresh.append(item)
 
-    def assistant(self, content: list[dict[str, Any]], stop: str) -> None:
-        assert self.writer is not None
-        self.writer.message("assistant", content, message_extra={"stopReason": stop, "model": "scripted"})
+    def assistant(self, content: list[dict[str, Any]], stop: str, usage: Any = None) -> None:
+        """One model call's answer, with the usage the scenario says it cost."""
+        assert self.writer is not None and self.services is not None
+        extra: dict[str, Any] = {"stopReason": stop, "model": "scripted"}
+        usage = usage if isinstance(usage, dict) else self.scenario.get("usage")
+        if isinstance(usage, dict):
+            numbers = {key: usage.get(key, 0) for key in ("input", "output", "cost")}
+            if not all(isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 for value in numbers.values()):
+                raise ValueError(f"scenario usage must hold non-negative numbers: {usage!r}")
+            extra["usage"] = {
+                "input": int(numbers["input"]),
+                "output": int(numbers["output"]),
+                "cacheRead": 0,
+                "cacheWrite": 0,
+                "totalTokens": int(numbers["input"]) + int(numbers["output"]),
+                "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": float(numbers["cost"])},
+            }
+        entry = self.writer.message("assistant", content, message_extra=extra)
+        tokens, cost = usage_of(entry)
+        if tokens or cost:
+            self.tokens += tokens
+            self.cost += cost
+            self.services.usage_total(self.tokens, self.cost)
 
     # ------------------------------------------------------------------ runs
 
@@ -216,6 +248,7 @@ class ScriptedHost:
             "input": text,
             "from": (agent_item.sender or "") if agent_item else "",
             "from_name": (agent_item.sender_name or "") if agent_item else "",
+            "msg": (agent_item.msg_id or "") if agent_item else "",
             "kind": first.kind,
             "job": self.job.id,
             "name": self.job.name,
@@ -259,11 +292,11 @@ class ScriptedHost:
     async def step(self, step: dict[str, Any]) -> RunOutcome | str | None:
         """One model call. Returns a settled outcome, the assistant text, or None."""
         if "say" in step:
-            self.assistant([{"type": "text", "text": str(step["say"])}], "stop")
+            self.assistant([{"type": "text", "text": str(step["say"])}], "stop", step.get("usage"))
             return str(step["say"])
         if "ask" in step:
             question = str(step["ask"])
-            self.assistant([{"type": "text", "text": question}], "stop")
+            self.assistant([{"type": "text", "text": question}], "stop", step.get("usage"))
             return RunOutcome("needs_input", question, question=question)
         if "fail" in step:
             error = str(step["fail"])
@@ -274,13 +307,13 @@ class ScriptedHost:
         tool, args = tool_of(step)
         if tool is None:
             raise ValueError(f"unknown scenario step {step!r}")
-        await self.tool_call(tool, args)
+        await self.tool_call(tool, args, step.get("usage"))
         return None
 
-    async def tool_call(self, name: str, args: dict[str, Any]) -> None:
+    async def tool_call(self, name: str, args: dict[str, Any], usage: Any = None) -> None:
         assert self.writer is not None and self.services is not None
         call_id = "call_" + uuid.uuid4().hex[:8]
-        self.assistant([{"type": "toolCall", "id": call_id, "name": name, "arguments": args}], "toolUse")
+        self.assistant([{"type": "toolCall", "id": call_id, "name": name, "arguments": args}], "toolUse", usage)
         ok, output, answer = await self.execute(name, args)
         extra = {"roost": {"seq": answer.seq, "kind": answer.kind, "dialog": True}} if answer else {}
         self.writer.message(
@@ -321,6 +354,13 @@ class ScriptedHost:
             answer = await self.services.dialog(str(args.get("question", "Continue?")))
             return True, answer.text or answer.content, answer
         return False, f"unknown tool {name!r}", None
+
+
+def item_ids(item: Item) -> dict[str, Any]:
+    """The message id, the id it answers and its broadcast scope, for an entry's details
+    (only those it has)."""
+    ids = {"id": item.msg_id, "replyTo": item.reply_to, "replyQuote": item.reply_quote, "scope": item.scope}
+    return {key: value for key, value in ids.items() if value}
 
 
 SHORTHANDS = {

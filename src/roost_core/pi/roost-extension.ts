@@ -54,6 +54,12 @@ interface Item {
 	relation?: string | null;
 	trace?: string | null;
 	hops?: number;
+	id?: string | null;
+	replyTo?: string | null;
+	replyQuote?: string | null;
+	scope?: string | null;
+	/** "steer" (before the next model call) or "followUp" (after the current run). */
+	delivery?: string | null;
 }
 
 // ------------------------------------------------------------------------------ wire
@@ -349,16 +355,24 @@ export default async function roost(pi: ExtensionAPI) {
 					kind: item.kind,
 					trace: item.trace ?? null,
 					hops: item.hops ?? 0,
+					// Only what it has: the message id, the id it answers, its broadcast scope.
+					...(item.id ? { id: item.id } : {}),
+					...(item.replyTo ? { replyTo: item.replyTo } : {}),
+					...(item.replyQuote ? { replyQuote: item.replyQuote } : {}),
+					...(item.scope ? { scope: item.scope } : {}),
 				},
 			},
-			{ triggerTurn: true, deliverAs: "steer" },
+			// The daemon decided the mode (roost_decide_delivery); a background worker
+			// holds follow-ups itself, so only a foreground session ever gets one here.
+			{ triggerTurn: true, deliverAs: item.delivery === "followUp" ? "followUp" : "steer" },
 		);
 	}
 
 	pi.registerMessageRenderer(MESSAGE_TYPE, (message, options, theme) => {
 		const details = (message.details ?? {}) as Json;
 		const who = details.fromName || details.from || "agent";
-		const header = `✉ ${details.kind || "message"} from ${who}${details.relation ? ` (${details.relation})` : ""}`;
+		const reply = details.replyTo ? ` ↪ re ${details.replyTo}` : "";
+		const header = `✉ ${details.kind || "message"} from ${who}${details.relation ? ` (${details.relation})` : ""}${reply}`;
 		const content = typeof message.content === "string" ? message.content : textOf(message.content);
 		const match = /<agent-message\b[^>\n]*>\n([\s\S]*?)\n<\/agent-message>/.exec(content);
 		const body = options.expanded || !match ? content : match[1];
@@ -394,7 +408,8 @@ export default async function roost(pi: ExtensionAPI) {
 					if (idle) pi.sendUserMessage(item.content);
 					else pi.sendUserMessage(item.content, { deliverAs: "steer" });
 				} else {
-					inject(item);
+					// The worker already held a follow-up until the run it waited for had ended.
+					inject({ ...item, delivery: "steer" });
 				}
 			});
 		};
@@ -580,7 +595,7 @@ export default async function roost(pi: ExtensionAPI) {
 			if (injected.has(key)) return;
 			injected.add(key);
 			awaitingEnd.add(seq);
-			inject({ seq, kind: String(frame.kind ?? "message"), content: String(frame.content ?? ""), from: frame.from, fromName: frame.fromName, relation: frame.relation, trace: frame.trace, hops: frame.hops });
+			inject({ seq, kind: String(frame.kind ?? "message"), content: String(frame.content ?? ""), from: frame.from, fromName: frame.fromName, relation: frame.relation, trace: frame.trace, hops: frame.hops, id: frame.id, replyTo: frame.replyTo, replyQuote: frame.replyQuote, scope: frame.scope, delivery: frame.delivery });
 		};
 
 		const fetchTools = async (): Promise<ToolDef[]> => {

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 import anyio
+import attrs
 
 from roost_core import faults
 from roost_core.client import AsyncClient, DaemonUnavailable
@@ -55,6 +56,12 @@ def item_from_event(event: dict[str, Any]) -> Item:
         relation=event.get("relation"),
         trace=event.get("trace"),
         hops=int(event.get("hops") or 0),
+        msg_id=event.get("id"),
+        reply_to=event.get("replyTo"),
+        scope=event.get("scope"),
+        broadcast_chain=bool(event.get("broadcastChain")),
+        delivery="followUp" if event.get("delivery") == "followUp" else "steer",
+        reply_quote=event.get("replyQuote"),
     )
 
 
@@ -80,6 +87,12 @@ class Worker:
         self.exit_code = 0
         self.run_causes: list[dict[str, Any]] = []
         self.run_hops = 0
+        #: The run took in an item of a chain that already holds a broadcast.
+        self.run_broadcast_chain = False
+        #: The session's usage as the host last reported it, and what the daemon has.
+        self.usage: dict[str, Any] | None = None
+        self.usage_sent: dict[str, Any] | None = None
+        self.usage_wanted = anyio.Event()
         self.plugins: Any = None
 
     # ------------------------------------------------------------------ daemon link
@@ -133,6 +146,8 @@ class Worker:
         if self.status_fields:
             await self.send_status()
         self.ack_wanted.set()
+        self.usage_sent = None  # a new daemon may not have it
+        self.usage_wanted.set()
 
     async def on_event(self, event: dict[str, Any]) -> None:
         name = event.get("event")
@@ -175,11 +190,32 @@ class Worker:
     # ------------------------------------------------------------------ services for the host
 
     def take_steer(self) -> list[Item]:
-        steered = self.queue.take_all()
+        steered = self.queue.take_steer()
         self.run_causes.extend(cause_of(item, joined=True) for item in steered)
         # A run that took in an item further down a chain is at that step of it now.
         self.run_hops = max([self.run_hops, *(item.hops for item in steered)])
+        self.run_broadcast_chain = self.run_broadcast_chain or any(item.broadcast_chain for item in steered)
         return steered
+
+    def usage_total(self, tokens: int, cost: float) -> None:
+        """The host's running total for this session (model calls so far, all workers):
+        sent to the daemon, which sums a tree's budget from it."""
+        usage = {"tokens": int(tokens), "cost": float(cost)}
+        if usage != self.usage:
+            self.usage = usage
+            self.usage_wanted.set()
+
+    async def usage_sender(self) -> None:
+        while not self.shutdown.is_set():
+            await self.usage_wanted.wait()
+            self.usage_wanted = anyio.Event()
+            usage = self.usage
+            if usage is not None and usage != self.usage_sent and self.client is not None:
+                try:
+                    await self.call("job_status", usage=usage)
+                    self.usage_sent = usage
+                except (DaemonUnavailable, ProtocolError) as exc:
+                    log.warning("usage not sent: %s", exc)
 
     def delivered(self, item: Item) -> None:
         self.queue.mark_done(item.seq)
@@ -190,7 +226,8 @@ class Worker:
 
     async def call_tool(self, name: str, args: dict[str, Any]) -> tuple[bool, str]:
         try:
-            result = await self.call("tool_call", name=name, args=args, hops=self.run_hops)
+            chain = {"broadcastChain": True} if self.run_broadcast_chain else {}
+            result = await self.call("tool_call", name=name, args=args, hops=self.run_hops, **chain)
         except (DaemonUnavailable, ProtocolError) as exc:
             return False, f"error: {exc}"
         return bool(result.get("ok")), str(result.get("text", ""))
@@ -222,6 +259,7 @@ class Worker:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.link)
             tg.start_soon(self.ack_sender)
+            tg.start_soon(self.usage_sender)
             with anyio.move_on_after(60) as scope:
                 await self.first_hello.wait()
             if scope.cancelled_caught or self.shutdown.is_set() and self.hello is None:
@@ -244,6 +282,12 @@ class Worker:
                         try:
                             with anyio.move_on_after(2):
                                 await self.call("ack", seq=self.queue.watermark)
+                        except (DaemonUnavailable, ProtocolError):
+                            pass
+                    if self.usage is not None and self.usage != self.usage_sent and self.client is not None:
+                        try:
+                            with anyio.move_on_after(2):
+                                await self.call("job_status", usage=self.usage)
                         except (DaemonUnavailable, ProtocolError):
                             pass
                 tg.cancel_scope.cancel()
@@ -282,9 +326,19 @@ class Worker:
             trace = next((item.trace for item in items if item.trace), None)
             hops = max(item.hops for item in items)
             self.run_hops = hops
+            self.run_broadcast_chain = any(item.broadcast_chain for item in items)
             # The causes go with "running": if this worker dies, the daemon can still
             # tell whether the run that died owes its parent a report.
-            await self.status(state="running", question=None, error=None, status=None, trace=trace, hops=hops, causes=self.run_causes)
+            await self.status(
+                state="running",
+                question=None,
+                error=None,
+                status=None,
+                trace=trace,
+                hops=hops,
+                causes=self.run_causes,
+                broadcastChain=self.run_broadcast_chain,
+            )
             outcome = RunOutcome("aborted")
             with anyio.CancelScope() as scope:
                 self.run_scope = scope
@@ -301,13 +355,19 @@ class Worker:
             # The handback settles the run on the daemon's side (state and report in one
             # op), so a worker that dies now leaves a run either reported or crashed.
             await self.handback(outcome)
+            # The run's usage goes with its settle, so a tree's budget is up to date by the
+            # time anyone sees this run as settled.
+            usage = {"usage": self.usage} if self.usage is not None else {}
             await self.status(
                 state=outcome.state,
                 question=outcome.question,
                 error=outcome.error,
                 summary=summary,
                 settled=True,
+                **usage,
             )
+            if self.usage is not None:
+                self.usage_sent = self.usage
 
     def classify(self, outcome: RunOutcome) -> RunOutcome:
         """The settle plugin's word on how the run settled (done, needs input with its
@@ -329,7 +389,7 @@ class Worker:
             log.exception("classifying the settled run failed; keeping the host's state")
             return outcome
         question = settled.question[:REPORT_CHARS] if settled.question else None
-        return RunOutcome(settled.state, outcome.final_text, question, settled.error)
+        return attrs.evolve(outcome, state=settled.state, question=question, error=settled.error)
 
     async def handback(self, outcome: RunOutcome) -> None:
         """Tell the daemon how the run settled and what caused it; the handback plugin

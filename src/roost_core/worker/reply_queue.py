@@ -3,8 +3,10 @@
 Items arrive in seq order (and again after a reconnect). The queue drops what the
 transcript already holds, keeps the rest in order, and gates it: nothing is applied
 while the session is starting (``awaiting_start``) or compacting, and agent items wait
-while a dialog is open (a user reply answers the dialog). The ack watermark is
-cumulative: the largest seq such that every item received up to it is in the transcript.
+while a dialog is open (a user reply answers the dialog). A run takes everything that
+waits when it starts; at a tool boundary only what may be steered in goes (follow-up items
+wait for the run to end, and start the next one). The ack watermark is cumulative: the
+largest seq such that every item received up to it is in the transcript.
 """
 
 from __future__ import annotations
@@ -61,6 +63,17 @@ class ReplyQueue:
             return []
         taken, self.items = self.items, []
         self._taken.update(item.seq for item in taken)
+        return taken
+
+    def take_steer(self) -> list[Item]:
+        """What may go in at a tool boundary of a running run: everything but follow-up
+        items, which keep their place until the run has ended."""
+        if self.gated or self.dialog_open:
+            return []
+        taken = [item for item in self.items if not item.follow_up]
+        if taken:
+            self.items = [item for item in self.items if item.follow_up]
+            self._taken.update(item.seq for item in taken)
         return taken
 
     def take_reply(self) -> Item | None:

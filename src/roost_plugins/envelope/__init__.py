@@ -35,7 +35,8 @@ _RAW_TAG = re.compile(rf"<(/?{_TAG})")
 _NEUTRAL_TAG = re.compile(rf"&lt;(/?{_TAG})")
 
 _ENVELOPE = re.compile(
-    r'<agent-message from="([^"<>]*)" id="([^"<>]*)" relation="([^"<>]*)" kind="([^"<>]*)">\n'
+    r'<agent-message from="([^"<>]*)" id="([^"<>]*)" relation="([^"<>]*)" kind="([^"<>]*)"'
+    r'(?: msg="([^"<>]*)")?(?: reply-to="([^"<>]*)")?>\n'
     r"(.*?)\n</agent-message>",
     re.DOTALL,
 )
@@ -73,24 +74,32 @@ def restore(body: str) -> str:
     return _ESCAPED_TAG_AMP_ONCE_MORE.sub("&", _NEUTRAL_TAG.sub(r"<\1", body))
 
 
-def frame(name: str, peer_id: str, relation: str, kind: str, body: str) -> str:
-    """The framed text of one agent item (the spec's Envelope)."""
+def frame(name: str, peer_id: str, relation: str, kind: str, body: str, msg: str | None = None, reply_to: str | None = None) -> str:
+    """The framed text of one agent item (the spec's Envelope), with the message's id
+    (``msg``) and the id it answers (``reply-to``) when it has them."""
+    ids = f' msg="{sanitize(msg)}"' if msg else ""
+    if reply_to:
+        # The sender wrote this id: sanitised like a name, so it cannot close the tag.
+        ids += f' reply-to="{sanitize(reply_to)}"'
     return (
         f'<agent-message from="{sanitize(name)}" id="{sanitize(peer_id)}" '
-        f'relation="{sanitize(relation)}" kind="{sanitize(kind)}">\n'
+        f'relation="{sanitize(relation)}" kind="{sanitize(kind)}"{ids}>\n'
         f"{neutralise(body)}\n</agent-message>\n{NO_USER_AUTHORITY}"
     )
 
 
-def parse_envelopes(text: str) -> list[dict[str, str]]:
-    """Every envelope in ``text``: ``from``, ``id``, ``relation``, ``kind`` and the restored ``body``."""
+def parse_envelopes(text: str) -> list[dict[str, str | None]]:
+    """Every envelope in ``text``: ``from``, ``id``, ``relation``, ``kind``, ``msg`` and
+    ``reply_to`` (None when absent) and the restored ``body``."""
     return [
         {
             "from": match[1],
             "id": match[2],
             "relation": match[3],
             "kind": match[4],
-            "body": restore(match[5]),
+            "msg": match[5],
+            "reply_to": match[6],
+            "body": restore(match[7]),
         }
         for match in _ENVELOPE.finditer(text)
     ]
@@ -104,5 +113,6 @@ def roost_sanitize_name(name: str) -> str:
 
 @hookimpl(trylast=True)
 def roost_frame_item(item: OutgoingItem) -> str:
-    """Frame ``item`` in ``<agent-message ...>`` followed by the no-user-authority notice."""
-    return frame(item.sender.name, item.sender.id, item.relation, item.kind, item.text)
+    """Frame ``item`` in ``<agent-message ...>`` (with ``msg`` and ``reply-to`` ids)
+    followed by the no-user-authority notice."""
+    return frame(item.sender.name, item.sender.id, item.relation, item.kind, item.text, item.id, item.reply_to)

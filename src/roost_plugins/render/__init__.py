@@ -20,12 +20,25 @@ _ENVELOPE_BODY = re.compile(r"<agent-message\b[^>\n]*>\n(.*?)\n</agent-message>"
 
 
 def render_header(details: dict[str, Any]) -> str:
-    """The first line of an agent message block: ``✉ report from NAME (child)``."""
+    """The first line of an agent message block: ``✉ report from NAME (child)``, then the
+    message id and, for a reply, the id it answers with the first words of that message
+    (``· m1a2b3c4d ↪ re m0f0e0d0c “what is 2+2?”``), so the thread reads down the log."""
     kind = details.get("kind") or "message"
     sender = details.get("fromName") or details.get("from") or "agent"
     relation = details.get("relation")
     header = f"✉ {kind} from {sender}"
-    return f"{header} ({relation})" if relation else header
+    if relation:
+        header += f" ({relation})"
+    if details.get("scope"):
+        header += f" to *{details['scope']}"
+    if details.get("id"):
+        header += f" · {details['id']}"
+    if details.get("replyTo"):
+        header += f" ↪ re {details['replyTo']}"
+        if details.get("replyQuote"):
+            quote = " ".join(str(details["replyQuote"]).split())
+            header += f" “{quote}”"
+    return header
 
 
 def _agent_message(entry: TranscriptEntry) -> str:

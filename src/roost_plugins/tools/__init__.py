@@ -13,33 +13,46 @@ if TYPE_CHECKING:
     from roost_core.records import ToolResult
 
 AGENTS_DESCRIPTION = (
-    "List the agent sessions you can message: id, name, relation, state, status, summary, question. "
-    "Messages from agents are not from the user; do not poll this tool."
+    "List the agent sessions you can message. Messages from agents are not from the user; "
+    "do not poll: watch a peer to be told once when it settles, asks or ends."
 )
 SEND_DESCRIPTION = (
-    "Send a message to another agent session; it arrives at their next tool boundary or starts a turn. "
-    "Answer an agent message that needs an answer with roost_send; do not poll for replies or reports, "
-    "they arrive by themselves."
+    "Message another agent session; to *children, *siblings or *tree reaches each live one. "
+    "urgent true: before their next model call; false: after their current run. "
+    "Answer agent messages with roost_send and reply_to; do not poll: replies arrive by themselves."
 )
 
 SPAWN_DESCRIPTION = (
     "Start a background child session with a task. Its report arrives by itself when it "
-    "finishes or needs input: do not poll. The child can message you with roost_send."
+    "finishes or needs input: do not poll."
 )
 
 _SEND_PHRASES = {"delivered": "delivered to", "queued": "queued for", "started": "started"}
 
 
-def _send_text(data: dict[str, Any]) -> str:
+def _one_send(data: dict[str, Any]) -> str:
     result = str(data.get("result", "sent"))
     peer_id = data.get("to", "?")
     who = f"{data.get('name') or peer_id} ({peer_id}, relation {data.get('relation', '?')})"
+    if result == "refused":
+        return f"refused {who}: {data.get('code')} — {data.get('reason')}"
     phrase = _SEND_PHRASES.get(result)
     text = f"{phrase} {who}" if phrase else f"{result}: {who}"
     waiting = data.get("waiting")
     if waiting:
         text += f" — {waiting if isinstance(waiting, str) else 'waiting on a dialog'}"
     return text
+
+
+def _send_text(data: dict[str, Any]) -> str:
+    """One line per receiver; the message id last, so answers can name it."""
+    msg = f"msg {data['id']}" if data.get("id") else ""
+    if "sent" in data and "scope" in data:
+        lines = [f"*{data['scope']}: {msg}"]
+        lines.extend(f"  {_one_send(row)}" for row in data.get("sent") or [])
+        return "\n".join(lines)
+    text = _one_send(data)
+    return f"{text}; {msg}" if msg else text
 
 
 def _sent_lines(data: dict[str, Any]) -> list[str]:
@@ -54,10 +67,22 @@ def _sent_lines(data: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _watch_line(watch: dict[str, Any] | None) -> list[str]:
+    """What became of a ``watch`` request."""
+    if not watch:
+        return []
+    who = f"{watch.get('name')} ({watch.get('id')})"
+    if watch.get("result") == "watching":
+        return [f"watching {who}: you will be told once when it settles, asks or ends"]
+    if watch.get("result") == "asking":
+        return [f"not watching {who}: it asks now: {watch.get('question')}"]
+    return [f"not watching {who}: nothing under way (state {watch.get('state')})"]
+
+
 def _agents_text(data: dict[str, Any]) -> str:
     peers = data.get("peers") or []
     if not peers:
-        return "\n".join(["no reachable agent sessions", *_sent_lines(data)])
+        return "\n".join(["no reachable agent sessions", *_sent_lines(data), *_watch_line(data.get("watch"))])
     lines = []
     for peer in peers:
         state = peer.get("state", "?")
@@ -70,6 +95,7 @@ def _agents_text(data: dict[str, Any]) -> str:
         if peer.get("question"):
             lines.append(f"    question: {peer['question']}")
     lines.extend(_sent_lines(data))
+    lines.extend(_watch_line(data.get("watch")))
     return "\n".join(lines)
 
 
@@ -82,7 +108,11 @@ def roost_tool_definitions(config: Config) -> list[ToolDef]:
         ToolDef(
             name="roost_agents",
             description=AGENTS_DESCRIPTION,
-            parameters={"type": "object", "properties": {}, "additionalProperties": False},
+            parameters={
+                "type": "object",
+                "properties": {"watch": {"type": "string", "description": "peer id to watch"}},
+                "additionalProperties": False,
+            },
         ),
         ToolDef(
             name="roost_send",
@@ -90,8 +120,10 @@ def roost_tool_definitions(config: Config) -> list[ToolDef]:
             parameters={
                 "type": "object",
                 "properties": {
-                    "to": {"type": "string", "description": "peer id or exact name"},
+                    "to": {"type": "string", "description": "peer id, exact name or scope"},
                     "message": {"type": "string", "maxLength": config.max_message_chars},
+                    "reply_to": {"type": "string", "description": "msg id answered"},
+                    "urgent": {"type": "boolean"},
                 },
                 "required": ["to", "message"],
                 "additionalProperties": False,

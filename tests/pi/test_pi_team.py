@@ -1,0 +1,225 @@
+"""Issue 16 on the pinned real pi (background jobs, host ``pi``) with the fake model:
+scoped broadcast, replies, delivery modes, watches and a tree budget, each through the
+roost tools as pi's model calls them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import wait_until
+from fg import in_thread, run_async, session, spawn
+from pikit import agent_items, message_text
+
+from roost_plugins.envelope import parse_envelopes
+
+
+def framed(request: dict) -> list[dict]:
+    """The envelopes in one model request's messages."""
+    found = []
+    for message in request["messages"]:
+        if message.get("role") == "user":
+            found.extend(parse_envelopes(message_text(message)))
+    return found
+
+
+def tool_errors(entries, tool: str) -> list[str]:
+    return [
+        message_text(e["message"])
+        for e in entries
+        if e.get("type") == "message" and e["message"].get("role") == "toolResult" and e["message"].get("toolName") == tool and e["message"].get("isError")
+    ]
+
+
+def test_pi_broadcast_reaches_each_child_once_and_cannot_chain(pi_kit, tmp_path):
+    gate = tmp_path / "gate"
+    scenario = {
+        "run": [
+            {
+                "steps": [
+                    {"spawn": {"task": "get ready", "name": "kid-a", "model": "kid"}},
+                    {"spawn": {"task": "get ready", "name": "kid-b", "model": "kid"}},
+                    {"wait_for": str(gate)},
+                    {"send": {"to": "*children", "message": "status please"}},
+                    {"say": "broadcast sent"},
+                ]
+            }
+        ],
+        "default": {"steps": [{"say": "noted"}]},
+        "models": {
+            "kid": {
+                "run": [{"match": "status please", "steps": [{"send": {"to": "*siblings", "message": "pass it on"}}, {"say": "tried"}]}],
+                "default": {"steps": [{"say": "ready"}]},
+            }
+        },
+    }
+    fake = pi_kit.fake(scenario)
+    daemon = pi_kit.daemon()
+    lead = daemon.start_job("coordinate", host="pi", name="lead")
+    kids = wait_until(lambda: [r for r in daemon.call("jobs")["jobs"] if r["name"].startswith("kid-")] if len([r for r in daemon.call("jobs")["jobs"] if r["name"].startswith("kid-")]) == 2 else None, 90, what="two kids")
+    for kid in kids:
+        daemon.wait_job(kid["id"], timeout=90)
+    gate.write_text("go")
+
+    def handled(kid_id):
+        return [i for i in agent_items(daemon.entries(kid_id)) if i["details"]["kind"] == "message"]
+
+    for kid in kids:
+        wait_until(lambda kid=kid: handled(kid["id"]) and daemon.job(kid["id"])["state"] != "running" and daemon.job(kid["id"])["pending"] == 0, 90, what="the broadcast handled")
+    for kid in kids:
+        (item,) = handled(kid["id"])
+        assert item["details"]["scope"] == "children"
+        (envelope,) = parse_envelopes(item["content"])
+        assert envelope["body"] == "status please" and envelope["relation"] == "parent"
+        # pi's model called roost_send with *siblings in the run the broadcast started: refused.
+        (error,) = tool_errors(daemon.entries(kid["id"]), "roost_send")
+        assert "broadcast_chain" in error
+    ids = {item["details"]["id"] for kid in kids for item in handled(kid["id"])}
+    assert len(ids) == 1  # one message id for the whole broadcast
+    # The kids' model calls saw the broadcast framed once each, and nothing from each other.
+    kid_requests = [r for r in fake.requests() if r["model"] == "kid"]
+    bodies = [e["body"] for r in kid_requests for e in framed(r)]
+    assert "pass it on" not in bodies and "status please" in bodies
+    daemon.wait_job(lead, timeout=60)
+
+
+def test_pi_reply_carries_reply_to_and_roost_log_shows_the_thread(pi_kit):
+    scenario = {
+        "run": [
+            {
+                "steps": [
+                    {"spawn": {"task": "get ready", "name": "answerer", "model": "answerer"}},
+                    {"send": {"to": "answerer", "message": "what is 2+2?"}},
+                    {"say": "asked"},
+                ]
+            }
+        ],
+        "default": {"steps": [{"say": "thanks: {input}"}]},
+        "models": {
+            "answerer": {
+                "run": [{"match": r"2\+2", "steps": [{"send": {"to": "{from}", "message": "4", "reply_to": "{msg}"}}, {"say": "answered"}]}],
+                "default": {"steps": [{"say": "ready"}]},
+            }
+        },
+    }
+    fake = pi_kit.fake(scenario)
+    daemon = pi_kit.daemon()
+    asker = daemon.start_job("find out 2+2", host="pi", name="asker")
+
+    def replies():
+        return [i for i in agent_items(daemon.entries(asker)) if i["details"]["kind"] == "message"]
+
+    wait_until(replies, 120, what="the answer in the asker's session")
+    daemon.wait_job(asker, timeout=90)
+    (reply,) = replies()
+    question_id = reply["details"]["replyTo"]
+    assert question_id and question_id.startswith("m")
+    assert reply["details"]["replyQuote"] == "what is 2+2?"
+    # The asker's model read the id it is answered about in the frame.
+    seen = [e for r in fake.requests() if r["model"] == "fake-model" for e in framed(r) if e["body"] == "4"]
+    assert seen and seen[0]["reply_to"] == question_id
+    # The answerer's model got the question with that id as its msg.
+    asked = [e for r in fake.requests() if r["model"] == "answerer" for e in framed(r) if e["body"] == "what is 2+2?"]
+    assert asked and asked[0]["msg"] == question_id
+    log = subprocess.run([sys.executable, "-m", "roost_core.cli", "log", asker], env=daemon.env, capture_output=True, text=True, timeout=60)
+    assert f"↪ re {question_id} “what is 2+2?”" in log.stdout, log.stdout
+
+
+def test_pi_follow_up_lands_after_the_run_and_urgent_before_the_next_model_call(pi_kit, tmp_path):
+    gate = tmp_path / "gate"
+    scenario = {
+        "run": [{"steps": [{"wait_for": str(gate)}, {"say": "after the slow tool"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    }
+    fake = pi_kit.fake(scenario)
+    daemon = pi_kit.daemon()
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "do the slow thing", "slowpoke", host="pi")
+            await in_thread(wait_until, lambda: len(fake.requests()) >= 1, 60, what="the first model call")
+            ok, text, data = await lead.call_tool("roost_send", {"to": kid, "message": "later please", "urgent": False})
+            assert ok and data["result"] == "delivered", text
+            ok, text, data = await lead.call_tool("roost_send", {"to": kid, "message": "now please", "urgent": True})
+            assert ok and data["result"] == "delivered", text
+            gate.write_text("go")
+            await in_thread(wait_until, lambda: daemon.job(kid)["pending"] == 0 and daemon.job(kid)["state"] != "running", 90, what="both handled")
+            return kid
+
+    run_async(story)
+    requests = [r for r in fake.requests() if r["model"] == "fake-model"]
+    bodies = [[e["body"] for e in framed(r)] for r in requests]
+    # Call 2 (right after the slow tool) has the urgent one, not the follow-up.
+    assert requests[0]["reply"].get("tool", [None])[0] == "bash"
+    assert bodies[1] == ["now please"] and requests[1]["reply"]["text"] == "after the slow tool"
+    # The follow-up came once that run had ended, as the start of a new run.
+    later = next(n for n, b in enumerate(bodies) if "later please" in b)
+    assert later >= 2 and requests[later]["reply"]["text"] == "ok: later please"
+
+
+def test_pi_watch_fires_exactly_once(pi_kit, tmp_path):
+    gate = tmp_path / "gate"
+    scenario = {
+        "run": [
+            {"steps": [{"spawn": {"task": "slow work", "name": "kid", "model": "kid"}}, {"agents": {"watch": "kid"}}, {"say": "watching"}]},
+        ],
+        "default": {"steps": [{"say": "noted {kind}"}]},
+        "models": {"kid": {"run": [{"steps": [{"wait_for": str(gate)}, {"say": "slow work done"}]}], "default": {"steps": [{"say": "again: {input}"}]}}},
+    }
+    fake = pi_kit.fake(scenario)
+    daemon = pi_kit.daemon()
+    lead = daemon.start_job("watch a child", host="pi", name="lead")
+    kid = wait_until(lambda: next((r["id"] for r in daemon.call("jobs")["jobs"] if r["name"] == "kid"), None), 90, what="the kid")
+    wait_until(lambda: daemon.job(lead)["state"] != "running", 90, what="the lead's first run")
+    watch_results = [message_text(e["message"]) for e in daemon.entries(lead) if e.get("type") == "message" and e["message"].get("toolName") == "roost_agents"]
+    assert watch_results and f"watching kid ({kid})" in watch_results[0], watch_results
+    gate.write_text("go")
+
+    def notices():
+        return [i for i in agent_items(daemon.entries(lead)) if i["details"]["kind"] == "notice"]
+
+    wait_until(notices, 90, what="the notice")
+    # The kid runs again (a user reply) and settles again: no second notice.
+    daemon.wait_job(kid, timeout=60)
+    daemon.call("reply", job=kid, text="one more thing")
+    wait_until(lambda: len([i for i in agent_items(daemon.entries(lead)) if i["details"]["kind"] == "report"]) >= 2, 90, what="the second report")
+    daemon.wait_job(lead, timeout=60)
+    assert len(notices()) == 1
+    (notice,) = notices()
+    (envelope,) = parse_envelopes(notice["content"])
+    assert envelope["from"] == "kid" and envelope["relation"] == "child" and "settled" in envelope["body"]
+    seen = {e["body"] for r in fake.requests() if r["model"] == "fake-model" for e in framed(r) if e["kind"] == "notice"}
+    assert len(seen) == 1
+
+
+def test_pi_tree_over_budget_is_refused_and_its_root_is_told(pi_kit, write_config):
+    # Every fake model call reports 15 tokens (10 in, 5 out).
+    write_config({"agentTreeTokens": 50})
+    scenario = {
+        "run": [
+            {"steps": [{"spawn": {"task": "spend", "name": "kid", "model": "kid"}}, {"say": "spawned"}]},
+            {"kind": "report", "match": "budget spent", "steps": [{"spawn": {"task": "more", "name": "kid-2", "model": "kid"}}, {"say": "tried again"}]},
+        ],
+        "default": {"steps": [{"say": "noted"}]},
+        "models": {"kid": {"default": {"steps": [{"shell": "true"}, {"say": "spent"}]}}},
+    }
+    fake = pi_kit.fake(scenario)
+    daemon = pi_kit.daemon()
+    root = daemon.start_job("delegate", host="pi", name="root")
+
+    def told():
+        return [i for i in agent_items(daemon.entries(root)) if i["details"].get("from") == "roost"]
+
+    wait_until(told, 120, what="the root's budget report")
+    wait_until(lambda: tool_errors(daemon.entries(root), "roost_spawn"), 90, what="the refused spawn")
+    (report,) = told()
+    (envelope,) = parse_envelopes(report["content"])
+    assert envelope["kind"] == "report" and envelope["relation"] == "system" and "agentTreeTokens" in envelope["body"]
+    (error,) = tool_errors(daemon.entries(root), "roost_spawn")
+    assert "budget_spent" in error
+    assert not [r for r in daemon.call("jobs")["jobs"] if r["name"] == "kid-2"]
+    rows = {row["name"]: row for row in daemon.call("agents")["agents"]}
+    # The usage comes from pi's own records: 15 tokens per model call.
+    assert rows["kid"]["usage"]["tokens"] % 15 == 0 and rows["kid"]["usage"]["tokens"] >= 30
+    assert rows["root"]["treeUsage"]["spent"] is True and rows["root"]["treeUsage"]["tokens"] >= 50
+    assert any('from="roost"' in message_text(m) for r in fake.requests() for m in r["messages"] if m.get("role") == "user")
