@@ -71,3 +71,13 @@ def test_the_scripted_hosts_own_question_still_wins(daemon, tmp_path):
     job = daemon.start_job("pick", scenario={"default": {"steps": [{"ask": "Pick a branch: main or dev."}]}})
     row = daemon.wait_job(job, "needs_input")
     assert row["question"] == "Pick a branch: main or dev."
+
+
+def test_a_config_edited_after_the_daemon_started_reaches_a_forked_worker(daemon, write_config, tmp_path):
+    # The fork server prepared its workers' plugins with settle; the user blocks it now.
+    first = daemon.start_job("ask", scenario=ASKER)
+    assert daemon.wait_job(first)["state"] == "needs_input"
+    write_config({"plugins": {"disable": ["settle"]}})
+    second = daemon.start_job("ask again", scenario=ASKER)
+    row = daemon.wait_job(second)
+    assert row["state"] == "done" and row["question"] is None
