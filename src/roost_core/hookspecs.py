@@ -55,7 +55,8 @@ def roost_register_hosts() -> list[HostSpec]:
     in each worker (to build the host that runs the job).
 
     :return: a list of :class:`~roost_core.records.HostSpec`; the core adds its own
-        ``scripted`` and ``shell`` hosts, which a plugin may not replace.
+        ``scripted``, ``shell``, ``pi`` and ``claude`` hosts, which a plugin may not
+        replace.
     """
 
 

@@ -153,11 +153,15 @@ class HostSpec:
     ``factory`` is called in the worker process as ``factory(job, services)`` and returns
     an object implementing :class:`roost_core.hosts.base.AgentHost`. ``takes_messages``
     False means agents cannot message jobs on this host (as for ``shell``).
+    ``session_file``, when set, is called in the daemon as ``session_file(cwd)`` for a new
+    job's session path, for an agent that decides where its transcript lives (Claude
+    Code); without it the job's session is a file in roost's own sessions folder.
     """
 
     name: str
     factory: Any
     takes_messages: bool = True
+    session_file: Any = None
 
 
 # --------------------------------------------------------------------------- spawn and hand-back
@@ -171,7 +175,8 @@ class SpawnRequest:
     ``live_children`` the parent's live children, ``live_in_tree`` the live sessions of the
     tree, ``live_spawned`` live spawned sessions overall (all before this spawn);
     ``tree`` names the tree (its root session, or ``peer:<id>``); ``hops`` is the chain
-    length of the task item.
+    length of the task item. ``host`` is the host the agent chose for the child with the
+    tool's ``host`` parameter, None when it chose none (the child runs its parent's host).
     """
 
     parent: PeerInfo
@@ -181,6 +186,7 @@ class SpawnRequest:
     live_spawned: int
     tree: str
     hops: int = 0
+    host: str | None = None
 
 
 @attrs.frozen

@@ -162,10 +162,21 @@ class SessionWriter:
             pass
 
 
+def parse_entries(raw: dict[str, Any]) -> list[TranscriptEntry]:
+    """One session-file line as entries for the render plugin: a pi/roost line is one
+    entry; a Claude Code line is what the model read from it (see ``roost_core.claude``)."""
+    if isinstance(raw.get("sessionId"), str):
+        from roost_core.claude.transcript import entries_of
+
+        return entries_of(raw)
+    return [parse_entry(raw)]
+
+
 def iter_rendered(pm: Any, path: str | Path) -> Iterator[str]:
     from roost_core.policy import render_entry
 
     for raw in read_entries(path):
-        text = render_entry(pm, parse_entry(raw))
-        if text:
-            yield text
+        for entry in parse_entries(raw):
+            text = render_entry(pm, entry)
+            if text:
+                yield text

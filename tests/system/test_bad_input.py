@@ -456,7 +456,7 @@ def test_a_lone_surrogate_in_a_reply_does_not_wedge_the_job(shared):
 def test_a_lone_surrogate_in_a_task_leaves_no_half_made_job(shared):
     before = {row["id"] for row in shared.call("jobs")["jobs"]}
     with connect(shared) as conn:
-        frame = b'{"id": 72, "op": "start", "task": "bad \\ud800 task", "cwd": "%s"}' % str(shared.home).encode()
+        frame = b'{"id": 72, "op": "start", "task": "bad \\ud800 task", "host": "scripted", "cwd": "%s"}' % str(shared.home).encode()
         answer = conn.request(frame)
         assert answer["ok"] is False, answer
     after = {row["id"] for row in shared.call("jobs")["jobs"]}

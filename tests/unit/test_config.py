@@ -22,6 +22,7 @@ def test_defaults_are_the_specs():
         assert config.max_message_chars == 8000
         assert config.reap_after_seconds == 600.0
         assert config.disabled_plugins == ()
+        assert config.agent_spawn_hosts == ()
 
 
 def load_user_config_missing():
@@ -45,6 +46,7 @@ def test_every_documented_key_is_read():
             "agentMaxMessageChars": 100,
             "agentMaxHops": 2,
             "defaultHost": "shell",
+            "agentSpawnHosts": ["pi", "claude", "pi"],
             "plugins": {"disable": ["reach", "limits"]},
         }
     )
@@ -56,6 +58,7 @@ def test_every_documented_key_is_read():
     assert (config.max_message_chars, config.agent_max_hops) == (100, 2)
     assert isinstance(config.agent_max_depth, int)
     assert config.default_host == "shell"
+    assert config.agent_spawn_hosts == ("pi", "claude")
     assert config.disabled_plugins == ("reach", "limits")
 
 
@@ -72,6 +75,9 @@ def test_every_documented_key_is_read():
         {"reapAfterSeconds": [1]},
         {"agentMessagesPerMinute": {}},
         {"defaultHost": 5},
+        {"agentSpawnHosts": "claude"},
+        {"agentSpawnHosts": [""]},
+        {"agentSpawnHosts": [1]},
         {"plugins": ["reach"]},
         {"plugins": {"disable": "reach"}},
         {"plugins": {"disable": [1]}},

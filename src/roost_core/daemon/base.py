@@ -287,15 +287,11 @@ class DaemonBase:
         return job
 
     def job_by_ref(self, ref: str) -> Job:
-        """A job by id, or by exact unique name (for the CLI)."""
+        """A job by id, or by exact unique name (``routing.resolve_ref``, the rule every
+        command shares): ``not_found`` or ``ambiguous`` otherwise."""
         if ref in self.jobs:
             return self.jobs[ref]
-        named = [job for job in self.jobs.values() if job.name == ref]
-        if len(named) == 1:
-            return named[0]
-        if named:
-            raise ProtocolError(BAD_ARGS, f"several jobs are named {ref!r}; use an id")
-        raise ProtocolError(NOT_FOUND, f"no job {ref!r}")
+        return routing.resolve_ref(ref, self.jobs.values(), id_of=lambda job: job.id, name_of=lambda job: job.name)
 
     def host_takes_messages(self, job: Job) -> bool:
         spec = self.hosts.get(job.host)

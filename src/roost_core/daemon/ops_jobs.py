@@ -25,6 +25,8 @@ from roost_core.daemon.jobs import Job
 from roost_core.protocol import (
     BAD_ARGS,
     CONFLICT,
+    NAME_TAKEN,
+    NO_HOST,
     UNAUTHORIZED,
     ProtocolError,
 )
@@ -72,7 +74,7 @@ class JobOps(DaemonBase):
         if not os.path.isabs(cwd) or not Path(cwd).is_dir():
             raise ProtocolError(BAD_ARGS, f"start: cwd {cwd!r} is not an existing absolute directory")
         project = load_project_config(cwd)
-        host = args.get("host") or project.get("defaultHost") or self.config.default_host
+        host = args.get("host") or self.default_host(project)
         if host not in self.hosts:
             raise ProtocolError(BAD_ARGS, f"start: unknown host {host!r} (known: {', '.join(sorted(self.hosts))})")
         check_scenario(host, args.get("scenario"), cwd)
@@ -81,7 +83,7 @@ class JobOps(DaemonBase):
             session = self.adoptable_session(session)
         job = self.create_job(
             task=task,
-            name=args.get("name"),
+            name=self.start_name(args.get("name"), task, adopting=session is not None),
             cwd=cwd,
             host=host,
             scenario=args.get("scenario"),
@@ -100,7 +102,55 @@ class JobOps(DaemonBase):
             job.queue.durable = job.queue.reply_seq
         self.add_job(job)
         await self.enqueue(job, "reply", task, text=task, trace=args.get("trace") or f"t-{job.id}-1")
-        return {"id": job.id, "name": job.name}
+        return {"id": job.id, "name": job.name, "host": job.host}
+
+    def default_host(self, project: dict[str, Any]) -> str:
+        """The host of a ``start`` that names none: the project's ``defaultHost``, else the
+        user's, else ``pi`` when a pi binary is found (``ROOST_PI_BIN``, else ``pi`` on
+        PATH, as the pi host looks for it: in this daemon's environment, which its
+        workers inherit). Otherwise ``no_host``: a user who asked for an agent must never
+        get the scripted stand-in without naming it."""
+        configured = project.get("defaultHost") or self.config.default_host
+        if configured:
+            return configured
+        from roost_core.hosts.pi import PiError, pi_binary
+
+        try:
+            pi_binary()
+        except PiError:
+            raise ProtocolError(
+                NO_HOST,
+                f"no host for this job: no defaultHost in {self.paths.config_file}, and no pi found "
+                "(ROOST_PI_BIN, or pi on the daemon's PATH). Install pi, set defaultHost, or start "
+                "it with host 'scripted' (roost start --host scripted) to run without a model.",
+            ) from None
+        return "pi"
+
+    def start_name(self, requested: str | None, task: str, *, adopting: bool) -> str:
+        """The name of the job a ``start`` makes, never the name or id of a job the daemon
+        holds (whatever its state, until it is removed), so the name works in every
+        command. A name the caller chose is refused when taken (``name_taken``). A name
+        derived from the task, or brought by a session moving to the background (its
+        client derives it from the session or folder), gets the first free ``-2``,
+        ``-3``... instead."""
+        name = policy.sanitize_name(self.pm, requested or default_name(task))
+        taken = set(self.jobs) | {job.name for job in self.jobs.values()}
+        if name not in taken:
+            return name
+        if requested and not adopting:
+            holder = self.jobs.get(name) or next(job for job in self.jobs.values() if job.name == name)
+            what = "the id of" if holder.id == name else "the name of"
+            raise ProtocolError(
+                NAME_TAKEN,
+                f"{name!r} is already {what} job {holder.id} ({holder.state}); choose another name, or remove that job first (roost rm {holder.id})",
+            )
+        # 64: the envelope plugin's longest name. At most len(taken) candidates can clash.
+        for number in range(2, len(taken) + 3):
+            suffix = f"-{number}"
+            candidate = policy.sanitize_name(self.pm, name[: 64 - len(suffix)] + suffix)
+            if candidate not in taken:
+                return candidate
+        raise ProtocolError(NAME_TAKEN, f"{name!r} is taken and the name plugin keeps no suffix; choose a name")
 
     def adoptable_session(self, session: str) -> str:
         """A session file a new job may continue: no live process holds it."""
@@ -120,13 +170,20 @@ class JobOps(DaemonBase):
             name=clean_name,
             host=host,
             cwd=cwd,
-            session=str(self.paths.sessions_dir / f"{job_id}.jsonl"),
+            session=self.new_session_file(host, job_id, cwd),
             token=identity.new_token(),
             task=task,
             state="running",
             **fields,
         )
         return job
+
+    def new_session_file(self, host: str, job_id: str, cwd: str) -> str:
+        """A new job's session path: where its host's agent will write it, else roost's."""
+        spec = self.hosts.get(host)
+        if spec is not None and spec.session_file is not None:
+            return str(spec.session_file(cwd))
+        return str(self.paths.sessions_dir / f"{job_id}.jsonl")
 
     def add_job(self, job: Job) -> None:
         """Save a new job's record, then make it known (a failed save leaves no ghost)."""
@@ -175,7 +232,8 @@ class JobOps(DaemonBase):
                     "id": peer.id,
                     "name": peer.name,
                     "kind": peer.kind,
-                    "host": peer.host,
+                    # A foreground session says which agent it runs (pi, claude), for display.
+                    "host": (fg.host if fg is not None and fg.host else peer.host),
                     "state": peer.state,
                     "live": peer.live,
                     "cwd": peer.cwd,

@@ -92,7 +92,8 @@ def load_scenario(source: Any) -> dict[str, Any]:
         elif Path(source).is_file():
             text = Path(source).read_text()
         else:
-            raise ScenarioError(f"no scenario {source!r}")
+            bundled_names = ", ".join(sorted(path.stem for path in SCENARIO_DIR.glob("*.toml")))
+            raise ScenarioError(f"no scenario {source!r}: not a file, and not a bundled scenario (bundled: {bundled_names})")
         try:
             scenario = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
