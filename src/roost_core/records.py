@@ -212,6 +212,26 @@ class RunRecord:
     error: str | None = None
 
 
+#: The states a settled run can have (``roost_classify_settle`` answers one of them).
+SETTLED_STATES = ("done", "idle", "needs_input", "failed")
+
+
+@attrs.frozen
+class Settlement:
+    """How a settled run is classified (the answer of ``roost_classify_settle``).
+
+    ``state`` is one of :data:`SETTLED_STATES`: ``done`` (a run that user input started
+    or joined finished), ``idle`` (a run only agent items started finished),
+    ``needs_input`` (the run ends waiting for an answer: ``question`` says what it asks)
+    or ``failed`` (``error`` says why). ``reason`` says why, for logs and tests.
+    """
+
+    state: str
+    question: str | None = None
+    error: str | None = None
+    reason: str | None = None
+
+
 @attrs.frozen
 class ReportDecision:
     """Whether a settled run reports to the parent; ``streak`` is the new count of

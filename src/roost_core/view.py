@@ -133,8 +133,9 @@ def last_message(epoch: float | None, now: float | None = None) -> str:
 
 
 def detail_of(row: dict[str, Any]) -> str:
-    """What ``roost agents`` shows after the dash: the open question, else the summary."""
-    return (row.get("question") if row.get("state") == "needs_input" else row.get("summary")) or ""
+    """What ``roost agents`` shows after the dash: the open question, else the summary, on
+    one line (a question with its options spans several)."""
+    return " ".join(((row.get("question") if row.get("state") == "needs_input" else row.get("summary")) or "").split())
 
 
 def layout(rows: list[dict[str, Any]], group: str) -> list[tuple[str, Any, str, str]]:

@@ -396,7 +396,7 @@ def test_report_result_is_cut_to_6000_chars_and_children_inherit_the_model(daemo
     run_async(story)
 
 
-@pytest.mark.parametrize("blocked", ["reach", "limits", "envelope", "render", "tools", "handback"])
+@pytest.mark.parametrize("blocked", ["reach", "limits", "envelope", "render", "tools", "handback", "settle"])
 def test_the_core_still_runs_with_any_default_plugin_blocked(daemon_factory, tmp_path, blocked):
     import subprocess
     import sys

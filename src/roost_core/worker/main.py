@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 import anyio
+import attrs
 
 from roost_core import faults
 from roost_core.client import AsyncClient, DaemonUnavailable
@@ -44,6 +45,40 @@ def orphan_seconds() -> float:
     return float(os.environ.get("ROOST_WORKER_ORPHAN_SECONDS", ORPHAN_SECONDS))
 
 
+@attrs.frozen
+class PreparedPlugins:
+    """A plugin manager built before the worker existed (the fork server builds one, as the
+    daemon has its plugins), with the plugin names it blocks: a worker takes it only when
+    it would block the same names. Installed entry points are read once, as the daemon
+    reads them (a plugin installed later needs a daemon restart either way)."""
+
+    blocked: frozenset[str]
+    manager: Any
+
+
+def blocked_plugins() -> frozenset[str]:
+    """The plugin names this process blocks: ``ROOST_DISABLE_PLUGINS`` and the user
+    config's ``plugins.disable``."""
+    from roost_core.config import load_user_config
+    from roost_core.paths import resolve_paths
+    from roost_core.plugins import disabled_from_env
+
+    config = load_user_config(resolve_paths().config_file)
+    return frozenset(disabled_from_env()) | frozenset(config.disabled_plugins)
+
+
+def prepare_plugins() -> PreparedPlugins | None:
+    """Build the plugin manager a worker would build, ahead of time; None when that fails
+    (each worker then builds its own, and logs why it cannot)."""
+    from roost_core.plugins import make_plugin_manager
+
+    try:
+        blocked = blocked_plugins()
+        return PreparedPlugins(blocked, make_plugin_manager(disabled=blocked))
+    except Exception:  # noqa: BLE001 - a bad config or plugin is the worker's to report
+        return None
+
+
 def cause_of(item: Item, *, joined: bool = False) -> dict[str, Any]:
     return {"seq": item.seq, "kind": item.kind, "sender": item.sender, "joined": joined}
 
@@ -69,8 +104,9 @@ def item_from_event(event: dict[str, Any]) -> Item:
 
 
 class Worker:
-    def __init__(self, job_id: str, token: str, socket_path: str) -> None:
+    def __init__(self, job_id: str, token: str, socket_path: str, prepared: PreparedPlugins | None = None) -> None:
         self.job_id = job_id
+        self.prepared = prepared
         self.token = token
         self.socket_path = socket_path
         self.queue = ReplyQueue()
@@ -99,6 +135,7 @@ class Worker:
         self.usage: dict[str, Any] | None = None
         self.usage_sent: dict[str, Any] | None = None
         self.usage_wanted = anyio.Event()
+        self.plugins: Any = None
 
     # ------------------------------------------------------------------ daemon link
 
@@ -300,14 +337,24 @@ class Worker:
                 tg.cancel_scope.cancel()
         return self.exit_code
 
+    def plugin_manager(self) -> Any:
+        """The worker's plugins (user config, ``ROOST_DISABLE_PLUGINS``), when first needed
+        (a worker on a built-in host needs them only when a run settles): the fork server's
+        prepared manager when it blocks the same names, else built here (~30-100 ms)."""
+        if self.plugins is None:
+            from roost_core.plugins import make_plugin_manager
+
+            blocked = blocked_plugins()
+            if self.prepared is not None and self.prepared.blocked == blocked:
+                self.plugins = self.prepared.manager
+            else:
+                self.plugins = make_plugin_manager(disabled=blocked)
+        return self.plugins
+
     def build_host(self, job: JobInfo) -> Any:
         hosts = {spec.name: spec for spec in builtin_hosts()}
         if job.host not in hosts:
-            from roost_core.config import load_user_config
-            from roost_core.paths import resolve_paths
-            from roost_core.plugins import disabled_from_env, make_plugin_manager
-
-            pm = make_plugin_manager(load_user_config(resolve_paths().config_file), disabled=disabled_from_env())
+            pm = self.plugin_manager()
             for contributed in pm.hook.roost_register_hosts():
                 for spec in contributed or ():
                     hosts.setdefault(spec.name, spec)
@@ -360,6 +407,7 @@ class Worker:
                     continue
             else:
                 self.write_retry = 0.0
+            outcome = self.classify(outcome)
             summary = first_line(outcome.final_text) or first_line(outcome.question or "") or None
             # The handback settles the run on the daemon's side (state and report in one
             # op), so a worker that dies now leaves a run either reported or crashed.
@@ -397,6 +445,28 @@ class Worker:
             await self.shutdown.wait()
         return not_run
 
+    def classify(self, outcome: RunOutcome) -> RunOutcome:
+        """The settle plugin's word on how the run settled (done, needs input with its
+        question, failed); the host's own outcome when no plugin answers or one fails."""
+        from roost_core import policy
+        from roost_core.records import RunCause, RunRecord
+
+        assert self.job is not None
+        run = RunRecord(
+            causes=tuple(RunCause(c["seq"], c["kind"], c.get("sender"), bool(c.get("joined"))) for c in self.run_causes),
+            state=outcome.state,
+            result=outcome.final_text,
+            question=outcome.question,
+            error=outcome.error,
+        )
+        try:
+            settled = policy.classify_settle(self.plugin_manager(), run, self.job.host)
+        except Exception:  # noqa: BLE001 - a plugin bug must not cost the parent its report
+            log.exception("classifying the settled run failed; keeping the host's state")
+            return outcome
+        question = settled.question[:REPORT_CHARS] if settled.question else None
+        return attrs.evolve(outcome, state=settled.state, question=question, error=settled.error)
+
     async def handback(self, outcome: RunOutcome) -> None:
         """Tell the daemon how the run settled and what caused it; the handback plugin
         there decides whether the parent gets a report."""
@@ -429,7 +499,8 @@ def first_line(text: str) -> str:
     return ""
 
 
-def run() -> int:
+def run(prepared: PreparedPlugins | None = None) -> int:
+    """Run the worker of ``$ROOST_JOB``; ``prepared``: plugins a fork server built for it."""
     # Scrub the token first: nothing this process starts may inherit it.
     token = os.environ.pop("PI_JOB_TOKEN", None)
     job_id = os.environ.get("ROOST_JOB")
@@ -438,5 +509,5 @@ def run() -> int:
     if not token or not job_id or not socket_path:
         log.error("a worker needs PI_JOB_TOKEN, ROOST_JOB and ROOST_SOCKET")
         return 2
-    worker = Worker(job_id, token, socket_path)
+    worker = Worker(job_id, token, socket_path, prepared)
     return anyio.run(worker.main)
