@@ -15,11 +15,13 @@ from bench.common import Row, machine_description, markdown_table, raise_nofile
 #: name -> module; run in this order.
 BENCHMARKS = {
     "latency": "bench.latency",
+    "floor": "bench.floor",
     "throughput": "bench.throughput",
     "peers": "bench.peers",
     "coldstart": "bench.coldstart",
     "memory": "bench.memory",
     "pi": "bench.pi",
+    "client": "bench.client",
     "tools": "bench.tools",
 }
 

@@ -101,7 +101,7 @@ async def open_client(system: str, socket: str, on_event: Any = None) -> Any:
 
 
 async def register(system: str, client: Any, name: str, job: dict[str, Any] | None = None) -> str:
-    if system == "bare":
+    if system != "roost":
         return (await client.call("hello", name=name))["id"]
     if job is not None:
         await client.call("worker_hello", job=job["job"], token=job["token"], pid=os.getpid())
@@ -194,6 +194,12 @@ def main() -> int:
     args = json.loads(raw)
     if role == "pairs":
         anyio.run(pairs, args)
+        return 0
+    if role == "lean":
+        # The same commands, served by lean clients (bench/leanclient.py).
+        from bench import leanclient
+
+        leanclient.pairs(args)
         return 0
     raise SystemExit(f"unknown role {role!r}")
 

@@ -373,14 +373,18 @@ class RoostDaemon:
 
 
 class BareServer:
-    """The baseline broker process (``python -m bench.bare serve``)."""
+    """The baseline broker process (``python -m bench.bare serve``; with ``module``
+    "bench.lean", the lean broker, ``uvloop`` choosing its loop)."""
 
-    def __init__(self, *, durable: bool = False, rows: int = 0, label: str = "bare") -> None:
+    def __init__(self, *, durable: bool = False, rows: int = 0, label: str = "bare", module: str = "bench.bare",
+                 uvloop: bool = False) -> None:
         self.home = Path(tempfile.mkdtemp(prefix=f"rb-{label}-"))
         self.socket = str(self.home / "bare.sock")
-        args = [PYTHON, "-m", "bench.bare", "serve", "--socket", self.socket, "--rows", str(rows)]
+        args = [PYTHON, "-m", module, "serve", "--socket", self.socket, "--rows", str(rows)]
         if durable:
             args += ["--journal", str(self.home / "bare.journal")]
+        if uvloop:
+            args.append("--uvloop")
         self.process = subprocess.Popen(args, stdout=subprocess.PIPE, cwd=str(REPO), env=bench_env(), text=True)
         assert self.process.stdout is not None
         line = self.process.stdout.readline()

@@ -18,12 +18,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.common import Agent, BareServer, RoostDaemon, Row, fmt_time, median, percentile
+from bench.common import Agent, RoostDaemon, Row, fmt_time, median, percentile
 
 
-def one_run(system: str, count: int) -> dict[str, float]:
-    server: Any = RoostDaemon(label="lat") .start() if system == "roost" else BareServer(label="lat")
-    sender, receiver = Agent("pairs", {}), Agent("pairs", {})
+def one_run(system: str, count: int, clients: str = "anyio") -> dict[str, float]:
+    """One lockstep run on ``system`` ("roost", or a baseline broker: "bare", "lean",
+    "lean-uvloop") with ``clients`` "anyio" or "lean" (:mod:`bench.leanclient`)."""
+    from bench.throughput import start_server
+
+    server: Any = RoostDaemon(label="lat").start() if system == "roost" else start_server(system, durable=False, label="lat")
+    role = "lean" if clients == "lean" else "pairs"
+    sender, receiver = Agent(role, {}), Agent(role, {})
     try:
         sender.hear(), receiver.hear()
         receiver.tell({"cmd": "connect", "system": system, "socket": server.socket, "receivers": [{"kind": "fg"}], "tag": "b"})
@@ -62,7 +67,7 @@ def run(quick: bool = False, smoke: bool = False) -> list[Row]:
         rows.append(
             Row(
                 "send→deliver",
-                f"{key}, 1 pair lockstep ({count} msgs × {reps})",
+                f"{key}, 1 pair lockstep, anyio clients, vs the bare anyio forwarder ({count} msgs × {reps})",
                 fmt_time(roost),
                 fmt_time(bare),
                 ratio,

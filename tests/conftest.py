@@ -106,6 +106,8 @@ class DaemonHandle:
 
     def start_job(self, task: str, **args: Any) -> str:
         args.setdefault("cwd", str(self.home))
+        # Tests name the scripted host: without one, `start` picks pi when it is installed.
+        args.setdefault("host", "scripted")
         return self.call("start", task=task, **args)["id"]
 
     def job(self, job_id: str) -> dict[str, Any]:

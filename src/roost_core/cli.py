@@ -1,4 +1,8 @@
-"""The ``roost`` command line. Heavy imports stay inside commands so ``--help`` is instant."""
+"""The ``roost`` command line. Heavy imports stay inside commands so ``--help`` is instant.
+
+What the commands share with ``roost demo`` and ``roost view`` (the error boundary, job
+lookups and waits, the printed lines) is in :mod:`roost_core.cli_support`.
+"""
 
 from __future__ import annotations
 
@@ -11,14 +15,30 @@ from pathlib import Path
 from typing import Any
 
 from roost_core import view
+from roost_core import mcp as mcp_cli
+from roost_core.claude import cli as claude_cli
+from roost_core.cli_support import (
+    SETTLED,
+    TIMEOUT,
+    CommandError,
+    Parser,
+    check_states,
+    client,
+    disabled_plugins,
+    format_jobs,
+    format_reply,
+    format_started,
+    guarded,
+    local_manager,
+    plugin_notes,
+    user_config,
+    wait_for_job,
+)
 from roost_core.pi import cli as pi_cli
-from roost_core.protocol import ProtocolError
-
-SETTLED = ("idle", "needs_input", "done", "failed", "stopped")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="roost", description="Background agent sessions that talk to each other.")
+    parser = Parser(prog="roost", description="Background agent sessions that talk to each other.")
     parser.add_argument("--disable-plugin", action="append", default=[], metavar="NAME", help="block a plugin by name (repeatable)")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -31,8 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("task")
     start.add_argument("--name")
     start.add_argument("--cwd")
-    start.add_argument("--host")
-    start.add_argument("--scenario", help="scripted host: a scenario file, TOML text or a bundled name")
+    start.add_argument("--host", help="scripted, shell or pi (default: defaultHost from the config, else pi when it is installed)")
+    start.add_argument("--scenario", help="scripted host: a scenario file, TOML text or a bundled name (demo-review, demo-team)")
     start.add_argument("--model")
     start.add_argument("--thinking")
     start.add_argument("--json", action="store_true")
@@ -64,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     wait = sub.add_parser("wait", help="wait until a job settles (not running)")
     wait.add_argument("id")
-    wait.add_argument("--state", action="append", help="wait for this state (repeatable)")
+    wait.add_argument("--state", action="append", help="wait for this state (repeatable): running, idle, needs_input, done, failed or stopped")
     wait.add_argument("--timeout", type=float, default=60.0)
     wait.add_argument("--json", action="store_true")
 
@@ -74,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("demo", help="play a small scenario end to end on a fresh temp home")
     view.add_parser(sub)
     pi_cli.add_parser(sub)
+    claude_cli.add_parser(sub)
+    mcp_cli.add_parser(sub)
     return parser
 
 
@@ -82,27 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.disable_plugin:
         os.environ["ROOST_DISABLE_PLUGINS"] = ",".join([*disabled_plugins(), *args.disable_plugin])
     handler = COMMANDS[args.command]
-    try:
-        return handler(args)
-    except ProtocolError as exc:
-        print(f"roost: {exc.code}: {exc.message}", file=sys.stderr)
-        return 1
-    except (ConnectionError, ValueError) as exc:
-        # ValueError covers unreadable scenarios and config files.
-        print(f"roost: {exc}", file=sys.stderr)
-        return 1
-
-
-def disabled_plugins() -> tuple[str, ...]:
-    from roost_core.plugins import disabled_from_env
-
-    return disabled_from_env()
-
-
-def client() -> Any:
-    from roost_core.client import connect
-
-    return connect()
+    return guarded(lambda: handler(args))
 
 
 def emit(args: argparse.Namespace, data: Any, text: str) -> None:
@@ -141,8 +143,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
             emit(args, {"stopped": True}, "stopped")
             return 0
         time.sleep(0.05)
-    print("roost: the daemon did not stop within 10s", file=sys.stderr)
-    return 1
+    raise CommandError(TIMEOUT, "the daemon did not stop within 10s")
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -157,19 +158,8 @@ def cmd_start(args: argparse.Namespace) -> int:
         request["scenario"] = load_scenario(args.scenario)
     with client() as conn:
         result = conn.call("start", **request)
-    emit(args, result, f"{result['id']}  {result['name']}")
+    emit(args, result, format_started(result))
     return 0
-
-
-def format_jobs(rows: list[dict[str, Any]]) -> str:
-    if not rows:
-        return "no jobs"
-    lines = []
-    for row in rows:
-        live = "live" if row.get("live") else "-"
-        detail = row.get("question") if row["state"] == "needs_input" else row.get("error") or row.get("summary") or ""
-        lines.append(f"{row['id']}  {row['state']:<11} {live:<4} {row['host']:<8} {row['name'][:30]:<30}  {detail or ''}".rstrip())
-    return "\n".join(lines)
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
@@ -191,7 +181,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
 def cmd_reply(args: argparse.Namespace) -> int:
     with client() as conn:
         result = conn.call("reply", job=args.id, text=args.text)
-    emit(args, result, f"{result['id']}: reply {result['seq']} {result['result']}")
+    emit(args, result, format_reply(result))
     return 0
 
 
@@ -207,15 +197,6 @@ def cmd_rm(args: argparse.Namespace) -> int:
         result = conn.call("remove", job=args.id)
     emit(args, result, f"{result['id']}: removed")
     return 0
-
-
-def local_manager() -> Any:
-    from roost_core.config import load_user_config
-    from roost_core.paths import resolve_paths
-    from roost_core.plugins import make_plugin_manager
-
-    config = load_user_config(resolve_paths().config_file)
-    return make_plugin_manager(config, disabled=disabled_plugins())
 
 
 def cmd_log(args: argparse.Namespace) -> int:
@@ -237,7 +218,7 @@ def cmd_log(args: argparse.Namespace) -> int:
 def follow_log(pm: Any, session: str, *, poll: float = 0.1) -> int:
     """Print a transcript, then each entry as it is appended (until Ctrl-C)."""
     from roost_core.policy import render_entry
-    from roost_core.transcript import parse_entry
+    from roost_core.transcript import parse_entries
 
     offset = 0
     partial = b""
@@ -258,9 +239,10 @@ def follow_log(pm: Any, session: str, *, poll: float = 0.1) -> int:
                         raw = json.loads(line)
                     except ValueError:
                         continue
-                    text = render_entry(pm, parse_entry(raw)) if isinstance(raw, dict) else ""
-                    if text:
-                        print(text, flush=True)
+                    for entry in parse_entries(raw) if isinstance(raw, dict) else ():
+                        text = render_entry(pm, entry)
+                        if text:
+                            print(text, flush=True)
             else:
                 time.sleep(poll)
     except KeyboardInterrupt:
@@ -275,42 +257,22 @@ def cmd_dead(args: argparse.Namespace) -> int:
     return 0
 
 
-def wait_for_job(conn: Any, job_id: str, states: tuple[str, ...] = SETTLED, timeout: float = 60.0) -> dict[str, Any]:
-    """Poll ``jobs`` until the job is in one of ``states`` and its queue is empty."""
-    deadline = time.monotonic() + timeout
-    while True:
-        rows = {row["id"]: row for row in conn.call("jobs")["jobs"]}
-        named = [row for row in rows.values() if row["name"] == job_id]
-        row = rows.get(job_id) or (named[0] if len(named) == 1 else None)
-        if row is None:
-            raise ProtocolError("not_found", f"no job {job_id!r}")
-        if row["state"] in states and (row["pending"] == 0 or row["state"] == "stopped"):
-            return row
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"job {job_id} still {row['state']} after {timeout:.0f}s")
-        time.sleep(0.05)
-
-
 def cmd_wait(args: argparse.Namespace) -> int:
+    # Checked before anything else: a state no job can reach would wait out the timeout.
+    states = check_states(args.state) if args.state else SETTLED
     with client() as conn:
-        try:
-            row = wait_for_job(conn, args.id, tuple(args.state) if args.state else SETTLED, args.timeout)
-        except TimeoutError as exc:
-            print(f"roost: {exc}", file=sys.stderr)
-            return 1
+        row = wait_for_job(conn, args.id, states, args.timeout)
     emit(args, row, f"{row['id']}: {row['state']}")
     return 0
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
-    """Name, version, source and hooks of every loaded plugin, then the blocked names."""
-    from roost_core.plugins import PluginError, blocked_plugins, describe_plugins, known_plugin_names
+    """Name, version, source and hooks of every loaded plugin, then the blocked names, then
+    how the set differs from roost's defaults (and how to change that)."""
+    from roost_core.plugins import blocked_plugins, describe_plugins, known_plugin_names
 
-    try:
-        pm = local_manager()
-    except PluginError as exc:  # ROOST_STRICT_PLUGINS=1 and a plugin failed to load
-        print(f"roost: {exc}", file=sys.stderr)
-        return 1
+    config, config_file = user_config()
+    pm = local_manager(config)
     rows = describe_plugins(pm)
     blocked = blocked_plugins(pm)
     unknown = sorted(set(blocked) - known_plugin_names())
@@ -320,7 +282,10 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(line[:3], widths)) + "  " + line[3] for line in table]
     if blocked:
         lines.append("blocked: " + ", ".join(f"{name} (no such plugin)" if name in unknown else name for name in blocked))
-    emit(args, {"plugins": rows, "blocked": blocked, "unknown_blocked": unknown}, "\n".join(lines))
+    notes = plugin_notes(pm, config, config_file)
+    if notes:
+        lines += ["", "not the default set:", *(f"- {note}" for note in notes)]
+    emit(args, {"plugins": rows, "blocked": blocked, "unknown_blocked": unknown, "notes": notes}, "\n".join(lines))
     return 0
 
 
@@ -344,6 +309,8 @@ COMMANDS = {
     "dead": cmd_dead,
     "view": view.run,
     "pi": pi_cli.run,
+    "claude": claude_cli.run,
+    "mcp": mcp_cli.run,
     "demo": cmd_demo,
 }
 

@@ -71,7 +71,11 @@ class Config:
     agent_tree_tokens: int | None = None
     agent_tree_cost: float | None = None
     disabled_plugins: tuple[str, ...] = ()
-    default_host: str = "scripted"
+    #: None: ``roost start`` picks ``pi`` when it is installed (see ``JobOps.default_host``).
+    default_host: str | None = None
+    #: Hosts an agent may name for a child (``roost_spawn``'s ``host``); empty: none, the
+    #: child runs its parent's host and the tool has no ``host`` parameter.
+    agent_spawn_hosts: tuple[str, ...] = ()
     raw: dict[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
 
     @classmethod
@@ -116,6 +120,11 @@ class Config:
             if data["agentDelivery"] not in ("steer", "followUp"):
                 raise ConfigError('agentDelivery must be "steer" or "followUp"')
             kwargs["agent_delivery"] = data["agentDelivery"]
+        if "agentSpawnHosts" in data:
+            hosts = data["agentSpawnHosts"]
+            if not isinstance(hosts, list) or not all(isinstance(h, str) and h for h in hosts):
+                raise ConfigError("agentSpawnHosts must be a list of host names")
+            kwargs["agent_spawn_hosts"] = tuple(dict.fromkeys(hosts))
         if "defaultHost" in data:
             if not isinstance(data["defaultHost"], str):
                 raise ConfigError("defaultHost must be a string")

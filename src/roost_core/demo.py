@@ -2,7 +2,8 @@
 
 A fresh temp ``ROOST_HOME`` is made for the run and deleted at the end, so the demo never
 touches the user's own daemon or jobs. The client's auto-start launches a real daemon;
-the daemon starts a real worker process per job:
+the daemon starts a real worker process per job. When the plugins that daemon will load
+are not roost's default set, the demo says which and how to block them, first. Then:
 
 1. a scripted job ("review the login module", bundled scenario ``demo-review``) says
    something, runs a tool call, then asks a question and settles as ``needs_input``;
@@ -47,13 +48,13 @@ def demo_messaging(conn: Any, home: Path) -> None:
     """Agents messaging each other: a lead job spawns two children (``roost_spawn``), one
     asks a question that its report carries, the lead answers with ``roost_send``, and
     every report lands in the lead's transcript by itself."""
-    from roost_core.cli import wait_for_job
+    from roost_core.cli_support import wait_for_job
     from roost_core.hosts.scripted import load_scenario
     from roost_core.treeview import render_by_dir
 
     heading("5. agents talking to each other")
-    show('$ roost start "document and test login" --name lead --scenario demo-team')
-    lead = conn.call("start", task="document and test login", name="lead", cwd=str(home), scenario=load_scenario("demo-team"))["id"]
+    show('$ roost start "document and test login" --name lead --host scripted --scenario demo-team')
+    lead = conn.call("start", task="document and test login", name="lead", host="scripted", cwd=str(home), scenario=load_scenario("demo-team"))["id"]
     show("the lead spawns two children; each report comes back without polling")
     deadline = time.monotonic() + STEP_TIMEOUT
     while time.monotonic() < deadline:
@@ -79,9 +80,11 @@ def run_demo() -> int:
     previous_home = os.environ.get("ROOST_HOME")
     os.environ["ROOST_HOME"] = str(home)
     conn = None
-    step = "start the daemon"
+    step = "load the plugins"
     try:
         show(f"roost demo: a throwaway home at {home} (deleted at the end)")
+        show_plugin_notes()
+        step = "start the daemon"
         heading("1. the daemon")
         conn = connect()  # no daemon answers in a fresh home: this starts one
         status = conn.call("daemon_status")
@@ -108,26 +111,40 @@ def run_demo() -> int:
             os.environ["ROOST_HOME"] = previous_home
 
 
+def show_plugin_notes() -> None:
+    """Say so when the daemon the demo starts will not run roost's default plugins (an
+    installed third-party plugin, a blocked default): the story then reads differently."""
+    from roost_core.cli_support import local_manager, plugin_notes
+
+    # The demo's daemon inherits this environment and reads the throwaway home's (empty)
+    # config, so this manager is built the way the daemon's will be.
+    notes = plugin_notes(local_manager())
+    if notes:
+        show("note: this demo runs with a plugin set that is not roost's default, so what it prints may differ from the README:")
+        for note in notes:
+            show(f"- {note}")
+
+
 def play_review(conn: Any, home: Path) -> str:
-    from roost_core.cli import format_jobs, wait_for_job
+    from roost_core.cli_support import format_jobs, format_reply, format_started, wait_for_job
     from roost_core.hosts.scripted import load_scenario
 
     heading(f'2. a scripted job: "{REVIEW_TASK}"')
-    show(f'$ roost start "{REVIEW_TASK}" --name reviewer --scenario {SCENARIO}')
-    started = conn.call("start", task=REVIEW_TASK, name="reviewer", cwd=str(home), scenario=load_scenario(SCENARIO))
+    show(f'$ roost start "{REVIEW_TASK}" --name reviewer --host scripted --scenario {SCENARIO}')
+    started = conn.call("start", task=REVIEW_TASK, name="reviewer", host="scripted", cwd=str(home), scenario=load_scenario(SCENARIO))
     job = started["id"]
-    show(f"started job {job} ({started['name']}); a worker process runs it in the background")
+    show(format_started(started))
     show("$ roost wait reviewer --state needs_input")
     row = wait_for_job(conn, job, ("needs_input", "done", "failed"), STEP_TIMEOUT)
     expect(row, "needs_input")
-    show("it looked at the code, then asked a question:")
+    show(f"it looked at the code, then asked: {row['question']}")
     show("$ roost jobs")
     show(format_jobs(conn.call("jobs")["jobs"]))
 
     heading("3. the user replies")
     show(f'$ roost reply reviewer "{REVIEW_REPLY}"')
     result = conn.call("reply", job=job, text=REVIEW_REPLY)
-    show(f"reply {result['seq']}: {result['result']}")
+    show(format_reply(result))
     show("$ roost wait reviewer")
     row = wait_for_job(conn, job, ("done", "failed"), STEP_TIMEOUT)
     expect(row, "done")
@@ -136,12 +153,13 @@ def play_review(conn: Any, home: Path) -> str:
 
 
 def play_shell(conn: Any, home: Path) -> str:
-    from roost_core.cli import wait_for_job
+    from roost_core.cli_support import format_started, wait_for_job
 
     heading("4. a shell job (runs a command, no agent)")
     show(f'$ roost start "{SHELL_TASK}" --host shell')
     started = conn.call("start", task=SHELL_TASK, host="shell", cwd=str(home))
     job = started["id"]
+    show(format_started(started))
     row = wait_for_job(conn, job, ("done", "failed"), STEP_TIMEOUT)
     expect(row, "done")
     show(f"{job}: done: {row['summary']}")
@@ -149,7 +167,7 @@ def play_shell(conn: Any, home: Path) -> str:
 
 
 def show_results(conn: Any) -> None:
-    from roost_core.cli import format_jobs, local_manager
+    from roost_core.cli_support import format_jobs, local_manager
     from roost_core.transcript import iter_rendered
 
     heading("6. all jobs")

@@ -13,6 +13,7 @@ session file for as long as it is open::
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from pathlib import Path
@@ -24,7 +25,9 @@ from roost_core import locks
 from roost_core.client import AsyncClient, DaemonUnavailable, NotSent
 from roost_core.paths import Paths, resolve_paths
 from roost_core.protocol import ProtocolError
-from roost_core.transcript import AGENT_MESSAGE_TYPE, SessionWriter, seqs_in
+from roost_core.transcript import AGENT_MESSAGE_TYPE, SessionWriter, inspect_session, seqs_in
+
+log = logging.getLogger("roost.foreground")
 
 DeliverHandler = Callable[[dict[str, Any]], Awaitable[None] | None]
 
@@ -62,11 +65,17 @@ class ForegroundSession:
         self.ephemeral_id = uuid.uuid4().hex
         #: Seqs already written (or, with no session, seen): a resend is acked, not kept.
         self._seen: set[int] = set()
+        #: Consecutive deliveries the session file refused (a full disk): the connection
+        #: is dropped and made again after a growing pause, and the daemon pushes them again.
+        self.write_failures = 0
+        self._dropping: AsyncClient | None = None
 
     async def __aenter__(self) -> ForegroundSession:
         if self.session is not None:
             self.lock = locks.WriterLock(self.session)
             self.lock.acquire()
+            for line in inspect_session(self.session).describe(self.session):
+                log.warning("%s", line)  # what this resume skips
             self.writer = SessionWriter(self.session, cwd=self.cwd)
             self._seen = seqs_in(self.writer.entries)
         self._tg = anyio.create_task_group()
@@ -144,28 +153,44 @@ class ForegroundSession:
                 self.client = None
                 self._registered = anyio.Event()
                 tg.cancel_scope.cancel()
+            if self.write_failures:
+                # The session file refused an item: wait before it is pushed again.
+                await anyio.sleep(min(0.05 * 2 ** min(self.write_failures, 8), 5.0))
 
     async def _on_event(self, event: dict[str, Any], client: AsyncClient | None = None) -> None:
         if event.get("event") != "deliver":
             return
+        if client is not None and client is self._dropping:
+            return  # after a refused write: nothing more of this connection, to keep order
         seq = int(event["seq"])
         if seq in self._seen:
             # Pushed again after a reconnect: already written; only ack it again.
             await self._ack(client, seq)
             return
-        self._seen.add(seq)
         if self.writer is not None:
-            self.writer.append(
-                "custom_message",
-                customType=AGENT_MESSAGE_TYPE,
-                content=event.get("content", ""),
-                display=True,
-                details={
-                    **{key: event.get(key) for key in ("seq", "from", "fromName", "relation", "kind", "trace", "hops")},
-                    # The message id, the id it answers, its scope: only those it has.
-                    **{key: event[key] for key in ("id", "replyTo", "replyQuote", "scope") if event.get(key)},
-                },
-            )
+            try:
+                self.writer.append(
+                    "custom_message",
+                    customType=AGENT_MESSAGE_TYPE,
+                    content=event.get("content", ""),
+                    display=True,
+                    details={
+                        **{key: event.get(key) for key in ("seq", "from", "fromName", "relation", "kind", "trace", "hops")},
+                        # The message id, the id it answers, its scope: only those it has.
+                        **{key: event[key] for key in ("id", "replyTo", "replyQuote", "scope") if event.get(key)},
+                    },
+                )
+            except OSError as exc:
+                # Not in the file, so not acked: the daemon keeps it in flight and pushes
+                # it again when this session registers anew, after a pause.
+                self.write_failures += 1
+                log.warning("session file %s refused item %s (%s); it comes again after a reconnect", self.session, seq, exc)
+                if client is not None:
+                    self._dropping = client
+                    await client.aclose()
+                return
+        self.write_failures = 0
+        self._seen.add(seq)
         self.delivered.append(event)
         self._arrived.set()
         self._arrived = anyio.Event()

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         RunRecord,
         ScopePlan,
         ScopeRequest,
+        Settlement,
         SpawnRequest,
         PeerInfo,
         DeliveryDecision,
@@ -54,7 +55,8 @@ def roost_register_hosts() -> list[HostSpec]:
     in each worker (to build the host that runs the job).
 
     :return: a list of :class:`~roost_core.records.HostSpec`; the core adds its own
-        ``scripted`` and ``shell`` hosts, which a plugin may not replace.
+        ``scripted``, ``shell``, ``pi`` and ``claude`` hosts, which a plugin may not
+        replace.
     """
 
 
@@ -184,6 +186,29 @@ def roost_frame_item(item: OutgoingItem) -> str | None:
     :return: the framed text, or None for no opinion. Stops at the first non-None result.
         The core's fallback is a plain frame that neutralises ``<`` and still carries the
         no-user-authority notice.
+    """
+
+
+# --------------------------------------------------------------------------- settle
+
+
+@hookspec(firstresult=True)
+def roost_classify_settle(run: RunRecord, host: str) -> Settlement | None:
+    """Classify a run that settled: done, idle, needs input (with its question) or failed.
+
+    Called in the worker once per settled run (never for an aborted one), before the
+    daemon hears of it, so the job's state, its question, the parent's report and every
+    view tell the same story.
+
+    :param run: the run as its host settled it: ``state`` is the host's own (``done`` or
+        ``idle`` for a run that ended normally, ``needs_input`` when the host knows it
+        asks, as the scripted host's ``ask`` step does, ``failed`` with ``error``),
+        ``result`` the run's whole final assistant text, ``causes`` what started and
+        joined it.
+    :param host: the job's agent host (``pi``, ``scripted``...).
+    :return: a :class:`~roost_core.records.Settlement`, or None for no opinion. Stops at
+        the first non-None result. With no answer (or one whose state is not a settled
+        state) the host's own state, question and error stand.
     """
 
 

@@ -7,10 +7,13 @@ pid alive **and** create time equal, so a reused pid is never mistaken for the h
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
 import psutil
+
+log = logging.getLogger("roost.locks")
 
 
 def lock_path(session: str | Path) -> Path:
@@ -35,8 +38,13 @@ def owner_uid(pid: int) -> int | None:
 
 
 def is_alive(pid: int | None, expected_create_time: float | None = None) -> bool:
-    """True when ``pid`` runs and, if given, started at ``expected_create_time``."""
+    """True when ``pid`` runs and, if given, started at ``expected_create_time``. A create
+    time that is not a number (a damaged lock file) matches no process."""
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    if expected_create_time is not None and (
+        not isinstance(expected_create_time, (int, float)) or isinstance(expected_create_time, bool) or expected_create_time != expected_create_time
+    ):
         return False
     try:
         os.kill(pid, 0)
@@ -56,11 +64,36 @@ def is_alive(pid: int | None, expected_create_time: float | None = None) -> bool
 
 
 def read_lock(session: str | Path) -> dict | None:
+    """The lock's record, or None when there is none or it is not a JSON object."""
     try:
         data = json.loads(lock_path(session).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def lock_garbage(session: str | Path) -> str | None:
+    """What is wrong with the lock file of ``session``, if it exists and names no process
+    the way roost writes it (``{"pid": int, "createTime": number or null}``)."""
+    path = lock_path(session)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"unreadable ({exc.strerror})"
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return f"not JSON ({len(raw)} bytes)"
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__}, not an object"
+    pid, created = data.get("pid"), data.get("createTime")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return f"no process id (pid {pid!r})"
+    if created is not None and (not isinstance(created, (int, float)) or isinstance(created, bool)):
+        return f"no create time (createTime {created!r})"
+    return None
 
 
 def lock_holder(session: str | Path) -> int | None:
@@ -85,6 +118,10 @@ class WriterLock:
         holder = lock_holder(self.session)
         if holder is not None and holder != self.pid:
             raise RuntimeError(f"{self.session} is held by pid {holder}")
+        garbage = lock_garbage(self.session)
+        if garbage is not None:
+            # It names no live process, so nobody holds the file: take it over, and say so.
+            log.warning("writer lock %s holds garbage (%s); taking it over", lock_path(self.session), garbage)
         self.session.parent.mkdir(parents=True, exist_ok=True)
         path = lock_path(self.session)
         tmp = path.with_name(path.name + f".{self.pid}.tmp")

@@ -47,6 +47,7 @@ DEFAULT_PLUGINS: dict[str, str] = {
     "delivery": "roost_plugins.delivery",
     "watch": "roost_plugins.watch",
     "budget": "roost_plugins.budget",
+    "settle": "roost_plugins.settle",
 }
 
 #: Plugins that cannot be blocked. None today: the core has a safe default for each hook.

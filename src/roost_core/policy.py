@@ -23,8 +23,10 @@ from roost_core.records import (
     ReportDecision,
     ReportRoute,
     RunRecord,
+    SETTLED_STATES,
     ScopePlan,
     ScopeRequest,
+    Settlement,
     SpawnRequest,
     ToolDef,
     ToolResult,
@@ -153,6 +155,15 @@ def check_spawn(pm: pluggy.PluginManager, request: SpawnRequest, now: float, con
 
 def note_spawned(pm: pluggy.PluginManager, request: SpawnRequest, now: float) -> None:
     pm.hook.roost_note_spawned(request=request, now=now)
+
+
+def classify_settle(pm: pluggy.PluginManager, run: RunRecord, host: str) -> Settlement:
+    """The settle plugin's classification; the host's own state when there is none (or
+    when a plugin answers a state that is not a settled state)."""
+    answer = pm.hook.roost_classify_settle(run=run, host=host)
+    if isinstance(answer, Settlement) and answer.state in SETTLED_STATES:
+        return answer
+    return Settlement(run.state, run.question, run.error, "the host's own state")
 
 
 def decide_report(pm: pluggy.PluginManager, child: PeerInfo, run: RunRecord, streak: int) -> ReportDecision:

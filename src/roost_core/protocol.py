@@ -33,7 +33,11 @@ CONFLICT = "conflict"
 QUEUE_FULL = "queue_full"
 NOT_ACCEPTED = "not_accepted"
 AMBIGUOUS = "ambiguous"
+NAME_TAKEN = "name_taken"
+NO_HOST = "no_host"
 UNREACHABLE = "unreachable"
+NOT_STORED = "not_stored"
+BUSY = "busy"
 INTERNAL = "internal"
 
 

@@ -71,7 +71,25 @@ class Item:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Item:
+    def from_json(cls, data: Any) -> Item:
+        """An item from its journal record; ``ValueError`` for one roost did not write."""
+        if not isinstance(data, dict):
+            raise ValueError("an item is a JSON object")
+        seq, kind = data.get("seq"), data.get("kind")
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq <= 0:
+            raise ValueError(f"item seq {seq!r}")
+        if kind not in ITEM_KINDS or not isinstance(data.get("content"), str):
+            raise ValueError(f"item of kind {kind!r} with content {type(data.get('content')).__name__}")
+        for name in ("text",):
+            if not isinstance(data.get(name, ""), str):
+                raise ValueError(f"item {name} is not a string")
+        for name in ("sender", "sender_name", "relation", "trace", "msg_id", "reply_to", "scope", "reply_quote"):
+            if not isinstance(data.get(name), (str, type(None))):
+                raise ValueError(f"item {name} is not a string")
+        if not isinstance(data.get("hops", 0), int) or not isinstance(data.get("created", 0.0), (int, float)):
+            raise ValueError("item hops or created is not a number")
+        if not isinstance(data.get("broadcast_chain", False), bool) or not isinstance(data.get("delivery", "steer"), str):
+            raise ValueError("item broadcast_chain or delivery of the wrong type")
         fields = {f.name for f in attrs.fields(cls)}
         return cls(**{key: value for key, value in data.items() if key in fields})
 

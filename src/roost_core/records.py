@@ -15,6 +15,8 @@ import attrs
 #: budget is spent).
 ITEM_KINDS = ("reply", "message", "report", "notice")
 AGENT_KINDS = ("message", "report", "notice")
+#: The custom message type of an agent item in a session file (pi's ``customType``).
+AGENT_MESSAGE_TYPE = "pi-roost-agent-message"
 
 #: How an agent item reaches a busy receiver: ``steer`` (before its next model call) or
 #: ``followUp`` (once its current run has ended).
@@ -153,11 +155,15 @@ class HostSpec:
     ``factory`` is called in the worker process as ``factory(job, services)`` and returns
     an object implementing :class:`roost_core.hosts.base.AgentHost`. ``takes_messages``
     False means agents cannot message jobs on this host (as for ``shell``).
+    ``session_file``, when set, is called in the daemon as ``session_file(cwd)`` for a new
+    job's session path, for an agent that decides where its transcript lives (Claude
+    Code); without it the job's session is a file in roost's own sessions folder.
     """
 
     name: str
     factory: Any
     takes_messages: bool = True
+    session_file: Any = None
 
 
 # --------------------------------------------------------------------------- spawn and hand-back
@@ -171,7 +177,8 @@ class SpawnRequest:
     ``live_children`` the parent's live children, ``live_in_tree`` the live sessions of the
     tree, ``live_spawned`` live spawned sessions overall (all before this spawn);
     ``tree`` names the tree (its root session, or ``peer:<id>``); ``hops`` is the chain
-    length of the task item.
+    length of the task item. ``host`` is the host the agent chose for the child with the
+    tool's ``host`` parameter, None when it chose none (the child runs its parent's host).
     """
 
     parent: PeerInfo
@@ -181,6 +188,7 @@ class SpawnRequest:
     live_spawned: int
     tree: str
     hops: int = 0
+    host: str | None = None
 
 
 @attrs.frozen
@@ -202,6 +210,26 @@ class RunRecord:
     result: str = ""
     question: str | None = None
     error: str | None = None
+
+
+#: The states a settled run can have (``roost_classify_settle`` answers one of them).
+SETTLED_STATES = ("done", "idle", "needs_input", "failed")
+
+
+@attrs.frozen
+class Settlement:
+    """How a settled run is classified (the answer of ``roost_classify_settle``).
+
+    ``state`` is one of :data:`SETTLED_STATES`: ``done`` (a run that user input started
+    or joined finished), ``idle`` (a run only agent items started finished),
+    ``needs_input`` (the run ends waiting for an answer: ``question`` says what it asks)
+    or ``failed`` (``error`` says why). ``reason`` says why, for logs and tests.
+    """
+
+    state: str
+    question: str | None = None
+    error: str | None = None
+    reason: str | None = None
 
 
 @attrs.frozen

@@ -10,11 +10,38 @@ the peers the sender may reach. Never partial.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 import attrs
 
 from roost_core.protocol import AMBIGUOUS, NOT_FOUND, ProtocolError
 from roost_core.records import PeerInfo
+
+
+T = TypeVar("T")
+
+
+def resolve_ref(ref: str, records: Iterable[T], *, id_of: Callable[[T], str], name_of: Callable[[T], str], what: str = "job") -> T:
+    """The record ``ref`` names, for every command that takes a job (or agent) by id or name:
+    the record whose id is ``ref``, else the only one whose name is exactly ``ref``. Never
+    partial. The daemon's ops and the CLI's own lookups (``roost wait``, ``roost view
+    --select``) all go through here, so a name means the same thing to every command.
+
+    Raises ``not_found`` when nothing matches and ``ambiguous`` (naming the ids) when
+    several records have that name.
+    """
+    named = []
+    for record in records:
+        if id_of(record) == ref:
+            return record
+        if name_of(record) == ref:
+            named.append(record)
+    if len(named) == 1:
+        return named[0]
+    if named:
+        ids = ", ".join(sorted(id_of(record) for record in named))
+        raise ProtocolError(AMBIGUOUS, f"several {what}s are named {ref!r} ({ids}); use an id")
+    raise ProtocolError(NOT_FOUND, f"no {what} with id or exact name {ref!r}")
 
 
 def session_key(peer: PeerInfo) -> str:

@@ -9,6 +9,7 @@ item already held or acked is ignored), which lets compaction run between commit
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -33,22 +34,38 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """Replace ``path`` with ``data`` so a reader sees the old or the new file, never a mix."""
+def atomic_write(path: Path, data: bytes, *, durable: bool = True, kind: str = "record") -> None:
+    """Replace ``path`` with ``data`` so a reader sees the old or the new file, never a mix.
+
+    A write or fsync that fails (a full disk, an I/O error) raises ``OSError`` and leaves
+    the old file as it was; the temp file is removed, so a full disk is not filled further.
+    ``kind`` names the I/O fault points (``io.<kind>.write``, ``io.<kind>.fsync``)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        if durable:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
+        try:
+            faults.io(f"io.{kind}.write")
+            write_all(fd, data)
+            if durable:
+                faults.io(f"io.{kind}.fsync")
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     faults.point("store.during_atomic_write")
     os.replace(tmp, path)
     if durable:
         fsync_dir(path.parent)
+
+
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    """``os.write`` until all of ``data`` is written (a short write is not an error)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def write_json(path: Path, data: dict[str, Any], *, durable: bool = True) -> None:
@@ -83,28 +100,51 @@ class JobFiles:
 
     def load_all(self) -> dict[str, dict[str, Any]]:
         jobs = {}
-        for path in sorted(self.folder.glob("*.json")):
-            data = read_json(path)
-            if data and isinstance(data.get("id"), str):
+        for path, data in self.records():
+            if isinstance(data, dict) and isinstance(data.get("id"), str):
                 jobs[data["id"]] = data
         return jobs
 
+    def records(self) -> Iterator[tuple[Path, Any]]:
+        """Each record file and what it holds (None when it is not JSON at all)."""
+        for path in sorted(self.folder.glob("*.json")):
+            try:
+                data: Any = json.loads(path.read_bytes())
+            except (OSError, ValueError, RecursionError):
+                data = None
+            yield path, data
 
-def read_journal(path: Path) -> Iterator[dict[str, Any]]:
-    """The journal's records; a torn last line (crash mid-append) is ignored."""
+    def set_aside(self, path: Path) -> Path:
+        """Rename a record the daemon cannot read to ``<name>.bad`` (``.bad.2``... if taken),
+        where no load looks and a person can; returns the new path."""
+        target = path.with_name(path.name + ".bad")
+        number = 1
+        while target.exists():
+            number += 1
+            target = path.with_name(f"{path.name}.bad.{number}")
+        os.replace(path, target)
+        return target
+
+
+def read_journal(path: Path, unreadable: list[int] | None = None) -> Iterator[dict[str, Any]]:
+    """The journal's records; a torn last line (crash mid-append) is ignored. Any other
+    line that is not a JSON object is skipped too, its line number added to ``unreadable``."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return
-    for line in data.split(b"\n"):
+    lines = data.split(b"\n")
+    for number, line in enumerate(lines, 1):
         if not line:
             continue
         try:
             record = _loads(line)
-        except ValueError:
-            continue
+        except (ValueError, RecursionError):
+            record = None
         if isinstance(record, dict):
             yield record
+        elif unreadable is not None and (number < len(lines) or record is not None):
+            unreadable.append(number)
 
 
 def _loads(line: bytes) -> Any:
@@ -135,6 +175,13 @@ class Journal:
     ``run`` is the one committer task. ``append`` returns once its records are on disk
     (fsynced when ``durable``). ``snapshot`` returns the live records used to compact the
     file when it grows past :data:`COMPACT_AFTER_BYTES`.
+
+    A commit that cannot be written (a full disk, an I/O error) fails as a whole: its
+    ``Commit.error`` is set and none of its records may count as stored. What a failed
+    write left in the file (part of a record, or records whose fsync failed) is cut off
+    again; when even that fails, the next commit writes the whole file anew from
+    ``snapshot`` (the state in memory, which every record only repeats) instead of
+    appending. ``healthy`` is False from a failed commit until one succeeds.
     """
 
     def __init__(
@@ -151,9 +198,18 @@ class Journal:
         self.compact_after = compact_after
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self._size = os.fstat(self._fd).st_size
+        #: What the file holds past ``_size`` is unknown (a failed write could not be cut
+        #: off): the next commit rewrites the file (or, with no snapshot, cuts it first).
+        self._rewrite = False
+        self.healthy = True
+        self.failures = 0
         if self._size and not _ends_with_newline(path):
             # A torn last record (crash mid-append): end it so the next one stands alone.
-            self._size += os.write(self._fd, b"\n")
+            try:
+                self._size += os.write(self._fd, b"\n")
+            except OSError as exc:
+                log.warning("journal %s: cannot end its torn last record (%s); the next commit rewrites it", path, exc)
+                self._rewrite = True
         self._commit_lock = anyio.Lock()
         self._buffer: list[bytes] = []
         self._commit_next = Commit()
@@ -169,10 +225,25 @@ class Journal:
 
     def replace_with(self, data: bytes) -> None:
         """Rewrite the journal as ``data`` (atomic replace) and append after it."""
-        atomic_write(self.path, data, durable=self.durable)
+        atomic_write(self.path, data, durable=self.durable, kind="journal")
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError:
+            # Replaced, but our descriptor is still the old file's: no record may go there,
+            # so the next commit rewrites the journal again before anything else.
+            self._rewrite = True
+            raise
         os.close(self._fd)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._fd = fd
         self._size = len(data)
+        self._rewrite = False
+
+    def failed_to_rewrite(self) -> None:
+        """A rewrite outside a commit (the daemon's start) failed: the file as it is stays
+        valid, but the disk refuses writes, so until a commit succeeds the journal counts
+        as failing, and that commit rewrites the file."""
+        self._rewrite = True
+        self.healthy = False
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -190,30 +261,72 @@ class Journal:
             return
         lines, commit = self._buffer, self._commit_next
         self._buffer, self._commit_next = [], Commit()
+        # After a write that could not be undone the file is rewritten whole: the snapshot,
+        # taken now (with no wait since the buffer was taken), holds every record of this
+        # commit already, since each only repeats a change made in memory before it.
+        rewrite = self._rewrite and self.snapshot is not None
+        data = self.snapshot_bytes() if rewrite else b"".join(lines)
         try:
-            if self.durable:
-                await anyio.to_thread.run_sync(self._write, b"".join(lines))
+            if rewrite:
+                await anyio.to_thread.run_sync(self.replace_with, data)
+            elif self.durable:
+                await anyio.to_thread.run_sync(self._write, data)
             else:
                 # Without fsync a write is a copy into the page cache: cheaper here than
                 # the hand-off to a thread and back.
-                self._write(b"".join(lines))
-            if self.snapshot is not None and self._size > self.compact_after:
-                # Replay ignores duplicates, so records still in the next buffer may
-                # repeat what the snapshot holds.
-                await anyio.to_thread.run_sync(self.replace_with, self.snapshot_bytes())
+                self._write(data)
         except OSError as exc:
             commit.error = JournalError(str(exc))
+            if self.healthy:
+                log.warning("journal %s: a commit of %d records failed (%s); they are not stored", self.path, len(lines), exc)
+            self.healthy = False
+            self.failures += 1
+        else:
+            if not self.healthy:
+                log.warning("journal %s: writing again after %d failed commits", self.path, self.failures)
+            self.healthy = True
+            if self.snapshot is not None and self._size > self.compact_after:
+                # Replay ignores duplicates, so records still in the next buffer may
+                # repeat what the snapshot holds. A compaction that fails loses nothing:
+                # this commit is on disk, and the next one tries again.
+                try:
+                    await anyio.to_thread.run_sync(self.replace_with, self.snapshot_bytes())
+                except OSError as exc:
+                    log.warning("journal %s: compaction failed (%s); it stays as it is", self.path, exc)
         self.commits += 1
         self.records += len(lines)
         commit.finish()
 
     def _write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view):]
+        """Append ``data`` (and fsync it); on failure cut the file back to where it was."""
+        try:
+            if self._rewrite:
+                self._cut()  # no snapshot to rewrite from: the leftovers go first
+            view = memoryview(data)
+            if faults.armed("io.journal.write"):
+                # The fault point stands mid-write, so an injected failure leaves a torn
+                # record behind, as a disk that fills up during the write does.
+                write_all(self._fd, view[: len(view) // 2])
+                view = view[len(view) // 2:]
+                faults.io("io.journal.write")
+            write_all(self._fd, view)
+            if self.durable:
+                faults.io("io.journal.fsync")
+                os.fsync(self._fd)
+        except OSError:
+            try:
+                self._cut()
+            except OSError:
+                self._rewrite = True
+            raise
+        self._size += len(data)
+
+    def _cut(self) -> None:
+        """Cut what a failed write left past ``_size`` (and make the cut durable)."""
+        os.ftruncate(self._fd, self._size)
         if self.durable:
             os.fsync(self._fd)
-        self._size += len(data)
+        self._rewrite = False
 
     def add(self, *records: dict[str, Any]) -> Commit:
         """Buffer ``records`` for the next commit and return that commit (see

@@ -170,6 +170,7 @@ def make_spawn_request(
     live_spawned: int = 0,
     tree: str | None = None,
     hops: int = 1,
+    host: str | None = None,
 ) -> SpawnRequest:
     """A :class:`SpawnRequest` for a first child of ``parent`` (a root foreground peer
     when omitted); ``tree`` defaults to the parent's root session, session or peer id."""
@@ -184,6 +185,7 @@ def make_spawn_request(
         live_spawned=live_spawned,
         tree=tree,
         hops=hops,
+        host=host,
     )
 
 

@@ -15,9 +15,13 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
-from roost_core.records import TranscriptEntry
+import attrs
 
-AGENT_MESSAGE_TYPE = "pi-roost-agent-message"
+from roost_core import faults
+from roost_core.records import AGENT_MESSAGE_TYPE, TranscriptEntry
+
+__all__ = ["AGENT_MESSAGE_TYPE"]  # re-exported: the name its users import from here
+
 #: A custom entry that only records a seq (pi writes it for a dialog answer).
 SEQ_ENTRY_TYPE = "pi-roost-seq"
 
@@ -27,22 +31,106 @@ def now_iso() -> str:
 
 
 def read_entries(path: str | Path) -> list[dict[str, Any]]:
-    """Every complete entry of a session file; a torn last line (a crash mid-write) is skipped."""
+    """Every complete entry of a session file; a torn last line (a crash mid-write) is
+    skipped, and so is any line that is not a JSON object (:func:`inspect_session` says
+    which)."""
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
         return []
-    entries = []
-    for line in data.split(b"\n"):
+    return _parse(data).entries
+
+
+@attrs.frozen
+class SessionReport:
+    """What a session file holds, and what of it a reader skips.
+
+    ``entries`` are its JSON-object lines, in file order. ``skipped`` names each line that
+    is not one (``(line number, why, bytes)``), ``torn_tail`` is the size of a last line
+    with no newline (a writer that died mid-line; 0 when there is none; skipped too when it
+    is not JSON), and ``odd`` says what is in an order pi would not write it (no session
+    header first, several headers, an entry whose ``parentId`` names no entry before it, a
+    queue seq twice or going back)."""
+
+    entries: list[dict[str, Any]]
+    skipped: list[tuple[int, str, int]]
+    torn_tail: int
+    odd: list[str]
+
+    @property
+    def clean(self) -> bool:
+        return not (self.skipped or self.torn_tail or self.odd)
+
+    def describe(self, path: str | Path) -> list[str]:
+        """One log line per thing a reader skipped or found out of order."""
+        lines = [f"session file {path}: line {number} skipped ({why}, {size} bytes)" for number, why, size in self.skipped]
+        if self.torn_tail:
+            lines.append(f"session file {path}: its last line is torn ({self.torn_tail} bytes, no newline); the next entry starts on a line of its own")
+        lines.extend(f"session file {path}: {note}" for note in self.odd)
+        return lines
+
+
+def inspect_session(path: str | Path) -> SessionReport:
+    """Read a session file as :func:`read_entries` does, and say what it skipped."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return SessionReport([], [], 0, [])
+    return _parse(data, inspect=True)
+
+
+def _parse(data: bytes, *, inspect: bool = False) -> SessionReport:
+    entries: list[dict[str, Any]] = []
+    skipped: list[tuple[int, str, int]] = []
+    lines = data.split(b"\n")
+    torn_tail = len(lines[-1]) if lines[-1] else 0
+    for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             entry = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
+            if inspect:
+                why = "torn last line" if number == len(lines) else "not JSON"
+                skipped.append((number, why, len(line)))
             continue
         if isinstance(entry, dict):
             entries.append(entry)
-    return entries
+        elif inspect:
+            skipped.append((number, f"a JSON {type(entry).__name__}, not an entry", len(line)))
+    return SessionReport(entries, skipped, torn_tail, _odd_order(entries) if inspect else [])
+
+
+def _odd_order(entries: list[dict[str, Any]]) -> list[str]:
+    odd = []
+    headers = [n for n, entry in enumerate(entries) if entry.get("type") == "session"]
+    if entries and (not headers or headers[0] != 0):
+        odd.append("no session header first" + (f" (the first is entry {headers[0] + 1})" if headers else " (there is none)"))
+    if len(headers) > 1:
+        odd.append(f"{len(headers)} session headers")
+    known: set[Any] = set()
+    orphans = 0
+    for entry in entries:
+        parent = entry.get("parentId")
+        if parent is not None and (not isinstance(parent, str) or parent not in known):
+            orphans += 1
+        if isinstance(entry.get("id"), str):
+            known.add(entry["id"])
+    if orphans:
+        odd.append(f"{orphans} entries whose parentId names no entry before them")
+    seqs = [seq for entry in entries for seq in sorted(seqs_in([entry]))]
+    if len(seqs) != len(set(seqs)):
+        odd.append(f"queue seqs written more than once: {sorted({s for s in seqs if seqs.count(s) > 1})[:10]}")
+    back = [b for a, b in zip(seqs, seqs[1:]) if b < a]
+    if back:
+        odd.append(f"queue seqs going back ({len(back)} times, e.g. to {back[0]})")
+    return odd
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one (foreign entries may hold any
+    type where pi writes an object)."""
+    return value if isinstance(value, dict) else {}
 
 
 def seqs_in(entries: list[dict[str, Any]]) -> set[int]:
@@ -50,15 +138,15 @@ def seqs_in(entries: list[dict[str, Any]]) -> set[int]:
     seqs: set[int] = set()
     for entry in entries:
         seq = None
-        message = entry.get("message") if isinstance(entry.get("message"), dict) else {}
+        message = _dict(entry.get("message"))
         if entry.get("type") == "custom_message" and entry.get("customType") == AGENT_MESSAGE_TYPE:
-            seq = (entry.get("details") or {}).get("seq")
+            seq = _dict(entry.get("details")).get("seq")
         elif isinstance(entry.get("roost"), dict):
             seq = entry["roost"].get("seq")
         elif isinstance(message.get("roost"), dict):
             seq = message["roost"].get("seq")  # pi: a reply's seq on its user message
         elif entry.get("type") == "custom" and entry.get("customType") == SEQ_ENTRY_TYPE:
-            seq = (entry.get("data") or {}).get("seq")  # pi: a dialog answer
+            seq = _dict(entry.get("data")).get("seq")  # pi: a dialog answer
         if isinstance(seq, int) and not isinstance(seq, bool):
             seqs.add(seq)
     return seqs
@@ -87,21 +175,25 @@ def content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text")
+        return "".join(
+            part["text"] for part in content if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
+        )
     return ""
 
 
 def parse_entry(raw: dict[str, Any]) -> TranscriptEntry:
     kind = str(raw.get("type", ""))
     if kind == "message":
-        message = raw.get("message") or {}
-        return TranscriptEntry(type=kind, role=message.get("role"), text=content_text(message.get("content")), raw=raw)
+        message = _dict(raw.get("message"))
+        role = message.get("role")
+        return TranscriptEntry(type=kind, role=role if isinstance(role, str) else None, text=content_text(message.get("content")), raw=raw)
     if kind == "custom_message":
+        custom_type = raw.get("customType")
         return TranscriptEntry(
             type=kind,
             text=content_text(raw.get("content")),
-            custom_type=raw.get("customType"),
-            details=dict(raw.get("details") or {}),
+            custom_type=custom_type if isinstance(custom_type, str) else None,
+            details=dict(_dict(raw.get("details"))),
             raw=raw,
         )
     return TranscriptEntry(type=kind, raw=raw)
@@ -111,7 +203,9 @@ class SessionWriter:
     """Appends entries to one session file, chaining ``id``/``parentId`` as pi does.
 
     Each entry is written with one ``write`` call on an ``O_APPEND`` descriptor, so a crash
-    leaves at most a torn last line, which readers skip.
+    leaves at most a torn last line, which readers skip. A write that fails (a full disk,
+    an I/O error) raises ``OSError``, and what it wrote is cut off again, so the next entry
+    never sticks to a torn one; the entry does not count as written.
     """
 
     def __init__(self, path: str | Path, *, cwd: str | None = None, session_id: str | None = None) -> None:
@@ -122,13 +216,15 @@ class SessionWriter:
         self.session_id = session_id
         self.last_id: str | None = None
         for entry in existing:
+            # Foreign or damaged entries may hold anything: only strings are ids.
             if entry.get("type") == "session":
-                self.session_id = entry.get("id", self.session_id)
-            elif entry.get("id"):
+                if isinstance(entry.get("id"), str) and entry["id"]:
+                    self.session_id = entry["id"]
+            elif isinstance(entry.get("id"), str) and entry["id"]:
                 self.last_id = entry["id"]
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        if self._has_torn_tail():
-            os.write(self._fd, b"\n")
+        #: A failed write left bytes that could not be cut off: the next write ends them first.
+        self._torn = self._has_torn_tail()
         if not any(entry.get("type") == "session" for entry in existing):
             self.session_id = self.session_id or str(uuid.uuid4())
             self._write({"type": "session", "version": 3, "id": self.session_id, "timestamp": now_iso(), "cwd": cwd})
@@ -142,15 +238,35 @@ class SessionWriter:
             return fh.read(1) != b"\n"
 
     def _write(self, entry: dict[str, Any]) -> dict[str, Any]:
-        os.write(self._fd, json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+        data = json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        if self._torn:
+            data = b"\n" + data
+        size = os.fstat(self._fd).st_size
+        try:
+            if faults.armed("io.session.write"):
+                # Fail mid-line, as a disk that fills up during the write does.
+                os.write(self._fd, data[: len(data) // 2])
+                faults.io("io.session.write")
+                data = data[len(data) // 2:]
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view):]
+        except OSError:
+            try:
+                os.ftruncate(self._fd, size)
+            except OSError:
+                self._torn = True
+            raise
+        self._torn = False
         self.entries.append(entry)
         return entry
 
     def append(self, entry_type: str, **fields: Any) -> dict[str, Any]:
         entry_id = uuid.uuid4().hex[:8]
         entry = {"type": entry_type, "id": entry_id, "parentId": self.last_id, "timestamp": now_iso(), **fields}
-        self.last_id = entry_id
-        return self._write(entry)
+        self._write(entry)
+        self.last_id = entry_id  # only once written: a failed entry is no one's parent
+        return entry
 
     def message(self, role: str, content: Any, **extra: Any) -> dict[str, Any]:
         return self.append("message", message={"role": role, "content": content, **extra.pop("message_extra", {})}, **extra)
@@ -162,10 +278,21 @@ class SessionWriter:
             pass
 
 
+def parse_entries(raw: dict[str, Any]) -> list[TranscriptEntry]:
+    """One session-file line as entries for the render plugin: a pi/roost line is one
+    entry; a Claude Code line is what the model read from it (see ``roost_core.claude``)."""
+    if isinstance(raw.get("sessionId"), str):
+        from roost_core.claude.transcript import entries_of
+
+        return entries_of(raw)
+    return [parse_entry(raw)]
+
+
 def iter_rendered(pm: Any, path: str | Path) -> Iterator[str]:
     from roost_core.policy import render_entry
 
     for raw in read_entries(path):
-        text = render_entry(pm, parse_entry(raw))
-        if text:
-            yield text
+        for entry in parse_entries(raw):
+            text = render_entry(pm, entry)
+            if text:
+                yield text

@@ -30,8 +30,10 @@ def tree_text(row: dict[str, Any]) -> str:
 
 def _line(row: dict[str, Any], indent: str, meta: str = "", root: bool = False) -> str:
     detail = row.get("question") if row.get("state") == "needs_input" else row.get("summary") or ""
+    detail = " ".join((detail or "").split())  # one line: a question may span several
     live = "●" if row.get("live") else "○"
-    text = f"{indent}{live} {row['name'][:28]} ({row['id']})  {row['state']}"
+    host = f" [{row['host']}]" if row.get("host") else ""
+    text = f"{indent}{live} {row['name'][:28]} ({row['id']}){host}  {row['state']}"
     if meta:
         text += f"  {meta}"
     spent = usage_text(row.get("usage"))

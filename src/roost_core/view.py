@@ -50,7 +50,7 @@ LOG_HELP = "↑↓/jk scroll  PgUp/PgDn  g/G top/end  r reply  Esc/q back"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group", choices=GROUPS, default="dir", help="group by directory (default) or by state; `g` toggles")
     parser.add_argument("--once", action="store_true", help="print the tree once as text and exit (the default when stdout is not a terminal)")
-    parser.add_argument("--select", metavar="ID|NAME", help="the peer selected at the start (relations are seen from it)")
+    parser.add_argument("--select", metavar="ID|NAME", help="the peer selected at the start; relations are seen from it (with --once, the relation column is shown only then)")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -133,8 +133,9 @@ def last_message(epoch: float | None, now: float | None = None) -> str:
 
 
 def detail_of(row: dict[str, Any]) -> str:
-    """What ``roost agents`` shows after the dash: the open question, else the summary."""
-    return (row.get("question") if row.get("state") == "needs_input" else row.get("summary")) or ""
+    """What ``roost agents`` shows after the dash: the open question, else the summary, on
+    one line (a question with its options spans several)."""
+    return " ".join(((row.get("question") if row.get("state") == "needs_input" else row.get("summary")) or "").split())
 
 
 def layout(rows: list[dict[str, Any]], group: str) -> list[tuple[str, Any, str, str]]:
@@ -183,24 +184,37 @@ def name_cell(row: dict[str, Any], indent: str, meta: str, chosen: bool, room: i
     return cell
 
 
+def resolve_row(rows: list[dict[str, Any]], ref: str) -> dict[str, Any]:
+    """The agent row ``ref`` names, by the rule every command uses (an id, else an exact
+    unique name; ``routing.resolve_ref``): raises ``not_found`` or ``ambiguous``."""
+    from roost_core.routing import resolve_ref
+
+    return resolve_ref(ref, rows, id_of=lambda row: row["id"], name_of=lambda row: row["name"], what="agent")
+
+
 def find_row(rows: list[dict[str, Any]], ref: str | None) -> dict[str, Any] | None:
+    """:func:`resolve_row`, or None when ``ref`` names no single row (yet)."""
+    from roost_core.protocol import ProtocolError
+
     if not ref:
         return None
-    for row in rows:
-        if row["id"] == ref:
-            return row
-    named = [row for row in rows if row["name"] == ref]
-    return named[0] if len(named) == 1 else None
+    try:
+        return resolve_row(rows, ref)
+    except ProtocolError:
+        return None
 
 
 def plain_lines(rows: list[dict[str, Any]], group: str, selected: dict[str, Any] | None) -> list[str]:
-    """The ``--once`` text: each ``roost agents`` line with relation, queued and last
-    message inserted before the detail, then the row's usage (and its tree's, on a root)."""
+    """The ``--once`` text: each ``roost agents`` line with queued, last message and usage
+    (and its tree's, on a root) inserted before the detail. With a ``selected`` row
+    (``--select``) each line first says its relation to that row; without one there is
+    no relation column: relations seen from an arbitrary row mean nothing in a plain
+    listing."""
     from roost_core.treeview import tree_text, usage_text
 
     if not rows:
         return ["no agents"]
-    seen_from = selected or next((item[1] for item in layout(rows, group) if item[0] == "row"), None)
+    seen_from = selected
     lines = []
     for kind, value, indent, meta in layout(rows, group):
         if kind == "header":
@@ -208,10 +222,13 @@ def plain_lines(rows: list[dict[str, Any]], group: str, selected: dict[str, Any]
             continue
         row = value
         live = "●" if row.get("live") else "○"
-        text = f"{indent}{live} {row['name'][:28]} ({row['id']})  {row['state']}"
+        host = f" [{row['host']}]" if row.get("host") else ""
+        text = f"{indent}{live} {row['name'][:28]} ({row['id']}){host}  {row['state']}"
         if meta:
             text += f"  {meta}"
-        text += f"  {relation(seen_from, row)}  queued {row.get('pending') or 0}  last {last_message(row.get('lastMessage'))}"
+        if seen_from is not None:
+            text += f"  {relation(seen_from, row)}"
+        text += f"  queued {row.get('pending') or 0}  last {last_message(row.get('lastMessage'))}"
         spent = usage_text(row.get("usage"))
         if spent:
             text += f"  [{spent}]"
@@ -229,7 +246,8 @@ def print_once(args: argparse.Namespace) -> int:
 
     with connect() as conn:
         rows = clean_rows(conn.call("agents")["agents"])
-    print("\n".join(plain_lines(rows, args.group, find_row(rows, args.select))))
+    selected = resolve_row(rows, args.select) if args.select else None
+    print("\n".join(plain_lines(rows, args.group, selected)))
     return 0
 
 
@@ -676,15 +694,15 @@ class LiveView:
             view.buffer = ""
         elif key == "enter":
             target = view.log_id if view.mode == "log" else view.selected
-            row = next((r for r in view.rows if r["id"] == target), None)
             text, view.prompt, view.buffer = view.buffer, None, ""
             if not text.strip():
                 view.flash = "reply: nothing to send"
                 return
             result = await self.call("reply", job=target, text=text)
             if result is not None:
-                name = row["name"] if row else target
-                view.flash = f"reply {result.get('seq')} to {name} ({target}): {result.get('result')}"
+                from roost_core.cli_support import format_reply
+
+                view.flash = format_reply(result)  # the line `roost reply` prints
         elif len(key) == 1:
             view.buffer += key
 
@@ -744,7 +762,7 @@ class LiveView:
         from roost_core.transcript import iter_rendered
 
         if self.pm is None:
-            from roost_core.cli import local_manager
+            from roost_core.cli_support import local_manager
 
             self.pm = local_manager()
         try:
@@ -827,10 +845,14 @@ def run_live(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m roost_core.view``: the same as ``roost view`` (the CLI's error handling)."""
-    from roost_core.cli import main as cli_main
+    """``python -m roost_core.view``: the same as ``roost view``, with the same error
+    boundary (``roost: CODE: message``)."""
+    from roost_core.cli_support import Parser, guarded
 
-    return cli_main(["view", *(sys.argv[1:] if argv is None else argv)])
+    parser = Parser(prog="roost view", description="A live view of the agent tree (plain text when not a terminal).")
+    add_arguments(parser)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    return guarded(lambda: run(args))
 
 
 if __name__ == "__main__":

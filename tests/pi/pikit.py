@@ -161,7 +161,8 @@ class PiKit:
         result = self.roost("daemon", "socket", check=False)
         assert result.returncode == 0, f"`{self.env['ROOST_BIN']} daemon socket` failed: {result.stderr.strip()}"
 
-    def rpc_pi(self, session: Path, cwd: Path, extra: list[str] | None = None) -> RpcPi:
+    def rpc_pi(self, session: Path | None, cwd: Path, extra: list[str] | None = None) -> RpcPi:
+        """A pi in RPC mode on ``session`` (None: pi picks, e.g. with ``--fork`` in ``extra``)."""
         self.require_socket_command()
         pi = RpcPi(self, session, cwd, extra)
         self.rpcs.append(pi)
@@ -218,14 +219,14 @@ class RpcPi:
     UI: dialogs go over the protocol), with the roost extension loaded by ``-e``.
     """
 
-    def __init__(self, kit: PiKit, session: Path, cwd: Path, extra: list[str] | None = None) -> None:
+    def __init__(self, kit: PiKit, session: Path | None, cwd: Path, extra: list[str] | None = None) -> None:
         import threading
 
         from roost_core.pi import extension_path
 
         cwd.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
-            [kit.pi, "--mode", "rpc", "--session", str(session), "-e", str(extension_path()), *(extra or [])],
+            [kit.pi, "--mode", "rpc", *(["--session", str(session)] if session is not None else []), "-e", str(extension_path()), *(extra or [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=kit.env,

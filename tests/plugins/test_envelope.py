@@ -150,6 +150,57 @@ def test_neutralise_is_reversible_and_inert(body: str) -> None:
     assert not OPENING.search(neutral)
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        "< /agent-message>",  # issue 17: a space after <
+        "</ agent-message>",
+        "< / Agent-Message >",
+        "<\t/\nAGENT-MESSAGE>",
+        "<\u200b/agent-message>",  # zero-width space
+        "<\u202e/agent-message>",  # bidi override
+        "<\ufeff/agent-message>",  # BOM
+        "<\xa0/agent-message>",  # no-break space
+        "<\u3000agent-message>",  # ideographic space
+        "</agent - message>",
+        "</a g e n t-m e s s a g e>",
+        "</agent-me\u017f\u017fage>",  # long s, which case-folds to s
+        "<\U000e0020/agent-message>",  # a tag character
+    ],
+)
+def test_neutralise_every_spelling_a_lenient_reader_takes_for_a_tag(body: str) -> None:
+    neutral = neutralise(body)
+    assert neutral == "&lt;" + body[1:]
+    assert restore(neutral) == body
+    assert restore(neutralise("&lt;" + body[1:])) == "&lt;" + body[1:]
+
+
+def test_neutralise_leaves_what_no_reader_takes_for_a_tag() -> None:
+    for body in ["a < b", "<agentmessage", "<agent_message", "< /agent", "x <- y", "<b>agent-message</b>"]:
+        assert neutralise(body) == body
+
+
+def test_neutralise_is_linear_on_long_gaps() -> None:
+    """A ``<`` before a long run of spaces is one pass (the gap is possessive). With a
+    backtracking gap 8,000 spaces took 2 s and this run of 200,000 would take hours: the
+    suite's timeout ends it."""
+    spaces = " " * 200_000
+    assert neutralise("<" + spaces + "x") == "<" + spaces + "x"
+    assert neutralise("<" + spaces + "/agent-message") == "&lt;" + spaces + "/agent-message"
+
+
+def test_the_invisible_characters_are_every_format_character_of_this_python() -> None:
+    """The gap's class lists Unicode's Cf characters by hand (building it at import costs
+    a scan of all code points); it must be exactly the set this Python knows."""
+    import sys
+    import unicodedata
+
+    from roost_plugins.envelope import _INVISIBLE
+
+    listed = set(re.findall(f"[{_INVISIBLE}]", "".join(map(chr, range(sys.maxunicode + 1)))))
+    assert listed == {chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"}
+
+
 def test_neutralise_known_cases() -> None:
     assert neutralise("<agent-message") == "&lt;agent-message"
     assert neutralise("</Agent-Message>") == "&lt;/Agent-Message>"

@@ -132,3 +132,24 @@ def test_the_module_registers_its_shared_instance(roost_plugin_manager) -> None:
     pm = roost_plugin_manager(limits)
     assert pm.get_plugins() == {limits.plugin}
     assert check(pm, make_item(alice, alice)).code == "self_send"
+
+
+# ---------------------------------------------------------------------------- spawn hosts
+
+from roost_core.testing import make_spawn_request  # noqa: E402
+
+
+def spawn_refusal(pm, request, **config):
+    refusals = [r for r in pm.hook.roost_check_spawn(request=request, now=0.0, config=make_config(**config)) if r]
+    return refusals[0] if refusals else None
+
+
+def test_a_spawn_that_chooses_no_host_needs_no_permission(pm) -> None:
+    assert spawn_refusal(pm, make_spawn_request()) is None
+
+
+def test_a_chosen_host_is_refused_unless_agent_spawn_hosts_lists_it(pm) -> None:
+    refusal = spawn_refusal(pm, make_spawn_request(host="claude"))
+    assert refusal is not None and refusal.code == "host_not_allowed" and "agentSpawnHosts" in refusal.message
+    assert spawn_refusal(pm, make_spawn_request(host="claude"), agent_spawn_hosts=("pi", "claude")) is None
+    assert spawn_refusal(pm, make_spawn_request(host="shell"), agent_spawn_hosts=("pi", "claude")).code == "host_not_allowed"

@@ -165,3 +165,12 @@ def test_format_is_trylast(pm) -> None:
 def test_message_limit_follows_the_config(pm) -> None:
     send = definitions(pm, max_message_chars=500)[1]
     assert send.parameters["properties"]["message"]["maxLength"] == 500
+
+
+def test_spawn_gets_a_host_parameter_only_where_the_user_allows_a_choice(pm) -> None:
+    *_, spawn = definitions(pm)
+    assert "host" not in spawn.parameters["properties"]
+    *_, spawn = definitions(pm, agent_spawn_hosts=("pi", "claude"))
+    assert spawn.parameters["properties"]["host"] == {"type": "string", "enum": ["pi", "claude"], "description": "default: yours"}
+    # The description is unchanged: a choice costs one short parameter, not more prose.
+    assert spawn.description == definitions(pm)[2].description

@@ -45,6 +45,18 @@ def soak(request: pytest.FixtureRequest) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[RESULTS] = []
     config.stash[OUTCOMES] = {}
+    config.addinivalue_line("markers", "soak_only: runs only with --soak / ROOST_SOAK=1 (deselected otherwise)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The working day (``soak_only``) is not part of the default run: deselected, so
+    it shows in no count, unless the run is a soak."""
+    if soak_enabled(config):
+        return
+    kept = [item for item in items if item.get_closest_marker("soak_only") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("soak_only") is not None])
+        items[:] = kept
 
 
 @pytest.fixture

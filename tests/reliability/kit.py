@@ -113,7 +113,7 @@ def bodies(entries: Iterable[dict[str, Any]], kind: str | None = "message") -> l
     """The bodies of the agent items of ``kind`` (None: all kinds), in transcript order."""
     out = []
     for entry in agent_entries(entries):
-        if kind is None or (entry.get("details") or {}).get("kind") == kind:
+        if kind is None or (entry.get("details") if isinstance(entry.get("details"), dict) else {}).get("kind") == kind:
             out.append(envelope(entry)["body"])
     return out
 
@@ -122,7 +122,7 @@ def reports_in(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Report items of a transcript: ``from`` (peer id), ``name`` and ``body``."""
     out = []
     for entry in agent_entries(entries):
-        details = entry.get("details") or {}
+        details = entry.get("details") if isinstance(entry.get("details"), dict) else {}
         if details.get("kind") == "report":
             env = envelope(entry)
             out.append({"from": details.get("from"), "name": env["from"], "body": env["body"]})
@@ -266,7 +266,7 @@ def received_messages(entries: Iterable[dict[str, Any]]) -> list[tuple[str, str]
     """``(sender id, body)`` of every agent *message* (not report) of a transcript."""
     out = []
     for entry in agent_entries(entries):
-        details = entry.get("details") or {}
+        details = entry.get("details") if isinstance(entry.get("details"), dict) else {}
         if details.get("kind") == "message":
             out.append((str(details.get("from")), envelope(entry)["body"]))
     return out

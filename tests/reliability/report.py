@@ -25,7 +25,14 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "reliability.md"
 BEGIN = "<!-- reliability-results:begin -->"
 END = "<!-- reliability-results:end -->"
-SECTIONS = ["crash point", "load", "bad input", "property", "security"]
+SECTIONS = ["crash point", "load", "bad input", "property", "security", "disk", "fds", "corrupt file", "working day"]
+
+
+#: Where a test that recorded nothing goes, by a part of its node id.
+NODE_SECTIONS = [
+    ("test_load", "load"), ("crash", "crash point"), ("security", "security"), ("properties", "property"),
+    ("disk_faults", "disk"), ("fd_exhaustion", "fds"), ("corrupt_files", "corrupt file"), ("working_day", "working day"),
+]
 
 
 def run_suite(results: Path, soak: bool, extra: list[str]) -> tuple[int, float]:
@@ -66,7 +73,7 @@ def render(data: dict[str, Any]) -> str:
     for nodeid, info in tests.items():
         if nodeid not in recorded:
             # A test that ended before it recorded anything still gets its row.
-            section = "load" if "test_load" in nodeid else "crash point" if "crash" in nodeid else "security" if "security" in nodeid else "property" if "properties" in nodeid else "bad input"
+            section = next((name for key, name in NODE_SECTIONS if key in nodeid), "bad input")
             rows.append({"nodeid": nodeid, "section": section, "name": nodeid.split("::", 1)[-1], "runs": 1, "messages": 0, "cases": 0, "result": "(no counts: the test ended early)", "outcome": info["outcome"]})
     order = {name: index for index, name in enumerate(SECTIONS)}
     # By area, then in the order the suite ran them.

@@ -403,10 +403,12 @@ def test_names_with_control_bidi_and_zero_width_characters_are_sanitised(shared,
                     tally.wrong.append(f"{label}: registered as {clean!r}")
                 sent = conn.request({"id": 26, "op": "send", "to": receiver, "message": f"from {label}"})
                 tally.check(f"send as {label}", sent, (None,))
-        job = shared.call("start", task="named", name=name, cwd=str(tmp_path), scenario=QUICK)
+        job = shared.call("start", task="named", name=name, host="scripted", cwd=str(tmp_path), scenario=QUICK)
         tally.cases += 1
         if not name_is_clean(job["name"]):
             tally.wrong.append(f"job named {label}: {job['name']!r}")
+        # Several of these clean up to the same name, which a second start may not take.
+        shared.call("remove", job=job["id"])
     shared.wait_job(receiver, timeout=60)
     from reliability.kit import agent_entries, envelope
 
@@ -418,7 +420,7 @@ def test_names_with_control_bidi_and_zero_width_characters_are_sanitised(shared,
     with connect(shared) as conn:
         for label, name in (("201 chars", "n" * 201), ("1 MB", "n" * 1_000_000)):
             tally.check(f"register {label}", conn.request({"id": 27, "op": "peer_register", "pid": os.getpid(), "name": name}), ("bad_args", "frame_too_large"))
-            tally.check(f"start {label}", conn.request({"id": 28, "op": "start", "task": "x", "name": name, "cwd": str(tmp_path)}), ("bad_args", "frame_too_large"))
+            tally.check(f"start {label}", conn.request({"id": 28, "op": "start", "task": "x", "host": "scripted", "name": name, "cwd": str(tmp_path)}), ("bad_args", "frame_too_large"))
     tally.done(record, shared, "names: control, bidi, zero-width, tags, too long")
 
 
@@ -451,7 +453,7 @@ def test_session_paths_that_escape_or_are_symlinks(shared, record, tmp_path):
     with connect(shared) as conn:
         for label, path in bad_paths.items():
             tally.check(f"peer_register {label}", conn.request({"id": 30, "op": "peer_register", "pid": os.getpid(), "session": path}), "bad_args", 30)
-            tally.check(f"start --session {label}", conn.request({"id": 31, "op": "start", "task": "x", "cwd": str(tmp_path), "session": path}), "bad_args", 31)
+            tally.check(f"start --session {label}", conn.request({"id": 31, "op": "start", "task": "x", "host": "scripted", "cwd": str(tmp_path), "session": path}), "bad_args", 31)
         # A proper path whose writer lock does not name us.
         tally.check("unlocked session", conn.request({"id": 32, "op": "peer_register", "pid": os.getpid(), "session": str(tmp_path / "free.jsonl")}), "unauthorized", 32)
     tally.done(record, shared, "session paths: '..', '//', NUL, symlinks, relative")
@@ -557,7 +559,7 @@ def test_disconnects_mid_request(shared, record, tmp_path):
         b'{"id": 1, "op": "daem',
         b'{"id": 1, "op": "reply", "job": "x", "text": "' + b"q" * (MAX_FRAME + 10),
         b'{"id": 1, "op": "daemon_status"}\n{"id": 2, "op": "jobs"}\n',
-        json.dumps({"id": 3, "op": "start", "task": "left before the answer", "cwd": str(tmp_path), "scenario": QUICK}).encode() + b"\n",
+        json.dumps({"id": 3, "op": "start", "task": "left before the answer", "host": "scripted", "cwd": str(tmp_path), "scenario": QUICK}).encode() + b"\n",
         b"\xff\xfe" * 1000,
     ]
     for n in range(10):
@@ -620,7 +622,7 @@ def test_a_scenario_the_scripted_host_cannot_load_is_refused(shared, record, tmp
     before = {row["id"] for row in shared.call("jobs")["jobs"]}
     with connect(shared) as conn:
         for label, scenario in BAD_SCENARIOS.items():
-            tally.check(f"start: {label}", conn.request({"id": 70, "op": "start", "task": "x", "cwd": str(tmp_path), "scenario": scenario}), "bad_args", 70)
+            tally.check(f"start: {label}", conn.request({"id": 70, "op": "start", "task": "x", "host": "scripted", "cwd": str(tmp_path), "scenario": scenario}), "bad_args", 70)
     with bound(shared) as conn:
         for label, scenario in BAD_SCENARIOS.items():
             tally.check(f"spawn: {label}", conn.request({"id": 71, "op": "spawn", "task": "x", "cwd": str(tmp_path), "scenario": scenario}), "bad_args", 71)

@@ -284,7 +284,7 @@ def test_crash_after_persisting_a_start_runs_the_job_after_restart(daemon_factor
     """``start`` is durable but unanswered: after the restart the job runs its task once."""
     daemon = daemon_factory(ROOST_FAULTS="daemon.after_persist_before_answer").start()
     with pytest.raises((DaemonUnavailable, OSError)):
-        daemon.call("start", task="durable task", name="j", cwd=str(tmp_path), scenario={"default": {"steps": [{"say": "did {input}"}]}})
+        daemon.call("start", task="durable task", name="j", host="scripted", cwd=str(tmp_path), scenario={"default": {"steps": [{"say": "did {input}"}]}})
     daemon.process.wait(20)
     daemon.restart()
     rows = wait_until(lambda: (rows := daemon.call("jobs")["jobs"]) and quiet(rows) and rows, what="settled")

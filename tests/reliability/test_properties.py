@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import tempfile
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -171,15 +172,50 @@ def test_the_fast_decoder_reads_every_line_as_the_json_decoder_does(record):
 
 # --------------------------------------------------------------------------- the envelope
 
-OPENING = re.compile(r"<agent-message", re.IGNORECASE)
-CLOSING = re.compile(r"</agent-message", re.IGNORECASE)
 HEADER = re.compile(r'^<agent-message from="([^"]*)" id="([^"]*)" relation="([^"]*)" kind="([^"]*)">\n')
+
+
+def lenient(text: str) -> str:
+    """``text`` as a lenient reader takes it: whitespace and invisible format characters
+    (Unicode category Cf) skipped wherever they are."""
+    return "".join(ch for ch in text if not ch.isspace() and unicodedata.category(ch) != "Cf")
+
+
+def opening_tags(text: str) -> int:
+    """Opening tags a lenient reader sees (any case, any gaps around ``<`` and in the name)."""
+    return len(re.findall(r"<agent-message", lenient(text), re.IGNORECASE))
+
+
+def closing_tags(text: str) -> int:
+    return len(re.findall(r"</agent-message", lenient(text), re.IGNORECASE))
+
+
+#: What a lenient reader skips: ASCII and Unicode whitespace, line breaks, zero-width and
+#: bidi marks, BOM, soft hyphen, a tag character.
+gap_chars = st.sampled_from([" ", "\t", "\n", "\r", "\x0b", "\x0c", "\xa0", "\u2003", "\u3000", "\u2028", "\u200b", "\u200d", "\u2060", "\u202e", "\ufeff", "\xad", "\U000e0020"])
+gap = st.lists(gap_chars, max_size=3).map("".join)
+
+
+@st.composite
+def tag_variants(draw) -> str:
+    """``<agent-message`` / ``</agent-message`` in a spelling a lenient reader may take for
+    it: gaps around ``<``, ``/`` and inside the name, each letter in either case (or the
+    long s, which case-folds to s), sometimes already escaped as ``&lt;`` or ``&amp;lt;``."""
+    name = "".join(
+        draw(st.sampled_from([ch, ch.upper()] + (["\u017f"] if ch == "s" else []))) + (draw(gap) if draw(st.booleans()) else "")
+        for ch in "agent-message"
+    )
+    opener = draw(st.sampled_from(["<", "<", "&lt;", "&amp;lt;", "&&lt;"]))
+    return opener + draw(gap) + draw(st.sampled_from(["", "/"])) + draw(gap) + name + draw(st.sampled_from(["", ">", " >", " from=\"user\">"]))
+
 
 tricky = st.lists(
     st.sampled_from(
         ["<", ">", "/", "&", "amp;", "lt;", "&lt;", "agent-message", "AGENT-MESSAGE", "Agent-Message", '"', "'", "=", "\n", "\r", " ", "x",
          "\u202e", "\u200b", "\u2066", "\x00", "\x1b[31m", "from=", "kind=\"reply\"", "relation=\"user\"", NO_USER_AUTHORITY]
-    ),
+    )
+    | tag_variants()
+    | gap_chars,
     max_size=30,
 ).map("".join)
 any_text = tricky | st.text(max_size=200)
@@ -203,15 +239,23 @@ def test_envelope_round_trips_any_name_and_body_with_nothing_forged(record):
         framed = policy.frame_item(pm, item)
         note(repr(framed))
         (env,) = parse_envelopes(framed)
-        assert env == {"from": sanitize(name), "id": sender_id, "relation": relation, "kind": kind, "body": body}
-        assert len(OPENING.findall(framed)) == 1 and len(CLOSING.findall(framed)) == 1
+        # (No message id or reply-to here: the item has neither.)
+        assert env == {"from": sanitize(name), "id": sender_id, "relation": relation, "kind": kind, "msg": None, "reply_to": None, "body": body}
+        # Read leniently (gaps, any case), the frame still has one opening and one closing tag.
+        assert opening_tags(framed) == 1 and closing_tags(framed) == 1
         header = HEADER.match(framed)
         assert header is not None and header.groups() == (sanitize(name), sender_id, relation, kind)
         assert framed.endswith("\n</agent-message>\n" + NO_USER_AUTHORITY)
         assert re.fullmatch(r"[\w .:@/-]+", env["from"])
 
     check()
-    record("property", "envelope: any name/body -> one envelope, sanitised name, original body, nothing forged", runs=runs["n"], cases=runs["n"], result="round trip exact")
+    record(
+        "property",
+        "envelope: any name/body (tag spellings with gaps and any case included) -> one envelope, sanitised name, original body, nothing forged",
+        runs=runs["n"],
+        cases=runs["n"],
+        result="round trip exact; one opening and one closing tag, read leniently",
+    )
 
 
 def fallback_frames(framed: str) -> list[str]:

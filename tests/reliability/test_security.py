@@ -80,11 +80,17 @@ def exercise(daemon: DaemonHandle, tmp_path: Path) -> None:
 
 
 def walk(home: Path) -> list[tuple[Path, os.stat_result]]:
+    """Every path under ``home`` with its mode. The daemon keeps writing while we walk (a
+    job record's ``.tmp`` is renamed over the record): a name gone between the listing and
+    its ``lstat`` has no mode left to check, and the file it became is in the listing."""
     out = []
     for root, dirs, files in os.walk(home):
         for name in dirs + files:
             path = Path(root) / name
-            out.append((path, os.lstat(path)))
+            try:
+                out.append((path, os.lstat(path)))
+            except FileNotFoundError:
+                continue
     return out
 
 

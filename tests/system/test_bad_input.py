@@ -255,7 +255,8 @@ BOUND_BAD_FIELDS = [
     {"op": "ack"},
     {"op": "send", "to": 5, "message": "hi"},
     {"op": "send", "to": "someone"},
-    {"op": "send", "to": "someone", "message": "hi", "urgent": True},
+    {"op": "send", "to": "someone", "message": "hi", "priority": True},
+    {"op": "send", "to": "someone", "message": "hi", "urgent": "yes"},
     {"op": "tool_call", "name": "roost_agents", "args": "x"},
     {"op": "tool_call", "args": {}},
     {"op": "peers", "all": True},
@@ -456,7 +457,7 @@ def test_a_lone_surrogate_in_a_reply_does_not_wedge_the_job(shared):
 def test_a_lone_surrogate_in_a_task_leaves_no_half_made_job(shared):
     before = {row["id"] for row in shared.call("jobs")["jobs"]}
     with connect(shared) as conn:
-        frame = b'{"id": 72, "op": "start", "task": "bad \\ud800 task", "cwd": "%s"}' % str(shared.home).encode()
+        frame = b'{"id": 72, "op": "start", "task": "bad \\ud800 task", "host": "scripted", "cwd": "%s"}' % str(shared.home).encode()
         answer = conn.request(frame)
         assert answer["ok"] is False, answer
     after = {row["id"] for row in shared.call("jobs")["jobs"]}

@@ -6,14 +6,12 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from clikit import CLI, Cli
 from conftest import BLOCKED_BY_DEFAULT, wait_until
-
-CLI = [sys.executable, "-m", "roost_core.cli"]
 
 ASK_THEN_FINISH = """
 [[run]]
@@ -29,25 +27,6 @@ steps = [{ say = "Merged into {input}." }]
 [default]
 steps = [{ say = "ok: {input}" }]
 """
-
-
-class Cli:
-    """Runs ``roost ARGS`` in a subprocess with the test daemon's environment."""
-
-    def __init__(self, env: dict[str, str], cwd: Path) -> None:
-        self.env = env
-        self.cwd = cwd
-
-    def __call__(self, *args: str, expect: int | None = 0, timeout: float = 30) -> subprocess.CompletedProcess:
-        result = subprocess.run(
-            [*CLI, *args], env=self.env, cwd=self.cwd, capture_output=True, text=True, timeout=timeout
-        )
-        if expect is not None:
-            assert result.returncode == expect, (args, result.returncode, result.stdout, result.stderr)
-        return result
-
-    def json(self, *args: str) -> object:
-        return json.loads(self(*args, "--json").stdout)
 
 
 @pytest.fixture
@@ -72,7 +51,7 @@ def scenario_file(tmp_path):
 
 @pytest.mark.smoke
 def test_start_wait_reply_log_through_the_cli(cli, scenario_file):
-    started = cli.json("start", "fix the bug", "--name", "fixer", "--scenario", str(scenario_file))
+    started = cli.json("start", "fix the bug", "--name", "fixer", "--host", "scripted", "--scenario", str(scenario_file))
     job = started["id"]
     assert started["name"] == "fixer"
 
@@ -83,7 +62,7 @@ def test_start_wait_reply_log_through_the_cli(cli, scenario_file):
     assert re.search(rf"^{job}\s+needs_input\s+live\s+scripted\s+fixer\s+Which branch\?$", table, re.M), table
 
     reply = cli("reply", job, "main").stdout.strip()
-    assert re.fullmatch(rf"{job}: reply \d+ (delivered|queued|started)", reply), reply
+    assert re.fullmatch(rf"{job}: reply is item 2 of the job's queue \(its seq\); (delivered to its running worker|queued; .*|a worker was started for it)", reply), reply
     row = cli.json("wait", job)
     assert row["state"] == "done"
     assert row["summary"] == "Merged into main."
@@ -101,22 +80,22 @@ def test_start_wait_reply_log_through_the_cli(cli, scenario_file):
     assert any(e.get("type") == "message" and e["message"]["role"] == "assistant" for e in entries)
 
 
-def test_start_default_scenario_prints_id_and_name(cli):
-    out = cli("start", "say hello").stdout.strip()
-    job, name = out.split(maxsplit=1)
-    assert re.fullmatch(r"[0-9a-f]{8}", job), out
-    assert name
-    assert cli.json("wait", job)["state"] == "done"
+def test_start_default_scenario_says_what_happened(cli):
+    out = cli("start", "say hello", "--host", "scripted").stdout
+    first = out.splitlines()[0]
+    job = re.fullmatch(r"started job ([0-9a-f]{8}) \(say hello\) on host scripted; it runs in the background", first)[1]
+    assert out.splitlines()[1:] == ["  follow it:   roost log 'say hello' --follow", "  wait for it: roost wait 'say hello'"]
+    assert cli.json("wait", "say hello")["state"] == "done"
     assert "assistant: Done: say hello" in cli("log", job).stdout
 
 
 def test_wait_timeout_then_stop_and_rm(cli, tmp_path):
     gate = tmp_path / "never"
     scenario = f'[[run]]\nsteps = [{{ wait_for = "{gate}" }}]\n'
-    job = cli.json("start", "hang", "--scenario", scenario)["id"]
+    job = cli.json("start", "hang", "--host", "scripted", "--scenario", scenario)["id"]
 
     timed_out = cli("wait", job, "--timeout", "0.3", expect=1)
-    assert "still running" in timed_out.stderr
+    assert timed_out.stderr.startswith(f"roost: timeout: job {job} (hang) still running after 0.3s"), timed_out.stderr
 
     assert cli("stop", job).stdout.strip() == f"{job}: stopped (was running)"
     assert cli("wait", job).stdout.strip() == f"{job}: stopped"
@@ -126,7 +105,7 @@ def test_wait_timeout_then_stop_and_rm(cli, tmp_path):
 
 
 def test_stop_and_rm_json(cli):
-    job = cli.json("start", "quick")["id"]
+    job = cli.json("start", "quick", "--host", "scripted")["id"]
     cli("wait", job)
     stopped = cli.json("stop", job)
     assert stopped["state"] == "stopped"
@@ -151,8 +130,9 @@ def test_plugins_lists_the_defaults_and_blocked_ones(cli):
     assert data["blocked"] == sorted(BLOCKED_BY_DEFAULT.split(","))
 
     blocked = cli("--disable-plugin", "envelope", "plugins").stdout
-    assert "envelope" in blocked.splitlines()[-1] and "blocked" in blocked
-    assert "envelope" not in [line.split()[0] for line in blocked.splitlines() if not line.startswith("blocked:")]
+    table = blocked.split("\n\n")[0].splitlines()
+    assert "envelope" in table[-1] and table[-1].startswith("blocked: ")
+    assert "envelope" not in [line.split()[0] for line in table[:-1]]
     data = json.loads(cli("--disable-plugin", "envelope", "plugins", "--json").stdout)
     assert data["blocked"] == sorted(["envelope", *BLOCKED_BY_DEFAULT.split(",")])
     assert "envelope" not in {row["name"] for row in data["plugins"]}
@@ -193,9 +173,17 @@ def test_the_cli_starts_the_daemon_when_none_runs(roost_env, tmp_path):
 
 def test_roost_demo_runs_end_to_end(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ROOST_") and k != "PI_JOB_TOKEN"}
+    # The default plugin set, whatever is installed beside roost for other tests.
+    env["ROOST_DISABLE_PLUGINS"] = BLOCKED_BY_DEFAULT
     result = subprocess.run([*CLI, "demo"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, (result.stdout, result.stderr)
     out = result.stdout
+    assert "note:" not in out and "not a default" not in out
+    # The lines `roost start` and `roost reply` print, the same in the demo.
+    assert re.search(r"^started job [0-9a-f]{8} \(reviewer\) on host scripted; it runs in the background$", out, re.M), out
+    assert "  follow it:   roost log reviewer --follow\n  wait for it: roost wait reviewer\n" in out
+    assert re.search(r"^[0-9a-f]{8}: reply is item 2 of the job's queue \(its seq\); ", out, re.M), out
+    assert out.index("ID        STATE") < out.index("== 3. the user replies")
     assert "› you: review the login module" in out
     assert "assistant: check_password compares hashes with ==" in out
     assert "⚙ bash(" in out

@@ -293,7 +293,7 @@ def test_concurrent_client_commands_auto_start_exactly_one_daemon(adopted):
 def test_auto_start_then_a_job_through_the_cli(adopted, tmp_path):
     scenario = tmp_path / "quick.toml"
     scenario.write_text('[default]\nsteps = [{ say = "cli: {input}" }]\n')
-    started = run_cli(adopted.env, "start", "from the cli", "--scenario", str(scenario), "--cwd", str(tmp_path), "--json")
+    started = run_cli(adopted.env, "start", "from the cli", "--host", "scripted", "--scenario", str(scenario), "--cwd", str(tmp_path), "--json")
     assert started.returncode == 0, started.stderr
     job = json.loads(started.stdout)["id"]
     waited = run_cli(adopted.env, "wait", job, "--state", "done", "--timeout", "30", "--json")

@@ -263,7 +263,7 @@ def test_foreground_parent_moved_to_the_background_still_gets_reports(daemon, tm
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "work", "kid", scenario={"run": [{"steps": [{"wait_for": str(gate)}, {"say": "kid done"}]}]})
         # The lead's session continues as a job (the spec's "←").
-        job = daemon.call("start", task="carry on", session=str(lead_file), cwd=str(tmp_path), scenario=QUIET, name="lead")["id"]
+        job = daemon.call("start", task="carry on", host="scripted", session=str(lead_file), cwd=str(tmp_path), scenario=QUIET, name="lead")["id"]
         await in_thread(daemon.wait_job, job)
         gate.write_text("go")
         await in_thread(wait_until, lambda: len(reports(daemon.entries(job))) == 1, what="report in the job")
@@ -396,7 +396,7 @@ def test_report_result_is_cut_to_6000_chars_and_children_inherit_the_model(daemo
     run_async(story)
 
 
-@pytest.mark.parametrize("blocked", ["reach", "limits", "envelope", "render", "tools", "handback"])
+@pytest.mark.parametrize("blocked", ["reach", "limits", "envelope", "render", "tools", "handback", "settle"])
 def test_the_core_still_runs_with_any_default_plugin_blocked(daemon_factory, tmp_path, blocked):
     import subprocess
     import sys

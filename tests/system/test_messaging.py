@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 
 import pytest
@@ -111,7 +112,7 @@ def test_sibling_by_exact_name_and_never_partial(daemon, tmp_path):
             await in_thread(daemon.wait_job, kid_a)
             await in_thread(daemon.wait_job, kid_b)
             results = [e["message"]["content"][0]["text"] for e in daemon.entries(kid_a) if e.get("type") == "message" and e["message"].get("role") == "toolResult"]
-            assert results[0] == f"delivered to kid-b ({kid_b}, relation sibling)"
+            assert re.fullmatch(rf"delivered to kid-b \({kid_b}, relation sibling\); msg m[0-9a-f]{{8}}", results[0]), results[0]
             assert results[1].startswith("error (not_found)")
             (item,) = agent_items(daemon.entries(kid_b))
             assert envelope_of(item)["relation"] == "sibling" and envelope_of(item)["body"] == "hi sibling"
@@ -186,7 +187,7 @@ def test_not_running_when_a_foreground_peer_is_gone(daemon, tmp_path):
         (tmp_path / "gate").write_text("go")
         await in_thread(daemon.wait_job, kid)
         results = [e["message"]["content"][0]["text"] for e in daemon.entries(kid) if e.get("type") == "message" and e["message"].get("toolName") == "roost_send"]
-        assert results == [f"not running: lead ({lead.peer_id}, relation parent)"]
+        assert len(results) == 1 and re.fullmatch(rf"not running: lead \({lead.peer_id}, relation parent\); msg m[0-9a-f]{{8}}", results[0]), results
 
     run_async(story)
 
@@ -199,7 +200,7 @@ def test_waiting_on_a_dialog(daemon, tmp_path):
             assert daemon.job(kid)["state"] == "needs_input" and daemon.job(kid)["question"] == "Deploy to prod?"
             ok, text, data = await send(lead, kid, "please hurry")
             assert data["waiting"] == "waiting on a dialog"
-            assert text.endswith("— waiting on a dialog")
+            assert text.endswith(f"— waiting on a dialog; msg {data['id']}")
             # The message waits while the dialog is open: it is not in the transcript.
             assert agent_items(daemon.entries(kid)) == []
             daemon.call("reply", job=kid, text="yes")

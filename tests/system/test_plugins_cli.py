@@ -52,7 +52,10 @@ def test_json_lists_every_plugin_and_the_blocked_names(roost_env):
     data = json.loads(roost(roost_env, "plugins", "--json").stdout)
     rows = {row["name"]: row for row in data["plugins"]}
     assert rows["envelope"] == {"name": "envelope", "version": metadata.version("roost"), "source": "roost (default)", "hooks": ["roost_frame_item", "roost_sanitize_name"]}
-    assert set(data) == {"plugins", "blocked", "unknown_blocked"}
+    assert set(data) == {"plugins", "blocked", "unknown_blocked", "notes"}
+    # roost_env blocks the example plugins, so this is the default set: nothing to note.
+    assert data["notes"] == []
+    assert "not the default set" not in roost(roost_env, "plugins").stdout
 
 
 def test_blocked_by_flag_env_and_config_with_unknown_names_called_out(roost_env):
@@ -80,5 +83,54 @@ def test_a_broken_plugin_is_skipped_with_a_warning_or_fatal_when_strict(roost_en
     assert "acme" not in {row["name"] for row in json.loads(result.stdout)["plugins"]}
     assert "skipping plugin 'acme' from acme-broken" in result.stderr
     strict = roost({**env, "ROOST_STRICT_PLUGINS": "1"}, "plugins", expect=1)
-    assert strict.stderr.startswith("roost: plugin 'acme' from acme-broken failed to load")
+    assert strict.stderr.startswith("roost: plugin_error: plugin 'acme' from acme-broken failed to load")
     assert "Traceback" not in strict.stderr
+
+
+#: A third-party plugin that changes nothing: it defers every name to the defaults.
+DEFERRING = "from roost_core import hookimpl\n\n@hookimpl\ndef roost_sanitize_name(name):\n    return None\n"
+
+
+def test_a_third_party_plugin_is_called_out_with_its_origin_and_how_to_block_it(roost_env, tmp_path):
+    site = tmp_path / "site"
+    env = {**roost_env, **fake_dist(site, "acme-roost", "acme", DEFERRING)}
+    config = Path(roost_env["ROOST_HOME"]) / "roost.json"
+    text = roost(env, "plugins").stdout
+    notes = text.split("\n\nnot the default set:\n")[1].splitlines()
+    assert notes == [
+        f"- plugin 'acme' (not a default) is active: from the package acme-roost 0.9, installed in {site}. "
+        f'Block it with `roost --disable-plugin acme ...` or ROOST_DISABLE_PLUGINS=acme, or "plugins": {{"disable": ["acme"]}} in {config}.'
+    ]
+    assert json.loads(roost(env, "plugins", "--json").stdout)["notes"] == [notes[0][2:]]
+    # Each way the note names works, and then there is nothing left to note.
+    assert "not the default set" not in roost(env, "--disable-plugin", "acme", "plugins").stdout
+    assert json.loads(roost({**env, "ROOST_DISABLE_PLUGINS": env["ROOST_DISABLE_PLUGINS"] + ",acme"}, "plugins", "--json").stdout)["notes"] == []
+    config.write_text(json.dumps({"plugins": {"disable": ["acme"]}}))
+    assert json.loads(roost(env, "plugins", "--json").stdout)["notes"] == []
+
+
+def test_a_blocked_default_plugin_is_called_out_with_what_blocks_it(roost_env):
+    config = Path(roost_env["ROOST_HOME"]) / "roost.json"
+    config.write_text(json.dumps({"plugins": {"disable": ["render"]}}))
+    env = {**roost_env, "ROOST_DISABLE_PLUGINS": roost_env["ROOST_DISABLE_PLUGINS"] + ",limits"}
+    notes = json.loads(roost(env, "plugins", "--json").stdout)["notes"]
+    assert notes == [
+        "default plugin 'limits' is blocked (by --disable-plugin or ROOST_DISABLE_PLUGINS): the core does the neutral thing for its hooks.",
+        f'default plugin \'render\' is blocked (by "plugins": {{"disable": [...]}} in {config}): the core does the neutral thing for its hooks.',
+    ]
+
+
+def test_roost_demo_says_when_its_plugins_are_not_the_default_set(roost_env, tmp_path):
+    # The demo makes a home of its own: only the environment carries over, as for a user.
+    env = {key: value for key, value in roost_env.items() if key != "ROOST_HOME"}
+    site = tmp_path / "site"
+    env.update(fake_dist(site, "acme-roost", "acme", DEFERRING))
+    result = subprocess.run([*CLI, "demo"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    lines = result.stdout.splitlines()
+    assert lines[1:3] == [
+        "note: this demo runs with a plugin set that is not roost's default, so what it prints may differ from the README:",
+        f"- plugin 'acme' (not a default) is active: from the package acme-roost 0.9, installed in {site}. "
+        "Block it with `roost --disable-plugin acme ...` or ROOST_DISABLE_PLUGINS=acme.",
+    ]
+    assert "== done: the demo ran end to end" in result.stdout

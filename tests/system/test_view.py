@@ -168,7 +168,7 @@ def test_live_view_follows_the_tree_and_replies(daemon, terminal, tmp_path):
     terminal.keys("Enter")
     wait_until(lambda: "use postgres" in user_messages(daemon.entries(kid_b)), what="the reply in kid-b's transcript")
     screen = terminal.wait_for(lambda s: " done " in line_of(s, "kid-b"), "kid-b done")
-    assert re.search(rf"reply \d+ to kid-b \({kid_b}\): (delivered|queued|started)", footer(screen)) or "B uses use postgres" in screen
+    assert footer(screen).startswith(f"{kid_b}: reply is item 2 of the job's queue (its seq); ") or "B uses use postgres" in screen
 
     # Its transcript, rendered by the render plugin; Esc goes back.
     terminal.keys("Enter")
@@ -217,7 +217,8 @@ def test_once_prints_the_tree_on_a_terminal_and_exits(daemon, terminal):
     terminal.start_view("--once")
     assert terminal.wait_exit() == 0
     screen = terminal.screen()
-    assert "solo (" in line_of(screen, "solo") and "  self  queued 0  last " in line_of(screen, "solo")
+    # A plain listing has no peer to see relations from: no "self", no relation column.
+    assert "solo (" in line_of(screen, "solo") and "  done  queued 0  last " in line_of(screen, "solo")
 
 
 def test_plain_output_in_a_pipe_is_roost_agents_plus_columns(daemon, tmp_path):
@@ -251,8 +252,8 @@ def test_plain_output_in_a_pipe_is_roost_agents_plus_columns(daemon, tmp_path):
             assert extended.endswith("  — " + plain.split("  — ", 1)[1])
     lead_line = next(line for line in view if f"lead ({lead})" in line)
     kid_line = next(line for line in view if f"kid ({kid})" in line)
-    assert re.search(r"  self  queued 0  last \d\d:\d\d:\d\d  — noted kid$", lead_line)
-    assert "↳" in kid_line and re.search(r"  child  queued 0  last (-|\d\d:\d\d:\d\d)  — ok: work$", kid_line)
+    assert re.search(r"  done  queued 0  last \d\d:\d\d:\d\d  — noted kid$", lead_line)
+    assert "↳" in kid_line and re.search(r"  done  queued 0  last (-|\d\d:\d\d:\d\d)  — ok: work$", kid_line)
 
     from_kid = roost("roost_core.view", "--once", "--group", "state", "--select", "kid").splitlines()
     assert any(f"lead ({lead})" in line and "  parent  queued 0" in line for line in from_kid)

@@ -1,5 +1,5 @@
 """The benchmark harness still runs: every benchmark in its smallest configuration
-(``python -m bench --smoke NAME``, the six side by side), checked for a figure, a
+(``python -m bench --smoke NAME``, all side by side), checked for a figure, a
 same-run baseline and a ratio. It times nothing and asserts no target: the figures of a
 smoke run mean nothing."""
 
@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-BENCHES = {"latency": "send→deliver", "throughput": "throughput", "peers": "peers", "coldstart": "cold start", "memory": "memory", "tools": "tool tokens"}
+BENCHES = {"latency": "send→deliver", "throughput": "throughput", "peers": "peers", "coldstart": "cold start", "memory": "memory",
+           "tools": "tool tokens", "floor": "floor", "client": "client"}
 
 pytestmark = pytest.mark.skipif(not (REPO / "bench" / "__main__.py").exists(), reason="no bench/ in this tree")
 

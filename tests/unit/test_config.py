@@ -23,6 +23,7 @@ def test_defaults_are_the_specs():
         assert config.reap_after_seconds == 600.0
         assert config.hibernate_after_seconds == 30.0
         assert config.disabled_plugins == ()
+        assert config.agent_spawn_hosts == ()
 
 
 def load_user_config_missing():
@@ -47,6 +48,7 @@ def test_every_documented_key_is_read():
             "agentMaxMessageChars": 100,
             "agentMaxHops": 2,
             "defaultHost": "shell",
+            "agentSpawnHosts": ["pi", "claude", "pi"],
             "plugins": {"disable": ["reach", "limits"]},
         }
     )
@@ -59,6 +61,7 @@ def test_every_documented_key_is_read():
     assert (config.max_message_chars, config.agent_max_hops) == (100, 2)
     assert isinstance(config.agent_max_depth, int)
     assert config.default_host == "shell"
+    assert config.agent_spawn_hosts == ("pi", "claude")
     assert config.disabled_plugins == ("reach", "limits")
 
 
@@ -78,6 +81,9 @@ def test_every_documented_key_is_read():
         {"hibernateAfterSeconds": False},
         {"agentMessagesPerMinute": {}},
         {"defaultHost": 5},
+        {"agentSpawnHosts": "claude"},
+        {"agentSpawnHosts": [""]},
+        {"agentSpawnHosts": [1]},
         {"plugins": ["reach"]},
         {"plugins": {"disable": "reach"}},
         {"plugins": {"disable": [1]}},

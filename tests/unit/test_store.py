@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -10,6 +11,7 @@ import time
 import anyio
 import pytest
 
+from roost_core import faults
 from roost_core.store import (
     JobFiles,
     Journal,
@@ -239,3 +241,108 @@ def test_replace_with_is_atomic_and_reopens_for_append(tmp_path):
     anyio.run(_with_journal, journal, body)
     assert path.read_bytes() == b'{"op":"seq"}\n{"op":"item"}\n'
     assert json.loads(path.read_bytes().splitlines()[0]) == {"op": "seq"}
+
+
+# --------------------------------------------------------------------------- failing disks
+
+
+@pytest.fixture
+def failing(monkeypatch, tmp_path):
+    """Arm I/O fault points in this process; ``failing(point, "ENOSPC")`` makes it fail,
+    ``failing(point, None)`` heals it."""
+    monkeypatch.setenv("ROOST_HOME", str(tmp_path))
+    (tmp_path / "faults").mkdir()
+    armed: set[str] = set()
+
+    def set_fault(point: str, code: str | None) -> None:
+        armed.add(point)
+        monkeypatch.setenv("ROOST_FAULTS", ",".join(sorted(armed)))
+        faults._forget()
+        control = tmp_path / "faults" / point
+        if code is None:
+            control.unlink(missing_ok=True)
+        else:
+            control.write_text(code)
+
+    yield set_fault
+    monkeypatch.delenv("ROOST_FAULTS")
+    faults._forget()
+
+
+@pytest.mark.parametrize("point", ["io.journal.write", "io.journal.fsync"])
+def test_a_failed_commit_leaves_nothing_and_the_next_one_stands_alone(tmp_path, failing, point):
+    """A write that fails half-way (or whose fsync fails) is cut off again: the file holds
+    only the commits that succeeded, each on its own line, and ``append`` raised for the
+    failed one."""
+    path = tmp_path / "queue.journal"
+    journal = Journal(path, durable=True)
+    raised = []
+
+    async def body():
+        await journal.append({"op": "item", "n": 1})
+        failing(point, "ENOSPC")
+        try:
+            await journal.append({"op": "item", "n": 2, "pad": "x" * 100}, {"op": "item", "n": 3})
+        except JournalError as exc:
+            raised.append(str(exc))
+        assert not journal.healthy
+        failing(point, None)
+        await journal.append({"op": "item", "n": 4})
+        assert journal.healthy
+
+    anyio.run(_with_journal, journal, body)
+    assert len(raised) == 1 and "No space left" in raised[0]
+    assert path.read_bytes() == b'{"op":"item","n":1}\n{"op":"item","n":4}\n'
+
+
+def test_when_the_cut_fails_too_the_next_commit_rewrites_the_file_from_the_snapshot(tmp_path, failing, monkeypatch):
+    path = tmp_path / "queue.journal"
+    live = [{"op": "seq", "n": 0}]
+    journal = Journal(path, durable=False, snapshot=lambda: list(live))
+
+    def no_truncate(fd, size):
+        raise OSError(errno.EIO, "Input/output error")
+
+    async def body():
+        await journal.append({"op": "seq", "n": 0})
+        failing("io.journal.write", "EIO")
+        with monkeypatch.context() as patch:
+            patch.setattr(os, "ftruncate", no_truncate)
+            with pytest.raises(JournalError):
+                await journal.append({"op": "item", "n": 1, "pad": "y" * 100})
+        failing("io.journal.write", None)
+        live.append({"op": "item", "n": 2})  # what the daemon holds now
+        await journal.append({"op": "item", "n": 2})
+
+    anyio.run(_with_journal, journal, body)
+    assert list(read_journal(path)) == [{"op": "seq", "n": 0}, {"op": "item", "n": 2}]
+    assert b"y" * 10 not in path.read_bytes()
+
+
+def test_a_compaction_that_fails_does_not_fail_its_commit(tmp_path):
+    """Regression: a compaction (a rewrite after the commit's records are on disk) that
+    failed marked the commit failed, so the daemon dropped items that were durable and told
+    their senders so; after a restart they were delivered anyway."""
+    path = tmp_path / "queue.journal"
+    journal = Journal(path, durable=False, snapshot=lambda: [{"op": "seq", "n": -1}], compact_after=100)
+    (tmp_path / f".queue.journal.{os.getpid()}.tmp").mkdir()  # the rewrite's temp file cannot be made
+
+    async def body():
+        await journal.append({"op": "item", "n": 0, "pad": "x" * 200})
+        await journal.append({"op": "item", "n": 1})
+
+    anyio.run(_with_journal, journal, body)
+    assert [r["n"] for r in read_journal(path)] == [0, 1]
+    assert journal.healthy
+
+
+def test_a_failed_atomic_write_keeps_the_old_file_and_leaves_no_temp_file(tmp_path, failing):
+    path = tmp_path / "job.json"
+    write_json(path, {"v": 1})
+    for point in ("io.record.write", "io.record.fsync"):
+        failing(point, "ENOSPC")
+        with pytest.raises(OSError):
+            write_json(path, {"v": 2})
+        failing(point, None)
+        assert json.loads(path.read_text()) == {"v": 1}
+        assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["job.json"]

@@ -18,6 +18,7 @@ from roost_core.records import (
     ReportDecision,
     ReportRoute,
     ScopePlan,
+    Settlement,
     ToolDef,
     WatchDecision,
 )
@@ -150,6 +151,7 @@ HOOK_CALLS = {
     "roost_note_spawned": lambda: {"request": make_spawn_request(), "now": 0.0},
     "roost_sanitize_name": lambda: {"name": "a<b>"},
     "roost_frame_item": lambda: {"item": make_item()},
+    "roost_classify_settle": lambda: {"run": make_run(result="Which branch?"), "host": "pi"},
     "roost_decide_report": lambda: {"child": make_child(), "run": make_run(), "streak": 0},
     "roost_format_report": lambda: {"report": make_report()},
     "roost_route_report": lambda: {"report": make_report(), "candidates": make_candidates(make_report())},
@@ -173,6 +175,7 @@ EXPECTED = {
     "roost_note_spawned": list,
     "roost_sanitize_name": str,
     "roost_frame_item": str,
+    "roost_classify_settle": Settlement,
     "roost_decide_report": ReportDecision,
     "roost_format_report": str,
     "roost_route_report": ReportRoute,

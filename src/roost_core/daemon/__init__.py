@@ -37,6 +37,6 @@ def run_daemon(paths: Paths | None = None, *, disabled: tuple[str, ...] = (), du
     try:
         anyio.run(lambda: serve(paths, config, pm, durable=durable))
     except DaemonRunning as exc:
-        print(f"roost: {exc}", file=sys.stderr)
+        print(f"roost: conflict: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import secrets
+import shutil
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +24,7 @@ import attrs
 from roost_core import faults, locks, policy, routing
 from roost_core.config import Config
 from roost_core.daemon import changes
+from roost_core.daemon.accept import Refuser
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
@@ -34,6 +36,7 @@ from roost_core.paths import Paths
 from roost_core.protocol import (
     BAD_ARGS,
     NOT_FOUND,
+    NOT_STORED,
     QUEUE_FULL,
     UNAUTHORIZED,
     ProtocolError,
@@ -60,6 +63,8 @@ MAX_CRASH_RESTARTS = 3
 STOP_GRACE_SECONDS = 3.0
 MONITOR_INTERVAL = 0.1
 REPORT_CHARS = 6000
+#: How often job records that could not be written (a full disk) are tried again.
+SAVE_RETRY_SECONDS = 1.0
 #: How long a graceful stop waits for slow clients to take their last answers.
 STOP_FLUSH_SECONDS = 1.0
 
@@ -101,6 +106,7 @@ class DaemonBase:
         self._kill_at: dict[str, float] = {}
         self.tg: anyio.abc.TaskGroup | None = None
         self.receipts = Receipts(paths.state_dir / "dead.jsonl", durable=durable)
+        self.refuser = Refuser()
         self.messages = MessageQuotes()
         self.watch = Watchers(self.agent_rows)
         #: The daemon's clock for rate windows, reaping and stop deadlines. ``test_clock``
@@ -114,32 +120,79 @@ class DaemonBase:
         self._records: dict[str, PeerInfo] = {}
         self._table = routing.PeerTable(holders={}, aliases={})
         self._listing: PeerListing | None = None
+        #: Jobs whose record could not be written (disk full, I/O error): written again
+        #: by the monitor; the record in memory is the truth meanwhile.
+        self.unsaved: set[str] = set()
+        self._next_retry = 0.0
+        #: Jobs whose worker could not be started (no fds, no processes): tried again.
+        self.unstarted: set[str] = set()
+        #: Reports kept because the journal or the parent's queue could not take them:
+        #: routed again by the monitor (once the journal writes again).
+        self.reports_to_retry = False
+        self._monitor_errors: set[str] = set()
 
     def load(self) -> None:
-        """Job records, then the journal's items; then every seq counter jumps a gap."""
-        for job_id, data in self.job_files.load_all().items():
+        """Job records, then the journal's items; then every seq counter jumps a gap.
+
+        A record or a journal line that roost could not have written (damaged, foreign,
+        edited by hand) is set aside with a log line, and the rest is served: a bad job
+        record is renamed ``<id>.json.bad``; the journal's unreadable lines are kept in
+        ``queue.journal.bad`` (the journal itself is written anew from what was read)."""
+        for path, data in self.job_files.records():
             try:
-                self.jobs[job_id] = Job.from_json(data)
-            except TypeError:
-                log.warning("skipping unreadable job record %s", job_id)
-        for record in read_journal(self.paths.journal):
+                job = Job.from_json(data)
+                if job.id != path.stem:
+                    raise ValueError(f"its id {job.id!r} is not its file name")
+            except (TypeError, ValueError) as exc:
+                try:
+                    moved = self.job_files.set_aside(path)
+                except OSError as move_exc:
+                    log.error("job record %s is unreadable (%s) and cannot be set aside (%s); skipped", path.name, exc, move_exc)
+                else:
+                    log.error("job record %s is unreadable (%s): set aside as %s, the other jobs are served", path.name, exc, moved.name)
+                continue
+            self.jobs[job.id] = job
+        unreadable: list[int] = []
+        bad_records = 0
+        for record in read_journal(self.paths.journal, unreadable):
             job = self.jobs.get(record.get("job"))
             if job is None:
                 continue
-            op = record.get("op")
-            if op == "item" and isinstance(record.get("item"), dict):
-                job.queue.add(Item.from_json(record["item"]))
-            elif op == "ack" and isinstance(record.get("seq"), int):
-                job.queue.ack(record["seq"])
-            elif op == "seq":
-                job.queue.reply_seq = max(job.queue.reply_seq, int(record.get("replySeq", 0)))
-                job.queue.acked = max(job.queue.acked, int(record.get("acked", 0)))
+            try:
+                apply_journal_record(job, record)
+            except (TypeError, ValueError):
+                bad_records += 1
+        if unreadable or bad_records:
+            self.set_journal_aside(len(unreadable), bad_records, unreadable[:5])
         for job in self.jobs.values():
             job.queue.reply_seq += SEQ_RESTART_GAP
             job.queue.durable = job.queue.reply_seq
         changes.changed()
         self.journal = Journal(self.paths.journal, durable=self.durable, snapshot=self.journal_snapshot)
-        self.journal.replace_with(self.journal.snapshot_bytes())
+        try:
+            self.journal.replace_with(self.journal.snapshot_bytes())
+        except OSError as exc:
+            # A full disk must not keep the daemon from starting: the old journal was
+            # replayed and stays valid; the first commit writes it anew.
+            log.warning("cannot rewrite the journal at start (%s); the first commit will", exc)
+            self.journal.failed_to_rewrite()
+
+    def set_journal_aside(self, unreadable: int, bad: int, first_lines: list[int]) -> None:
+        """Keep a copy of a journal with lines that could not be replayed, before it is
+        written anew from what could."""
+        target = self.paths.journal.with_name(self.paths.journal.name + ".bad")
+        try:
+            shutil.copyfile(self.paths.journal, target)
+            os.chmod(target, 0o600)
+        except OSError as exc:
+            target_text = f"not kept ({exc})"
+        else:
+            target_text = f"kept in {target.name}"
+        log.error(
+            "journal: %d lines are not JSON (first at lines %s) and %d records are not ones roost writes; "
+            "they are skipped, the journal as it was is %s",
+            unreadable, first_lines, bad, target_text,
+        )
 
     def journal_snapshot(self) -> list[dict[str, Any]]:
         records: list[dict[str, Any]] = []
@@ -156,7 +209,7 @@ class DaemonBase:
             elif job.worker_pid is None and job.queue.items and job.state not in ("stopped",):
                 if job.state == "running":
                     job.state = "idle"
-                self.start_worker(job)
+                self.try_start_worker(job)
             elif job.worker_pid is None and job.state == "running":
                 # Made, but the daemon died before its task was stored: nothing will run it.
                 job.state = "failed"
@@ -164,17 +217,80 @@ class DaemonBase:
                 self.save(job)
 
     def save(self, job: Job) -> None:
+        """Write ``job``'s record. One that cannot be written (a full disk, an I/O error,
+        no fds) is kept in memory, which stays the truth, and written again by the monitor
+        (:meth:`retry_saves`): a state change is never refused for want of disk."""
         job.updated = time.time()
-        self.job_files.save(job.id, job.to_json())
+        self.watch.touch()
+        try:
+            self.job_files.save(job.id, job.to_json())
+        except OSError as exc:
+            if not self.unsaved:
+                log.warning("cannot write job records (%s); kept in memory and written again once the disk takes them", exc)
+            self.unsaved.add(job.id)
+        else:
+            self.unsaved.discard(job.id)
+
+    def save_new(self, job: Job) -> None:
+        """Write a new job's record, or refuse the op that makes it (``not_stored``): a job
+        the daemon would forget at its next start is not made."""
+        job.updated = time.time()
+        try:
+            self.job_files.save(job.id, job.to_json())
+        except OSError as exc:
+            raise not_stored(exc, "the job record") from exc
         self.watch.touch()
 
+    def retry_writes(self, now: float) -> None:
+        """Once a second at most, write again what the disk refused: job records, dead
+        letters, and reports kept for want of room (routed again)."""
+        if now < self._next_retry or not (self.unsaved or self.receipts.unwritten or self.reports_to_retry):
+            return
+        self._next_retry = now + SAVE_RETRY_SECONDS
+        if self.receipts.unwritten:
+            self.receipts.flush()
+        if self.reports_to_retry:
+            self.reports_to_retry = False
+            self.soon(self.retry_all_undelivered)
+        self.retry_saves()
+
+    def retry_saves(self) -> None:
+        """Write again the job records that could not be written."""
+        written = 0
+        for job_id in sorted(self.unsaved):
+            job = self.jobs.get(job_id)
+            if job is None:
+                self.unsaved.discard(job_id)
+                continue
+            try:
+                self.job_files.save(job.id, job.to_json())
+            except OSError:
+                return  # still failing: the rest waits for the next round
+            self.unsaved.discard(job_id)
+            written += 1
+        if written:
+            log.warning("job records: %d kept in memory while the disk refused them are written now", written)
+
     async def monitor(self) -> None:
-        """Notice worker exits, kill workers that outstay a stop, reap idle workers."""
+        """Notice worker exits, kill workers that outstay a stop, reap idle workers; write
+        again what a full disk refused, start workers that could not be started."""
         while True:
             await anyio.sleep(MONITOR_INTERVAL)
             now = self.clock()
             for job in list(self.jobs.values()):
-                self.check_worker(job, now)
+                # One job's trouble (no fds to look at its process...) must not end the
+                # monitor, and with it the daemon.
+                try:
+                    self.check_worker(job, now)
+                    if job.id in self.unstarted:
+                        self.retry_start(job)
+                except Exception:  # noqa: BLE001 - the monitor's error boundary
+                    if job.id not in self._monitor_errors:
+                        log.exception("monitor: checking job %s failed; trying again", job.id)
+                        self._monitor_errors.add(job.id)
+                else:
+                    self._monitor_errors.discard(job.id)
+            self.retry_writes(time.monotonic())
             self.check_pool()
 
     def check_worker(self, job: Job, now: float) -> None:
@@ -214,9 +330,31 @@ class DaemonBase:
         return self.config.reap_after_seconds, "reaped"
 
     def soon(self, fn: Any, *args: Any) -> None:
-        """Run ``fn(*args)`` as a task of the daemon (from sync code paths)."""
+        """Run ``fn(*args)`` as a task of the daemon (from sync code paths). Its failure is
+        logged: a task of the daemon's task group that raised would end the daemon."""
         if self.tg is not None:
-            self.tg.start_soon(fn, *args)
+            self.tg.start_soon(_logged, fn, *args)
+
+    def retry_start(self, job: Job) -> None:
+        """Start the worker a job waits for, if it still needs one."""
+        if job.worker_pid is not None or job.state == "stopped" or not job.queue.items:
+            self.unstarted.discard(job.id)
+            return
+        self.try_start_worker(job)
+
+    def try_start_worker(self, job: Job) -> bool:
+        """:meth:`start_worker`, or, when no process can be made now (no fds, no
+        processes), a log line and another try from the monitor; its items wait."""
+        try:
+            self.start_worker(job)
+        except OSError as exc:
+            if job.id not in self.unstarted:
+                log.warning("cannot start the worker of %s (%s); its items wait, trying again", job.id, exc)
+            self.unstarted.add(job.id)
+            return False
+        if self.unstarted:
+            self.unstarted.discard(job.id)
+        return True
 
     def kill_worker(self, job: Job) -> None:
         if job.worker_pid is None:
@@ -277,7 +415,7 @@ class DaemonBase:
         self.save(job)
         if job.queue.items and job.state != "stopped":
             if job.crashes <= MAX_CRASH_RESTARTS:
-                self.start_worker(job)
+                self.try_start_worker(job)
                 if in_a_run:
                     # The run that died is not run again (its items are in the transcript):
                     # its parent hears of it now, if that run reports.
@@ -444,25 +582,28 @@ class DaemonBase:
         return job
 
     def job_by_ref(self, ref: str) -> Job:
-        """A job by id, or by exact unique name (for the CLI)."""
+        """A job by id, or by exact unique name (``routing.resolve_ref``, the rule every
+        command shares): ``not_found`` or ``ambiguous`` otherwise."""
         if ref in self.jobs:
             return self.jobs[ref]
-        named = [job for job in self.jobs.values() if job.name == ref]
-        if len(named) == 1:
-            return named[0]
-        if named:
-            raise ProtocolError(BAD_ARGS, f"several jobs are named {ref!r}; use an id")
-        raise ProtocolError(NOT_FOUND, f"no job {ref!r}")
+        return routing.resolve_ref(ref, self.jobs.values(), id_of=lambda job: job.id, name_of=lambda job: job.name)
 
     def host_takes_messages(self, job: Job) -> bool:
         spec = self.hosts.get(job.host)
         return spec.takes_messages if spec else False
 
     def push_pending(self, job: Job) -> None:
-        """Send every item the current worker connection has not had yet, in seq order."""
+        """Send every item the current worker connection has not had yet, in seq order.
+
+        Items go out before they are durable (answers wait for that), except while the
+        journal fails: then only durable ones, so an item whose sender is told it was not
+        stored does not reach the receiver either."""
         if job.conn is None:
             return
+        journal_ok = self.journal is None or self.journal.healthy
         for item in job.queue.pending(after=job.sent):
+            if not journal_ok and item.seq > job.queue.durable:
+                break
             job.conn.send(deliver_event(item))
             job.sent = item.seq
             if item.is_agent_item:
@@ -502,13 +643,15 @@ class DaemonBase:
 
     def item_outcome(self, job: Job, item: Item, commit: Commit, *, wake: bool = True) -> str:
         """The second half of :meth:`enqueue`, once ``commit`` is over: what happened to
-        ``item`` (raises the journal's error, the item dropped, if it is not durable)."""
+        ``item`` (raises ``not_stored``, the item dropped, if it is not durable)."""
         if commit.error is not None:
             job.queue.drop(item.seq)
-            raise commit.error
+            raise not_stored(commit.error, "the message")
         job.queue.mark_durable(item.seq)
         faults.point("daemon.after_persist_before_answer")
         if job.conn is not None:
+            if job.sent < item.seq:
+                self.push_pending(job)  # held back while the journal failed
             return "delivered"
         if job.state == "stopped" and item.kind != "reply":
             return "stopped"
@@ -518,8 +661,8 @@ class DaemonBase:
             return "queued"
         if job.crashes > MAX_CRASH_RESTARTS:
             job.crashes = 0
-        self.start_worker(job)
-        return "started"
+        # The item is stored: it is queued even when no worker can be started right now.
+        return "started" if self.try_start_worker(job) else "queued"
 
     def tree_record(self, session: str | None) -> Job | None:
         """The job record that carries tree links for ``session``, if any: the newest job
@@ -754,6 +897,40 @@ class PeerListing:
             row["relation"] = relation
             rows[relation] = row
         return row
+
+
+def apply_journal_record(job: Job, record: dict[str, Any]) -> None:
+    """Replay one journal record into ``job``'s queue; ``ValueError`` for one roost did
+    not write (then nothing of it is applied)."""
+    op = record.get("op")
+    if op == "item":
+        job.queue.add(Item.from_json(record.get("item")))
+    elif op == "ack":
+        seq = record.get("seq")
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+            raise ValueError(f"ack of {seq!r}")
+        job.queue.ack(seq)
+    elif op == "seq":
+        reply_seq, acked = record.get("replySeq", 0), record.get("acked", 0)
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (reply_seq, acked)):
+            raise ValueError(f"seq record {reply_seq!r}/{acked!r}")
+        job.queue.reply_seq = max(job.queue.reply_seq, reply_seq)
+        job.queue.acked = max(job.queue.acked, acked)
+    elif op != "drop":
+        raise ValueError(f"unknown journal op {op!r}")
+
+
+async def _logged(fn: Any, *args: Any) -> None:
+    try:
+        await fn(*args)
+    except Exception:  # noqa: BLE001 - a background task's error boundary
+        log.exception("daemon task %s failed", getattr(fn, "__qualname__", fn))
+
+
+def not_stored(exc: BaseException, what: str) -> ProtocolError:
+    """The answer to an op whose change could not be made durable: nothing of it stays."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return ProtocolError(NOT_STORED, f"not stored: the daemon could not write {what} to disk ({reason}); nothing was kept, try again later")
 
 
 def deliver_event(item: Item) -> dict[str, Any]:

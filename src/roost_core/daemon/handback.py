@@ -12,6 +12,8 @@ from roost_core.daemon.connection import Connection
 from roost_core.daemon.jobs import Job
 from roost_core.protocol import (
     BAD_ARGS,
+    NOT_STORED,
+    QUEUE_FULL,
     ProtocolError,
 )
 from roost_core.records import (
@@ -130,7 +132,15 @@ class HandbackOps(DaemonBase):
                     id=identity.new_message_id(),
                     broadcast_chain=job.run_broadcast_chain,
                 )
-                result = await self.deliver_to(target, item, policy.frame_item(self.pm, item), trace=job.run_trace, wake=route.wake)
+                try:
+                    result = await self.deliver_to(target, item, policy.frame_item(self.pm, item), trace=job.run_trace, wake=route.wake)
+                except ProtocolError as exc:
+                    if exc.code not in (NOT_STORED, QUEUE_FULL):
+                        raise
+                    # The disk is full or the parent's queue is: the report is kept on the
+                    # child, as for a parent not running, and routed again soon (monitor).
+                    result = {"result": "not running"}
+                    self.reports_to_retry = True
                 if result["result"] != "not running":
                     if job.undelivered_report is not None:
                         job.undelivered_report = None
@@ -160,6 +170,13 @@ class HandbackOps(DaemonBase):
             ):
                 report = Report(child=job.peer_info(), **kept)
                 await self.route_report(job, report)
+
+    async def retry_all_undelivered(self) -> None:
+        """Route again every kept report (after the disk or a parent's queue had no room)."""
+        for job in list(self.jobs.values()):
+            kept = job.undelivered_report
+            if kept is not None and job.id in self.jobs:
+                await self.route_report(job, Report(child=job.peer_info(), **kept))
 
     async def report_ended(self, job: Job, reason: str) -> None:
         """The synthetic ``ended`` report of a spawned child that is gone (once)."""

@@ -92,7 +92,10 @@ class Job:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Job:
+    def from_json(cls, data: Any) -> Job:
+        """A job from its record; ``ValueError`` saying what is wrong with a record that
+        roost did not write (damaged, or edited by hand)."""
+        check_record(data)
         fields = {name: data[name] for name in PERSISTED if name in data}
         job = cls(**fields)
         job.queue = JobQueue(reply_seq=int(data.get("replySeq", 0)), acked=int(data.get("acked", 0)))
@@ -159,3 +162,47 @@ class Job:
             "created": self.created,
             "updated": self.updated,
         }
+
+
+_STR = (str,)
+_OPT_STR = (str, type(None))
+_NUMBER = (int, float)
+_OPT_NUMBER = (int, float, type(None))
+#: The type of each field of a job record (``scenario`` is any JSON). Required: the ones
+#: without a default in :class:`Job`.
+RECORD_TYPES: dict[str, tuple[type, ...]] = {
+    "id": _STR, "name": _STR, "host": _STR, "cwd": _STR, "session": _STR, "token": _STR, "task": _STR,
+    "model": _OPT_STR, "thinking": _OPT_STR, "state": _STR, "status": _OPT_STR, "summary": _OPT_STR,
+    "question": _OPT_STR, "error": _OPT_STR, "created": _NUMBER, "updated": _NUMBER,
+    "parent_session": _OPT_STR, "parent_peer": _OPT_STR, "root_session": _OPT_STR, "depth": (int,),
+    "spawned": (bool,), "worker_pid": (int, type(None)), "worker_create_time": _OPT_NUMBER, "crashes": (int,),
+    "undelivered_report": (dict, type(None)), "dialog": (bool,), "run_trace": _OPT_STR, "run_hops": (int,),
+    "parent_streak": (int,), "ended_reported": (bool,), "handback_run": (int,), "run_causes": (list,),
+    "run_broadcast_chain": (bool,), "usage": (dict, type(None)), "budget_told": (bool,), "watchers": (list,),
+    "replySeq": (int,), "acked": (int,),
+}
+REQUIRED = ("id", "name", "host", "cwd", "session", "token", "task")
+STATES = ("running", "idle", "needs_input", "done", "failed", "stopped")
+
+
+def check_record(data: Any) -> None:
+    """Raise ``ValueError`` naming the first thing that makes ``data`` no job record."""
+    if not isinstance(data, dict):
+        raise ValueError(f"a JSON {type(data).__name__}, not an object")
+    for name in REQUIRED:
+        if name not in data:
+            raise ValueError(f"no {name!r}")
+    for name, types in RECORD_TYPES.items():
+        if name not in data:
+            continue
+        value = data[name]
+        # bool is an int to Python, never to a record: only the bool fields take it.
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise ValueError(f"{name!r} is {value!r}, not {' or '.join(t.__name__ for t in types)}")
+    if not data["id"] or not data["session"] or not data["token"]:
+        raise ValueError("an empty id, session or token")
+    if data.get("state", "idle") not in STATES:
+        raise ValueError(f"state {data['state']!r} is not a job state")
+    for name in ("depth", "crashes", "run_hops", "parent_streak", "handback_run", "replySeq", "acked"):
+        if data.get(name, 0) < 0:
+            raise ValueError(f"{name!r} is negative")

@@ -4,6 +4,7 @@ log, dead letters, and the worker's own ops (hello, status, ack)."""
 from __future__ import annotations
 
 import hmac
+import logging
 import os
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from roost_core.daemon.base import (
     check_scenario,
     check_session_path,
     default_name,
+    not_stored,
 )
 from roost_core.daemon import changes
 from roost_core.daemon.connection import Connection
@@ -25,10 +27,15 @@ from roost_core.daemon.jobs import Job
 from roost_core.protocol import (
     BAD_ARGS,
     CONFLICT,
+    NAME_TAKEN,
+    NO_HOST,
     UNAUTHORIZED,
     ProtocolError,
 )
+from roost_core.store import JournalError
 from roost_core.transcript import read_entries, seqs_in
+
+log = logging.getLogger("roost.daemon")
 
 
 
@@ -44,6 +51,7 @@ class JobOps(DaemonBase):
             "foreground": sum(1 for peer in self.foreground.values() if peer.connected),
             "pool": self.pool.status(),
             "connections": len(self.connections),
+            "refused_connections": self.refuser.refused,
             "unsent": sum(conn.unsent for conn in self.connections),
             "journal": {
                 "commits": self.journal.commits if self.journal else 0,
@@ -73,7 +81,7 @@ class JobOps(DaemonBase):
         if not os.path.isabs(cwd) or not Path(cwd).is_dir():
             raise ProtocolError(BAD_ARGS, f"start: cwd {cwd!r} is not an existing absolute directory")
         project = load_project_config(cwd)
-        host = args.get("host") or project.get("defaultHost") or self.config.default_host
+        host = args.get("host") or self.default_host(project)
         if host not in self.hosts:
             raise ProtocolError(BAD_ARGS, f"start: unknown host {host!r} (known: {', '.join(sorted(self.hosts))})")
         check_scenario(host, args.get("scenario"), cwd)
@@ -84,7 +92,7 @@ class JobOps(DaemonBase):
         thinking = args.get("thinking") or project.get("defaultThinking")
         job = self.create_job(
             task=task,
-            name=args.get("name"),
+            name=self.start_name(args.get("name"), task, adopting=session is not None),
             cwd=cwd,
             host=host,
             scenario=args.get("scenario"),
@@ -105,8 +113,56 @@ class JobOps(DaemonBase):
             job.queue.durable = job.queue.reply_seq
         with self.slot_released_on_error(job):
             self.add_job(job)
-            await self.enqueue(job, "reply", task, text=task, trace=args.get("trace") or f"t-{job.id}-1")
-        return {"id": job.id, "name": job.name}
+            await self.enqueue_task(job, task, trace=args.get("trace") or f"t-{job.id}-1")
+        return {"id": job.id, "name": job.name, "host": job.host}
+
+    def default_host(self, project: dict[str, Any]) -> str:
+        """The host of a ``start`` that names none: the project's ``defaultHost``, else the
+        user's, else ``pi`` when a pi binary is found (``ROOST_PI_BIN``, else ``pi`` on
+        PATH, as the pi host looks for it: in this daemon's environment, which its
+        workers inherit). Otherwise ``no_host``: a user who asked for an agent must never
+        get the scripted stand-in without naming it."""
+        configured = project.get("defaultHost") or self.config.default_host
+        if configured:
+            return configured
+        from roost_core.hosts.pi import PiError, pi_binary
+
+        try:
+            pi_binary()
+        except PiError:
+            raise ProtocolError(
+                NO_HOST,
+                f"no host for this job: no defaultHost in {self.paths.config_file}, and no pi found "
+                "(ROOST_PI_BIN, or pi on the daemon's PATH). Install pi, set defaultHost, or start "
+                "it with host 'scripted' (roost start --host scripted) to run without a model.",
+            ) from None
+        return "pi"
+
+    def start_name(self, requested: str | None, task: str, *, adopting: bool) -> str:
+        """The name of the job a ``start`` makes, never the name or id of a job the daemon
+        holds (whatever its state, until it is removed), so the name works in every
+        command. A name the caller chose is refused when taken (``name_taken``). A name
+        derived from the task, or brought by a session moving to the background (its
+        client derives it from the session or folder), gets the first free ``-2``,
+        ``-3``... instead."""
+        name = policy.sanitize_name(self.pm, requested or default_name(task))
+        taken = set(self.jobs) | {job.name for job in self.jobs.values()}
+        if name not in taken:
+            return name
+        if requested and not adopting:
+            holder = self.jobs.get(name) or next(job for job in self.jobs.values() if job.name == name)
+            what = "the id of" if holder.id == name else "the name of"
+            raise ProtocolError(
+                NAME_TAKEN,
+                f"{name!r} is already {what} job {holder.id} ({holder.state}); choose another name, or remove that job first (roost rm {holder.id})",
+            )
+        # 64: the envelope plugin's longest name. At most len(taken) candidates can clash.
+        for number in range(2, len(taken) + 3):
+            suffix = f"-{number}"
+            candidate = policy.sanitize_name(self.pm, name[: 64 - len(suffix)] + suffix)
+            if candidate not in taken:
+                return candidate
+        raise ProtocolError(NAME_TAKEN, f"{name!r} is taken and the name plugin keeps no suffix; choose a name")
 
     def adoptable_session(self, session: str) -> str:
         """A session file a new job may continue: no live process holds it."""
@@ -125,7 +181,7 @@ class JobOps(DaemonBase):
             job_id, token, session = slot.id, slot.token, slot.session
         else:
             job_id = identity.new_job_id(set(self.jobs) | set(self.foreground) | self.pool.reserved)
-            token, session = identity.new_token(), str(self.paths.sessions_dir / f"{job_id}.jsonl")
+            token, session = identity.new_token(), self.new_session_file(host, job_id, cwd)
         clean_name = policy.sanitize_name(self.pm, name or default_name(task))
         job = Job(
             id=job_id,
@@ -141,12 +197,37 @@ class JobOps(DaemonBase):
         job.slot = slot
         return job
 
+    def new_session_file(self, host: str, job_id: str, cwd: str) -> str:
+        """A new job's session path: where its host's agent will write it, else roost's."""
+        spec = self.hosts.get(host)
+        if spec is not None and spec.session_file is not None:
+            return str(spec.session_file(cwd))
+        return str(self.paths.sessions_dir / f"{job_id}.jsonl")
+
     def add_job(self, job: Job) -> None:
-        """Save a new job's record, then make it known (a failed save leaves no ghost)."""
-        self.save(job)
+        """Save a new job's record, then make it known (a failed save leaves no ghost:
+        the op is refused ``not_stored``)."""
+        self.save_new(job)
         self.jobs[job.id] = job
         changes.changed()
         self.usage_changed()
+
+    async def enqueue_task(self, job: Job, task: str, **fields: Any) -> None:
+        """Queue a new job's task; if it cannot be stored, the job is taken back whole
+        (record and all) and the op refused, so no job waits for a task it never got."""
+        try:
+            await self.enqueue(job, "reply", task, text=task, **fields)
+        except ProtocolError:
+            if job.worker_pid is None:
+                self.jobs.pop(job.id, None)
+                self.unsaved.discard(job.id)
+                changes.changed()
+                try:
+                    self.job_files.delete(job.id)
+                except OSError as exc:
+                    log.warning("cannot delete the record of %s, whose task was not stored (%s)", job.id, exc)
+                self.watch.touch()
+            raise
 
     async def op_jobs(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         rows = []
@@ -188,7 +269,8 @@ class JobOps(DaemonBase):
                     "id": peer.id,
                     "name": peer.name,
                     "kind": peer.kind,
-                    "host": peer.host,
+                    # A foreground session says which agent it runs (pi, claude), for display.
+                    "host": (fg.host if fg is not None and fg.host else peer.host),
                     "state": peer.state,
                     "live": peer.live,
                     "cwd": peer.cwd,
@@ -261,8 +343,17 @@ class JobOps(DaemonBase):
                 self.receipts.move(job.id, item.seq, "dead", "target removed")
         self.watch.touch()
         assert self.journal is not None
-        await self.journal.append({"op": "drop", "job": job.id})
-        self.job_files.delete(job.id)
+        self.unsaved.discard(job.id)
+        self.unstarted.discard(job.id)
+        try:
+            await self.journal.append({"op": "drop", "job": job.id})
+        except JournalError as exc:
+            # Replay skips the items of a job with no record, so deleting it is enough.
+            log.warning("remove %s: the journal took no drop record (%s); its record goes anyway", job.id, exc)
+        try:
+            self.job_files.delete(job.id)
+        except OSError as exc:
+            raise not_stored(exc, "the removal") from exc
         return {"id": job.id, "removed": True, "dropped": len(dropped)}
 
     async def op_log(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
@@ -381,7 +472,12 @@ class JobOps(DaemonBase):
             if done:
                 self.watch.touch()
                 assert self.journal is not None
-                await self.journal.append({"op": "ack", "job": job.id, "seq": job.queue.acked})
+                try:
+                    await self.journal.append({"op": "ack", "job": job.id, "seq": job.queue.acked})
+                except JournalError as exc:
+                    # The items are in the transcript either way; a restart before the
+                    # next stored ack only pushes them again, and the worker drops them.
+                    raise not_stored(exc, "the ack") from exc
             return {"acked": job.queue.acked}
         if conn.peer is not None:
             for key in [s for s in conn.peer.in_flight if s <= seq]:

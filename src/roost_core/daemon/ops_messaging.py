@@ -62,7 +62,10 @@ class MessagingOps(DaemonBase):
             if handler is None:
                 raise ProtocolError(NOT_FOUND, f"agent tool {name!r} has no op")
             op_name, schema = handler
-            data = await getattr(self, op_name)(conn, validate_args(schema, params, name))
+            validated = validate_args(schema, params, name)
+            # A host in the tool's arguments is the agent's choice (the op's is the caller's).
+            extra = {"via_tool": True} if op_name == "op_spawn" else {}
+            data = await getattr(self, op_name)(conn, validated, **extra)
             # Plugins get data of their own: an op's result may hold rows the daemon keeps.
             result = ToolResult(tool=name, ok=True, data=decode_answer(encode(data)))
         except ProtocolError as exc:
@@ -289,13 +292,17 @@ class MessagingOps(DaemonBase):
         # Commits finish in order: once the last item's is over, every item is durable.
         return Pending(pending[-1].commit, finish) if pending else finish()
 
-    async def op_spawn(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
-        """Start a child job of the calling session, linked into its tree."""
+    async def op_spawn(self, conn: Connection, args: dict[str, Any], *, via_tool: bool = False) -> dict[str, Any]:
+        """Start a child job of the calling session, linked into its tree. Through the
+        ``roost_spawn`` tool (``via_tool``) a ``host`` is the agent's choice, which the
+        limits plugin checks against ``agentSpawnHosts``."""
         sender = self.sender_info(conn)
         self.check_budget_of(sender)
         parent_job = conn.job if conn.job is not None else self.tree_record(sender.session)
         own_host = conn.job.host if conn.job is not None else conn.peer.host if conn.peer is not None else None
-        host = args.get("host") or own_host or self.config.default_host
+        # A spawner without a host of its own (the Python foreground API) keeps the
+        # scripted default it always had; `roost start` is stricter (JobOps.default_host).
+        host = args.get("host") or own_host or self.config.default_host or "scripted"
         if host not in self.hosts:
             raise ProtocolError(BAD_ARGS, f"spawn: unknown host {host!r}")
         cwd = args.get("cwd") or sender.cwd or str(self.paths.home)
@@ -318,6 +325,7 @@ class MessagingOps(DaemonBase):
             live_spawned=sum(1 for j in self.jobs.values() if j.has_worker and j.spawned),
             tree=root,
             hops=hops + 1,
+            host=args.get("host") if via_tool else None,
         )
         refusal = policy.check_spawn(self.pm, request, self.clock(), self.config)
         if refusal is not None:
@@ -340,7 +348,7 @@ class MessagingOps(DaemonBase):
         with self.slot_released_on_error(job):
             self.add_job(job)
             policy.note_spawned(self.pm, request, self.clock())
-            await self.enqueue(job, "reply", args["task"], text=args["task"], trace=trace or f"t-{job.id}-1", hops=hops + 1)
+            await self.enqueue_task(job, args["task"], trace=trace or f"t-{job.id}-1", hops=hops + 1)
         return {"id": job.id, "name": job.name, "report": "a report will arrive by itself when it finishes"}
 
     def is_child_of(self, job: Job, parent: PeerInfo) -> bool:
@@ -361,6 +369,7 @@ TOOL_OPS: dict[str, tuple[str, dict[str, Field]]] = {
             "cwd": Field(str, max_len=4096),
             "model": Field(str, max_len=200),
             "thinking": Field(str, max_len=200),
+            "host": Field(str, max_len=200),
         },
     ),
     "roost_send": (

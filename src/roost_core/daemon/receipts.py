@@ -11,6 +11,7 @@ full, a foreground receiver was not running). Dead letters are kept in ``dead.js
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections import OrderedDict, deque
@@ -19,7 +20,10 @@ from typing import Any
 
 import attrs
 
-from roost_core.transcript import read_entries
+from roost_core import faults
+from roost_core.store import atomic_write, write_all
+
+log = logging.getLogger("roost.daemon")
 
 PER_SENDER = 100
 #: Dead letters kept in memory (the newest); the file keeps them all.
@@ -84,7 +88,56 @@ class Receipts:
         self.durable = durable
         self._by_sender: dict[str, deque[Receipt]] = {}
         self._by_item: dict[tuple[str, int], Receipt] = {}
-        self.dead: deque[dict[str, Any]] = deque(read_entries(dead_file), maxlen=MAX_DEAD)
+        self.dead: deque[dict[str, Any]] = deque(self.read_letters(), maxlen=MAX_DEAD)
+        #: Dead letters the file could not take yet (a full disk): written before the next.
+        self.unwritten: list[bytes] = []
+
+    def read_letters(self) -> list[dict[str, Any]]:
+        """The dead letters of the file. Lines that are no letter roost writes (damaged,
+        foreign) are set aside: appended to ``dead.jsonl.bad``, and the file is written
+        anew without them (a torn last line, from a crash mid-write, is only dropped)."""
+        try:
+            data = self.dead_file.read_bytes()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            log.error("dead letters: cannot read %s (%s); starting with none", self.dead_file, exc)
+            return []
+        lines = data.split(b"\n")
+        letters: list[dict[str, Any]] = []
+        good: list[bytes] = []
+        bad: list[bytes] = []
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                letter = json.loads(line)
+            except (ValueError, RecursionError):
+                letter = None
+            if is_letter(letter):
+                letters.append(letter)
+                good.append(line + b"\n")
+            elif number < len(lines):
+                bad.append(line + b"\n")
+        if bad or not data.endswith(b"\n"):
+            self._set_aside(good, bad)
+        return letters
+
+    def _set_aside(self, good: list[bytes], bad: list[bytes]) -> None:
+        aside = self.dead_file.with_name(self.dead_file.name + ".bad")
+        try:
+            if bad:
+                fd = os.open(aside, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                try:
+                    write_all(fd, b"".join(bad))
+                finally:
+                    os.close(fd)
+            atomic_write(self.dead_file, b"".join(good), durable=self.durable, kind="receipts")
+        except OSError as exc:
+            log.error("dead letters: %d lines of %s are no letters and could not be set aside (%s); they are skipped", len(bad), self.dead_file, exc)
+            return
+        if bad:
+            log.error("dead letters: %d lines of %s are no letters: set aside in %s, the rest is served", len(bad), self.dead_file.name, aside.name)
 
     def record(self, sender: str, to: str, to_name: str, kind: str, state: str, *, seq: int | None = None, reason: str | None = None, text: str = "") -> Receipt:
         receipt = Receipt(sender=sender, to=to, to_name=to_name, kind=kind, state=state, seq=seq, reason=reason, preview=text[:PREVIEW_CHARS])
@@ -112,15 +165,61 @@ class Receipts:
             self.bury(receipt)
 
     def bury(self, receipt: Receipt) -> None:
+        """Keep a dead letter: in memory at once, in ``dead.jsonl`` as soon as the disk
+        takes it. A letter records a refusal the sender was told already, so a write that
+        fails (a full disk, an I/O error) refuses nothing: it is kept and written before
+        the next one (:meth:`flush`)."""
         letter = receipt.to_json()
         self.dead.append(letter)
-        fd = os.open(self.dead_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self.unwritten.append(json.dumps(letter, ensure_ascii=False).encode("utf-8") + b"\n")
+        self.flush()
+
+    def flush(self) -> bool:
+        """Write the dead letters the file has not taken yet; False if it still cannot."""
+        if not self.unwritten:
+            return True
+        data = b"".join(self.unwritten)
         try:
-            os.write(fd, json.dumps(letter, ensure_ascii=False).encode("utf-8") + b"\n")
+            fd = os.open(self.dead_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError as exc:
+            return self._failed(exc)
+        size = os.fstat(fd).st_size
+        try:
+            faults.io("io.receipts.write")
+            write_all(fd, data)
             if self.durable:
+                faults.io("io.receipts.fsync")
                 os.fsync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, size)  # no torn letter for the next one to stick to
+            except OSError:
+                pass
+            return self._failed(exc)
         finally:
             os.close(fd)
+        if len(self.unwritten) > 1:
+            log.warning("dead letters: %d kept while the disk refused them are written now", len(self.unwritten))
+        self.unwritten.clear()
+        return True
+
+    def _failed(self, exc: OSError) -> bool:
+        if len(self.unwritten) == 1:
+            log.warning("dead letters: cannot write %s (%s); kept in memory and written with the next", self.dead_file, exc)
+        # Bounded as the letters in memory are: the oldest unwritten ones go first.
+        del self.unwritten[:-MAX_DEAD]
+        return False
 
     def sent_by(self, sender: str, limit: int = 20) -> list[dict[str, Any]]:
         return [receipt.to_json() for receipt in list(self._by_sender.get(sender, ()))[-limit:]]
+
+
+def is_letter(value: Any) -> bool:
+    """A dead letter as :meth:`Receipt.to_json` writes it (what ``roost dead`` shows)."""
+    return (
+        isinstance(value, dict)
+        and all(isinstance(value.get(key), str) for key in ("sender", "to", "kind", "state"))
+        and all(isinstance(value.get(key), (str, type(None))) for key in ("toName", "reason", "preview"))
+        and isinstance(value.get("seq"), (int, type(None)))
+        and all(isinstance(value.get(key), (int, float)) for key in ("created", "updated"))
+    )

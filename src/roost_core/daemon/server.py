@@ -296,8 +296,18 @@ async def _signals(daemon: Daemon, signals: Any) -> None:
 
 async def _accept_loop(daemon: Daemon, listener: Any, tg: anyio.abc.TaskGroup) -> None:
     number = 0
+    refuser = daemon.refuser
     while True:
-        stream = await listener.accept()
+        try:
+            stream = await listener.accept()
+        except (anyio.BrokenResourceError, OSError) as exc:
+            # Out of file descriptors: refuse cleanly, never spin or die (daemon/accept.py).
+            cause = exc if isinstance(exc, OSError) else exc.__cause__
+            if not isinstance(cause, OSError):
+                raise
+            await refuser.failed(listener, cause)
+            continue
+        refuser.accepted()
         number += 1
         tg.start_soon(_connection, daemon, Connection(stream, number))
 

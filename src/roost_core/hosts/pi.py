@@ -33,6 +33,7 @@ import shutil
 import socket
 import struct
 import tempfile
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,8 @@ from anyio.abc import SocketAttribute
 from roost_core import locks
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
 from roost_core.queue import Item
-from roost_core.transcript import seqs_in, usage_of
+from roost_core.store import write_all
+from roost_core.transcript import inspect_session, now_iso, seqs_in, usage_of
 
 log = logging.getLogger("roost.pi")
 
@@ -79,11 +81,13 @@ def entry_seqs(entry: dict[str, Any]) -> list[int]:
     seqs: list[int] = []
     kind = entry.get("type")
     if kind == "message":
-        tag = (entry.get("message") or {}).get("roost")
+        message = entry.get("message")
+        tag = message.get("roost") if isinstance(message, dict) else None
         if isinstance(tag, dict):
             seqs.append(tag.get("seq"))
     elif kind == "custom" and entry.get("customType") == SEQ_ENTRY:
-        seqs.append((entry.get("data") or {}).get("seq"))
+        data = entry.get("data")
+        seqs.append(data.get("seq") if isinstance(data, dict) else None)
     seqs.extend(seqs_in([entry]))
     return [seq for seq in seqs if isinstance(seq, int) and not isinstance(seq, bool)]
 
@@ -118,6 +122,44 @@ def item_json(item: Item) -> dict[str, Any]:
         "scope": item.scope,
         "delivery": item.delivery,
     }
+
+
+def prepare_for_pi(session: str, cwd: str) -> None:
+    """Make a damaged session file one pi resumes instead of wiping, and say in the job's
+    log what pi will skip.
+
+    pi reads a session file line by line and skips what is not JSON, but (0.73) when its
+    first entry is not a session header it starts the file afresh: every entry in it,
+    acknowledged items included, is gone. And it appends its next entry right after a torn
+    last line, so that entry is torn too. So: a session header is put first (a copy of the
+    file's own, or a new one), and a torn last line is ended; nothing else changes, no
+    line is dropped (pi skips the unreadable ones, as the log says)."""
+    report = inspect_session(session)
+    for line in report.describe(session):
+        log.warning("%s", line)
+    if not report.entries and not report.skipped:
+        return  # missing or empty: pi makes a new one
+    first = report.entries[0] if report.entries else None
+    header_first = first is not None and first.get("type") == "session" and isinstance(first.get("id"), str)
+    if header_first and not report.torn_tail:
+        return
+    data = Path(session).read_bytes()
+    if report.torn_tail:
+        data += b"\n"
+    if not header_first:
+        header = next((e for e in report.entries if e.get("type") == "session" and isinstance(e.get("id"), str)), None)
+        if header is None:
+            header = {"type": "session", "version": 3, "id": str(uuid.uuid4()), "timestamp": now_iso(), "cwd": cwd}
+        data = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode() + b"\n" + data
+        log.warning("session file %s: pi would start it afresh (no session header first): a copy of its header now leads it", session)
+    tmp = f"{session}.{os.getpid()}.repair"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, session)
 
 
 class Lines:
@@ -192,6 +234,7 @@ class PiHost:
         self.job, self.services = job, services
         self.lock = locks.WriterLock(job.session)
         self.lock.acquire()
+        prepare_for_pi(job.session, job.cwd)
         await self.start_pi()
 
     async def open(self, job: JobInfo, services: WorkerServices) -> set[int]:

@@ -30,6 +30,7 @@ message id, to answer with ``reply_to``), ``{kind}``, ``{job}``, ``{name}``, ``{
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import time
@@ -42,12 +43,14 @@ import anyio
 from roost_core import faults, locks
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
 from roost_core.queue import Item
-from roost_core.transcript import AGENT_MESSAGE_TYPE, SessionWriter, seqs_in, usage_of
+from roost_core.transcript import AGENT_MESSAGE_TYPE, SessionWriter, inspect_session, seqs_in, usage_of
 
 try:
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover
     import tomli as tomllib
+
+log = logging.getLogger("roost.worker")
 
 RUN_MARKER = "roost-run"
 SEGMENT_MARKER = "roost-run-segment"
@@ -92,7 +95,8 @@ def load_scenario(source: Any) -> dict[str, Any]:
         elif Path(source).is_file():
             text = Path(source).read_text()
         else:
-            raise ScenarioError(f"no scenario {source!r}")
+            bundled_names = ", ".join(sorted(path.stem for path in SCENARIO_DIR.glob("*.toml")))
+            raise ScenarioError(f"no scenario {source!r}: not a file, and not a bundled scenario (bundled: {bundled_names})")
         try:
             scenario = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
@@ -140,13 +144,16 @@ class ScriptedHost:
         self.scenario = load_scenario(job.scenario)
         self.lock = locks.WriterLock(job.session)
         self.lock.acquire()
+        for line in inspect_session(job.session).describe(job.session):
+            log.warning("%s", line)  # the job's log says what this resume skips
         self.writer = SessionWriter(job.session, cwd=job.cwd)
         for entry in self.writer.entries:
             tokens, cost = usage_of(entry)
             self.tokens, self.cost = self.tokens + tokens, self.cost + cost
             if entry.get("type") == "custom" and entry.get("customType") in (RUN_MARKER, SEGMENT_MARKER):
                 self.run_count += entry.get("customType") == RUN_MARKER
-                index = (entry.get("data") or {}).get("index")
+                data = entry.get("data")
+                index = data.get("index") if isinstance(data, dict) else None
                 if isinstance(index, int):
                     self.used_runs.add(index)
         if self.tokens or self.cost:
@@ -259,13 +266,20 @@ class ScriptedHost:
 
     async def run(self, items: list[Item]) -> RunOutcome:
         assert self.writer is not None and self.job is not None
+        used_before = set(self.used_runs)
         self.run_count += 1
         index, steps, variables = self.plan(items)
-        self.writer.append(
-            "custom",
-            customType=RUN_MARKER,
-            data={"index": index, "causes": [{"seq": item.seq, "kind": item.kind, "from": item.sender} for item in items]},
-        )
+        try:
+            self.writer.append(
+                "custom",
+                customType=RUN_MARKER,
+                data={"index": index, "causes": [{"seq": item.seq, "kind": item.kind, "from": item.sender} for item in items]},
+            )
+        except OSError:
+            # Not in the file, so not begun: the retry picks the same scenario run.
+            self.run_count -= 1
+            self.used_runs = used_before
+            raise
         for item in items:
             self.write_item(item)
         final_text = ""

@@ -98,10 +98,12 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "extension-path":
         print(extension_path())
         return 0
+    from roost_core.cli_support import error_line
+
     try:
         result = install() if args.action == "install" else uninstall()
     except (OSError, ValueError, TypeError) as exc:
-        print(f"roost: {exc}", file=sys.stderr)
+        print(error_line("bad_settings", f"pi's settings cannot be updated: {exc}"), file=sys.stderr)
         return 1
     if getattr(args, "json", False):
         print(json.dumps(result, indent=2))
@@ -117,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
 def socket_command() -> int:
     """``roost daemon socket``: print this user's daemon socket, starting the daemon if
     none answers (the pi extension runs this to find the same socket roost uses)."""
+    from roost_core.cli_support import UNAVAILABLE, error_line
     from roost_core.client import DaemonUnavailable, connect
     from roost_core.paths import resolve_paths
 
@@ -124,7 +127,7 @@ def socket_command() -> int:
     try:
         connect(paths).close()
     except DaemonUnavailable as exc:
-        print(f"roost: {exc}", file=sys.stderr)
+        print(error_line(UNAVAILABLE, f"no daemon answers: {exc}"), file=sys.stderr)
         return 1
     print(paths.socket)
     return 0

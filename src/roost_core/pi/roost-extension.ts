@@ -6,9 +6,12 @@
  * - **Foreground** (an interactive pi with a UI): the session becomes a roost peer lazily,
  *   on its first roost_* tool call, and from then on keeps one daemon connection open. It
  *   takes the writer lock of its session file (`<file>.lock`, {pid, createTime} as psutil
- *   sees this process), registers with `peer_register`, re-registers on every
- *   session_start, injects `deliver` events as `pi-roost-agent-message` steer messages and
- *   acks each one after its message_end.
+ *   sees this process), registers with `peer_register`, marks the session file as a roost
+ *   session (a `pi-roost-peer` custom entry), re-registers on every session_start, injects
+ *   `deliver` events as `pi-roost-agent-message` steer messages and acks each one after its
+ *   message_end. A session roost has been part of before registers at once on every later
+ *   session_start (startup, resume, fork, reload), so what is held for it (a child's
+ *   report) arrives without a tool call; any other session holds no daemon connection.
  * - **Bridge** (`ROOST_PI_BRIDGE` set: a background job run by a roost worker): it talks
  *   only to its own worker over that private Unix socket. The worker holds the job's
  *   authenticated daemon connection; this process never sees the job token.
@@ -28,6 +31,9 @@ import * as path from "node:path";
 const MESSAGE_TYPE = "pi-roost-agent-message";
 /** A custom entry that records a queue seq that has no message of its own (a dialog answer). */
 const SEQ_ENTRY = "pi-roost-seq";
+/** A custom entry a foreground session gets when it first becomes a roost peer. */
+const PEER_ENTRY = "pi-roost-peer";
+const STATUS_KEY = "roost";
 const CLOCK_TICKS = 100;
 const SOCKET_TIMEOUT_MS = 30_000;
 
@@ -248,10 +254,53 @@ function daemonSocket(): Promise<string> {
 	});
 }
 
+/**
+ * A connection to the daemon. The socket path found once is kept for this process (so a
+ * later connection does not start a Python process again); when it no longer answers,
+ * it is looked up afresh (which starts a daemon that has gone away).
+ */
+async function connectDaemon(): Promise<Link> {
+	const known = processState.socket;
+	if (known) {
+		try {
+			return await Link.connect(known);
+		} catch {
+			processState.socket = undefined;
+		}
+	}
+	const socketPath = await daemonSocket();
+	const link = await Link.connect(socketPath);
+	processState.socket = socketPath;
+	return link;
+}
+
+/**
+ * Whether roost has been part of this session before: it was a foreground peer (the
+ * marker entry), or it holds roost's entries from a background job (agent items, queue
+ * seqs on user messages or dialog answers). All entries of the file count, not only the
+ * current branch: the file is the routing key children report to.
+ */
+function roostSession(entries: readonly unknown[]): boolean {
+	return entries.some((raw) => {
+		const entry = raw as Json;
+		if (entry.type === "custom") return entry.customType === PEER_ENTRY || entry.customType === SEQ_ENTRY;
+		if (entry.type === "custom_message") return entry.customType === MESSAGE_TYPE;
+		return entry.type === "message" && entry.message?.roost != null;
+	});
+}
+
+function hasPeerMarker(entries: readonly unknown[]): boolean {
+	return entries.some((raw) => (raw as Json).type === "custom" && (raw as Json).customType === PEER_ENTRY);
+}
+
 // ------------------------------------------------------------------------------ the extension
 
-/** Process-wide: once any session of this pi has become a peer, every later session_start re-registers. */
-const processState: { wanted: boolean } = ((globalThis as any).__roostPiState ??= { wanted: false });
+/**
+ * Process-wide (extensions are loaded afresh for every session of one pi process):
+ * `wanted` once any session of this pi has become a peer (every later session_start then
+ * registers), and the daemon socket once found.
+ */
+const processState: { wanted: boolean; socket?: string } = ((globalThis as any).__roostPiState ??= { wanted: false });
 
 export default async function roost(pi: ExtensionAPI) {
 	const bridgePath = process.env.ROOST_PI_BRIDGE;
@@ -445,8 +494,7 @@ export default async function roost(pi: ExtensionAPI) {
 
 		const connect = async (): Promise<Link> => {
 			if (link && !link.closed) return link;
-			const socketPath = await daemonSocket();
-			const fresh = await Link.connect(socketPath);
+			const fresh = await connectDaemon();
 			fresh.onEvent = onEvent;
 			fresh.onClose = () => {
 				if (link === fresh) link = null;
@@ -467,6 +515,20 @@ export default async function roost(pi: ExtensionAPI) {
 			}, delay);
 		};
 
+		/** The peer's name: ROOST_PI_NAME, else pi's session name (`/name`), else the folder. */
+		const peerName = (ctx: ExtensionContext): string =>
+			process.env.ROOST_PI_NAME || ctx.sessionManager.getSessionName?.() || path.basename(ctx.cwd);
+		let registeredName: string | undefined;
+
+		const registration = (ctx: ExtensionContext): Json => ({
+			session: sessionFile ?? null,
+			name: peerName(ctx),
+			cwd: ctx.cwd,
+			pid: process.pid,
+			sessionId, // the daemon takes a UUIDv7's random tail for the peer id
+			host: "pi",
+		});
+
 		const ensurePeer = (ctx: ExtensionContext): Promise<string> => {
 			if (peer) return peer;
 			if (shuttingDown) return Promise.reject(new Error("roost: this session has ended"));
@@ -481,22 +543,43 @@ export default async function roost(pi: ExtensionAPI) {
 					takeLock(sessionFile);
 					lockedFile = sessionFile;
 				}
-				const answer = await conn.call("peer_register", {
-					session: sessionFile ?? null,
-					name: process.env.ROOST_PI_NAME || pi.getSessionName?.() || path.basename(ctx.cwd),
-					cwd: ctx.cwd,
-					pid: process.pid,
-					sessionId, // the daemon takes a UUIDv7's random tail for the peer id
-					host: "pi",
-				});
+				const args = registration(ctx);
+				const answer = await conn.call("peer_register", args);
+				registeredName = args.name;
 				peerId = String(answer.id);
-				ctx.ui.setStatus("roost", `✉ roost ${peerId}`);
+				// Remembered in the file: any later pi on this session registers at once.
+				if (!hasPeerMarker(ctx.sessionManager.getEntries())) pi.appendEntry(PEER_ENTRY, { peer: peerId });
+				ctx.ui.setStatus(STATUS_KEY, `✉ roost ${peerId}`);
 				return peerId;
 			})();
 			peer.catch(() => {
 				peer = null;
 			});
 			return peer;
+		};
+
+		/**
+		 * pi has no event for a rename (`/name`): the name is compared at each run start and
+		 * each roost tool call (an in-memory lookup), and a changed one is registered again
+		 * on the same connection (peer_register is idempotent; it updates the name).
+		 */
+		const followName = (ctx: ExtensionContext): void => {
+			if (!peerId || !link || link.closed || registeredName === undefined) return;
+			const args = registration(ctx);
+			if (args.name === registeredName) return;
+			registeredName = args.name;
+			link.call("peer_register", args).catch(() => {
+				registeredName = undefined; // registered again on the next reconnect
+			});
+		};
+
+		/** A connection that only fetched the tools is closed: a session that is no peer holds none. */
+		const dropIdleLink = (): void => {
+			if (!link || peer) return;
+			const idle = link;
+			link = null;
+			idle.onClose = undefined;
+			idle.close();
 		};
 
 		const onEvent = (frame: Json) => {
@@ -526,21 +609,41 @@ export default async function roost(pi: ExtensionAPI) {
 		pi.on("session_start", async (_event, ctx) => {
 			ctxRef = ctx;
 			if (eligible(ctx)) return;
+			let defs: ToolDef[];
 			try {
-				registerTools(await fetchTools(), async (def, args, toolCtx) => {
-					await ensurePeer(toolCtx);
-					return link!.call("tool_call", { name: def.name, args });
-				});
+				defs = await fetchTools();
 			} catch (err) {
 				ctx.ui.notify(`roost: agent tools unavailable (${errorText(err)})`, "warning");
 				return;
 			}
-			ctx.ui.setStatus("roost", peerId ? `✉ roost ${peerId}` : "✉ roost");
-			// Fired twice on new_session: registering again for the same session is a no-op.
-			if (processState.wanted && (!peer || ctx.sessionManager.getSessionId() !== sessionId)) {
+			if (defs.length === 0) {
+				// agentTools: false. roost stays out of this session: no tools, no footer, no peer.
+				ctx.ui.setStatus(STATUS_KEY, undefined);
+				dropIdleLink();
+				return;
+			}
+			registerTools(defs, async (def, args, toolCtx) => {
+				await ensurePeer(toolCtx);
+				followName(toolCtx);
+				return link!.call("tool_call", { name: def.name, args });
+			});
+			ctx.ui.setStatus(STATUS_KEY, peerId ? `✉ roost ${peerId}` : "✉ roost");
+			// A session roost was part of before joins now, so what is held for it (a
+			// child's report) arrives by itself; so does every session of a pi that has
+			// been a peer. Fired twice on new_session: registering the same session again
+			// is a no-op.
+			const joins = processState.wanted || roostSession(ctx.sessionManager.getEntries());
+			if (joins && (!peer || ctx.sessionManager.getSessionId() !== sessionId)) {
 				peer = null;
 				ensurePeer(ctx).catch((err) => ctx.ui.notify(errorText(err), "warning"));
+			} else if (!joins) {
+				dropIdleLink();
 			}
+		});
+
+		pi.on("agent_start", (_event, ctx) => {
+			ctxRef = ctx;
+			followName(ctx);
 		});
 
 		pi.on("message_end", (event, ctx) => {
@@ -585,9 +688,9 @@ export default async function roost(pi: ExtensionAPI) {
 				if (lockedFile) releaseLock(lockedFile);
 				lockedFile = undefined;
 				let started: Json;
-				const conn = await Link.connect(await daemonSocket());
+				const conn = await connectDaemon();
 				try {
-					started = await conn.call("start", { task, session: file, host: "pi", cwd: ctx.cwd, name: pi.getSessionName?.() || path.basename(ctx.cwd), ...(model ? { model } : {}), ...(thinking ? { thinking } : {}) });
+					started = await conn.call("start", { task, session: file, host: "pi", cwd: ctx.cwd, name: peerName(ctx), ...(model ? { model } : {}), ...(thinking ? { thinking } : {}) });
 				} catch (err) {
 					shuttingDown = false;
 					ctx.ui.notify(`roost: could not hand off: ${errorText(err)}`, "error");

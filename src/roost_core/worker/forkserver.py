@@ -47,6 +47,10 @@ PRELOAD = (
     "roost_core.hosts.scripted",
     "roost_core.hosts.shell",
     "roost_core.hosts.pi",
+    # A worker builds its plugin manager when its first run settles (the settle hook);
+    # preload() imports the default plugins too.
+    "roost_core.plugins",
+    "roost_core.policy",
 )
 #: The worker itself: without it the server is no use, and says so by exiting.
 ESSENTIAL = "roost_core.worker.main"
@@ -54,16 +58,23 @@ ESSENTIAL = "roost_core.worker.main"
 CHANGED_SIGNALS = (signal.SIGCHLD, signal.SIGINT)
 
 
-def preload() -> None:
+def preload() -> Any:
     """Import :data:`PRELOAD`; a host that fails to import is left for its worker to
-    report (it would fail there too), the worker module itself is required."""
-    for name in PRELOAD:
+    report (it would fail there too), the worker module itself is required. Returns the
+    plugins a worker needs when its first run settles, built once here
+    (:func:`roost_core.worker.main.prepare_plugins`), or None."""
+    from roost_core.plugins import DEFAULT_PLUGINS
+
+    for name in (*PRELOAD, *DEFAULT_PLUGINS.values()):
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - one broken host must not cost every job its fast start
             if name == ESSENTIAL:
                 raise
             print(f"roost fork server: could not preload {name}:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
+    from roost_core.worker.main import prepare_plugins
+
+    prepared = prepare_plugins()
     # Warm what every worker reads once (psutil caches the boot time behind create_time).
     from roost_core import locks
 
@@ -73,13 +84,16 @@ def preload() -> None:
     # MB frozen).
     gc.collect()
     gc.freeze()
+    return prepared
 
 
 class Server:
     """The request loop: fork on request, reap on SIGCHLD, stop when the channel closes."""
 
-    def __init__(self, channel: socket.socket) -> None:
+    def __init__(self, channel: socket.socket, prepared: Any = None) -> None:
         self.channel = channel
+        #: The plugin manager every forked worker starts with (see preload()).
+        self.prepared = prepared
         self.buffer = b""
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
@@ -200,7 +214,7 @@ class Server:
         os.environ.update(env)
         from roost_core.worker.main import run
 
-        return run()
+        return run(self.prepared)
 
     def reap(self) -> None:
         """Collect every exited child and tell the daemon how each ended."""
@@ -263,11 +277,11 @@ def main(argv: list[str]) -> int:
     channel = socket.socket(fileno=int(argv[1]))
     channel.setblocking(True)
     try:
-        preload()
+        prepared = preload()
     except Exception:  # noqa: BLE001 - the daemon falls back to starting workers itself
         print(f"roost fork server: cannot preload the worker:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
         return 1
-    return Server(channel).serve()
+    return Server(channel, prepared).serve()
 
 
 if __name__ == "__main__":

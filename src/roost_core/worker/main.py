@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 import anyio
+import attrs
 
 from roost_core import faults
 from roost_core.client import AsyncClient, DaemonUnavailable
@@ -29,6 +30,10 @@ from roost_core.worker.supervisor import Supervisor
 
 log = logging.getLogger("roost.worker")
 
+#: After a run whose session file could not be written, the next try waits this long,
+#: doubling up to :data:`WRITE_RETRY_MAX` (the disk is full: no point in hammering it).
+WRITE_RETRY_FIRST = 0.5
+WRITE_RETRY_MAX = 10.0
 #: A worker with no daemon for this long gives up (its job shows as ended on restart);
 #: ``ROOST_WORKER_ORPHAN_SECONDS`` overrides it.
 ORPHAN_SECONDS = 300.0
@@ -40,6 +45,40 @@ def orphan_seconds() -> float:
     """Read when needed, not at import: a forked worker imported this module under the
     fork server's environment, not its job's."""
     return float(os.environ.get("ROOST_WORKER_ORPHAN_SECONDS", ORPHAN_SECONDS))
+
+
+@attrs.frozen
+class PreparedPlugins:
+    """A plugin manager built before the worker existed (the fork server builds one, as the
+    daemon has its plugins), with the plugin names it blocks: a worker takes it only when
+    it would block the same names. Installed entry points are read once, as the daemon
+    reads them (a plugin installed later needs a daemon restart either way)."""
+
+    blocked: frozenset[str]
+    manager: Any
+
+
+def blocked_plugins() -> frozenset[str]:
+    """The plugin names this process blocks: ``ROOST_DISABLE_PLUGINS`` and the user
+    config's ``plugins.disable``."""
+    from roost_core.config import load_user_config
+    from roost_core.paths import resolve_paths
+    from roost_core.plugins import disabled_from_env
+
+    config = load_user_config(resolve_paths().config_file)
+    return frozenset(disabled_from_env()) | frozenset(config.disabled_plugins)
+
+
+def prepare_plugins() -> PreparedPlugins | None:
+    """Build the plugin manager a worker would build, ahead of time; None when that fails
+    (each worker then builds its own, and logs why it cannot)."""
+    from roost_core.plugins import make_plugin_manager
+
+    try:
+        blocked = blocked_plugins()
+        return PreparedPlugins(blocked, make_plugin_manager(disabled=blocked))
+    except Exception:  # noqa: BLE001 - a bad config or plugin is the worker's to report
+        return None
 
 
 def cause_of(item: Item, *, joined: bool = False) -> dict[str, Any]:
@@ -67,8 +106,9 @@ def item_from_event(event: dict[str, Any]) -> Item:
 
 
 class Worker:
-    def __init__(self, job_id: str, token: str, socket_path: str, *, warm: bool = False) -> None:
+    def __init__(self, job_id: str, token: str, socket_path: str, prepared: PreparedPlugins | None = None, *, warm: bool = False) -> None:
         self.job_id = job_id
+        self.prepared = prepared
         self.token = token
         self.socket_path = socket_path
         self.queue = ReplyQueue()
@@ -88,6 +128,9 @@ class Worker:
         self.exit_code = 0
         self.run_causes: list[dict[str, Any]] = []
         self.run_hops = 0
+        #: Every item the current run took (its prompt, steered items, dialog answers).
+        self.run_items: list[Item] = []
+        self.write_retry = 0.0
         #: The run took in an item of a chain that already holds a broadcast.
         self.run_broadcast_chain = False
         #: The session's usage as the host last reported it, and what the daemon has.
@@ -101,6 +144,7 @@ class Worker:
         self.warm_answer: dict[str, Any] | None = None
         self.warm_answered = anyio.Event()
         self.adopted = anyio.Event()
+        self.plugins: Any = None
 
     # ------------------------------------------------------------------ daemon link
 
@@ -230,6 +274,7 @@ class Worker:
 
     def take_steer(self) -> list[Item]:
         steered = self.queue.take_steer()
+        self.run_items.extend(steered)
         self.run_causes.extend(cause_of(item, joined=True) for item in steered)
         # A run that took in an item further down a chain is at that step of it now.
         self.run_hops = max([self.run_hops, *(item.hops for item in steered)])
@@ -277,6 +322,7 @@ class Worker:
         while True:
             answer = self.queue.take_reply()
             if answer is not None:
+                self.run_items.append(answer)
                 break
             await self.queue.changed()
         self.queue.dialog_open = False
@@ -393,14 +439,24 @@ class Worker:
             race.start_soon(until, self.shutdown)
         return self.first_hello.is_set() and not self.shutdown.is_set()
 
+    def plugin_manager(self) -> Any:
+        """The worker's plugins (user config, ``ROOST_DISABLE_PLUGINS``), when first needed
+        (a worker on a built-in host needs them only when a run settles): the fork server's
+        prepared manager when it blocks the same names, else built here (~30-100 ms)."""
+        if self.plugins is None:
+            from roost_core.plugins import make_plugin_manager
+
+            blocked = blocked_plugins()
+            if self.prepared is not None and self.prepared.blocked == blocked:
+                self.plugins = self.prepared.manager
+            else:
+                self.plugins = make_plugin_manager(disabled=blocked)
+        return self.plugins
+
     def build_host(self, job: JobInfo) -> Any:
         hosts = {spec.name: spec for spec in builtin_hosts()}
         if job.host not in hosts:
-            from roost_core.config import load_user_config
-            from roost_core.paths import resolve_paths
-            from roost_core.plugins import disabled_from_env, make_plugin_manager
-
-            pm = make_plugin_manager(load_user_config(resolve_paths().config_file), disabled=disabled_from_env())
+            pm = self.plugin_manager()
             for contributed in pm.hook.roost_register_hosts():
                 for spec in contributed or ():
                     hosts.setdefault(spec.name, spec)
@@ -415,6 +471,7 @@ class Worker:
             if not items:
                 continue
             self.run_causes = [cause_of(item) for item in items]
+            self.run_items = list(items)
             # The chain this run continues: what it sends or spawns is one step further.
             trace = next((item.trace for item in items if item.trace), None)
             hops = max(item.hops for item in items)
@@ -434,16 +491,26 @@ class Worker:
                 wait=False,
             )
             outcome = RunOutcome("aborted")
+            unwritten: OSError | None = None
             with anyio.CancelScope() as scope:
                 self.run_scope = scope
                 try:
                     outcome = await self.host.run(items)
+                except OSError as exc:
+                    unwritten = exc
+                    outcome = RunOutcome("failed", error=f"the session file could not be written: {exc}")
                 except Exception as exc:  # noqa: BLE001 - a host bug fails the run, not the worker
                     log.exception("run failed")
                     outcome = RunOutcome("failed", error=f"{type(exc).__name__}: {exc}")
             self.run_scope = None
             if outcome.state == "aborted":
                 return
+            if unwritten is not None:
+                if await self.after_unwritten_run(items, unwritten):
+                    continue
+            else:
+                self.write_retry = 0.0
+            outcome = self.classify(outcome)
             summary = first_line(outcome.final_text) or first_line(outcome.question or "") or None
             # The handback settles the run on the daemon's side (state and report in one
             # op), so a worker that dies now leaves a run either reported or crashed.
@@ -461,6 +528,47 @@ class Worker:
             )
             if self.usage is not None:
                 self.usage_sent = self.usage
+
+    async def after_unwritten_run(self, items: list[Item], exc: OSError) -> bool:
+        """A run stopped because its session file refused a write (a full disk, an I/O
+        error). What it took but could not write goes back into the queue (nothing is
+        acked that is not in the file), and the next run waits a moment. True when the
+        run's own prompt went back: it did not happen, and is run again instead of
+        settling; else it settles as failed (what it wrote stays)."""
+        back = self.queue.give_back(self.run_items)
+        self.write_retry = min(max(WRITE_RETRY_FIRST, self.write_retry * 2), WRITE_RETRY_MAX)
+        log.warning(
+            "the session file could not be written (%s): %d item(s) kept for the next run, seqs %s; trying again in %.1fs",
+            exc, len(back), [item.seq for item in back], self.write_retry,
+        )
+        not_run = any(item.seq == items[0].seq for item in back)
+        if not_run:
+            await self.status(status=f"session file not writable ({exc.strerror or exc}); trying again")
+        with anyio.move_on_after(self.write_retry):
+            await self.shutdown.wait()
+        return not_run
+
+    def classify(self, outcome: RunOutcome) -> RunOutcome:
+        """The settle plugin's word on how the run settled (done, needs input with its
+        question, failed); the host's own outcome when no plugin answers or one fails."""
+        from roost_core import policy
+        from roost_core.records import RunCause, RunRecord
+
+        assert self.job is not None
+        run = RunRecord(
+            causes=tuple(RunCause(c["seq"], c["kind"], c.get("sender"), bool(c.get("joined"))) for c in self.run_causes),
+            state=outcome.state,
+            result=outcome.final_text,
+            question=outcome.question,
+            error=outcome.error,
+        )
+        try:
+            settled = policy.classify_settle(self.plugin_manager(), run, self.job.host)
+        except Exception:  # noqa: BLE001 - a plugin bug must not cost the parent its report
+            log.exception("classifying the settled run failed; keeping the host's state")
+            return outcome
+        question = settled.question[:REPORT_CHARS] if settled.question else None
+        return attrs.evolve(outcome, state=settled.state, question=question, error=settled.error)
 
     async def handback(self, outcome: RunOutcome) -> None:
         """Tell the daemon how the run settled and what caused it; the handback plugin
@@ -494,7 +602,8 @@ def first_line(text: str) -> str:
     return ""
 
 
-def run() -> int:
+def run(prepared: PreparedPlugins | None = None) -> int:
+    """Run the worker of ``$ROOST_JOB``; ``prepared``: plugins a fork server built for it."""
     # Scrub the token first: nothing this process starts may inherit it.
     token = os.environ.pop("PI_JOB_TOKEN", None)
     job_id = os.environ.get("ROOST_JOB")
@@ -506,5 +615,5 @@ def run() -> int:
     # Read and dropped at once, so the host's processes start with exactly the
     # environment a cold start of this job gives them.
     warm = os.environ.pop("ROOST_WARM", None) == "1"
-    worker = Worker(job_id, token, socket_path, warm=warm)
+    worker = Worker(job_id, token, socket_path, prepared, warm=warm)
     return anyio.run(worker.main)

@@ -84,6 +84,17 @@ class ReplyQueue:
                 return self.items.pop(index)
         return None
 
+    def give_back(self, items: list[Item]) -> list[Item]:
+        """Items a run took but could not write into the transcript (its file refused
+        them): back in the queue, in order, for the next run. Returns those given back."""
+        back = [item for item in items if item.seq not in self.in_transcript and item.seq in self._taken]
+        for item in back:
+            self._taken.discard(item.seq)
+        if back:
+            self.items = sorted(self.items + back, key=lambda it: it.seq)
+            self._notify()
+        return back
+
     def mark_done(self, seq: int) -> int:
         """``seq`` is in the transcript. Returns the new ack watermark."""
         self.in_transcript.add(seq)

@@ -26,13 +26,28 @@ _UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Zl", "Zp"})
 _NAME_CHAR = re.compile(r"[\w .:@/-]")
 _SPACES = re.compile(r"\s+")
 
-_TAG = r"(?i:agent-message)"
+# What a lenient reader may skip inside a tag: any whitespace (``\s``: Unicode's, line
+# breaks included) and every invisible format character (Unicode category Cf: zero-width
+# spaces and joiners, bidi controls, soft hyphen, BOM, tag characters...; the set of
+# Unicode 14, Python 3.11's, checked by the envelope tests). ``< /Agent-Message>`` reads as
+# a closing tag to such a reader, so a ``<`` is a tag's when, with those skipped, ``/`` and
+# the name follow it in any case (Unicode simple case folding included).
+_INVISIBLE = (
+    "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U00013438"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f"
+)
+# Possessive (``*+``): no backtracking into a gap, so a ``<`` before a long run of spaces
+# costs one pass, not one per space (a plain ``*`` made that quadratic).
+_GAP = rf"[\s{_INVISIBLE}]*+"
+_NAME = _GAP.join(re.escape(ch) for ch in "agent-message")
+_TAG = rf"{_GAP}/?{_GAP}(?i:{_NAME})"
 # Step 1 of neutralising: an ``&`` that already spells an escaped tag gets one more ``amp;``,
 # so the ``&lt;`` made in step 2 can be told apart from one that was in the body.
-_ESCAPED_TAG_AMP = re.compile(rf"&(?=(?:amp;)*lt;/?{_TAG})")
-_ESCAPED_TAG_AMP_ONCE_MORE = re.compile(rf"&amp;(?=(?:amp;)*lt;/?{_TAG})")
-_RAW_TAG = re.compile(rf"<(/?{_TAG})")
-_NEUTRAL_TAG = re.compile(rf"&lt;(/?{_TAG})")
+_ESCAPED_TAG_AMP = re.compile(rf"&(?=(?:amp;)*lt;{_TAG})")
+_ESCAPED_TAG_AMP_ONCE_MORE = re.compile(rf"&amp;(?=(?:amp;)*lt;{_TAG})")
+_RAW_TAG = re.compile(rf"<(?={_TAG})")
+_NEUTRAL_TAG = re.compile(rf"&lt;(?={_TAG})")
 
 _ENVELOPE = re.compile(
     r'<agent-message from="([^"<>]*)" id="([^"<>]*)" relation="([^"<>]*)" kind="([^"<>]*)"'
@@ -65,13 +80,14 @@ def sanitize(name: str) -> str:
 
 
 def neutralise(body: str) -> str:
-    """``body`` with every ``<agent-message`` / ``</agent-message`` made inert (reversibly)."""
-    return _RAW_TAG.sub(r"&lt;\1", _ESCAPED_TAG_AMP.sub("&amp;", body))
+    """``body`` with every ``<agent-message`` / ``</agent-message`` made inert (reversibly),
+    in every spelling a lenient reader might take for one (see ``_TAG``)."""
+    return _RAW_TAG.sub("&lt;", _ESCAPED_TAG_AMP.sub("&amp;", body))
 
 
 def restore(body: str) -> str:
     """The exact inverse of :func:`neutralise`."""
-    return _ESCAPED_TAG_AMP_ONCE_MORE.sub("&", _NEUTRAL_TAG.sub(r"<\1", body))
+    return _ESCAPED_TAG_AMP_ONCE_MORE.sub("&", _NEUTRAL_TAG.sub("<", body))
 
 
 def frame(name: str, peer_id: str, relation: str, kind: str, body: str, msg: str | None = None, reply_to: str | None = None) -> str:

@@ -85,7 +85,11 @@ class LimitsPlugin:
 
     @hookimpl
     def roost_check_spawn(self, request: SpawnRequest, now: float, config: Config) -> Refusal | None:
-        """The spec's caps, each refusal naming its cap and its config key."""
+        """The spec's caps, each refusal naming its cap and its config key; a host the
+        agent chose must be one ``agentSpawnHosts`` allows."""
+        if request.host is not None and request.host not in config.agent_spawn_hosts:
+            allowed = ", ".join(config.agent_spawn_hosts) or "none"
+            return Refusal("host_not_allowed", f"host {request.host!r} may not be chosen for a child; agentSpawnHosts allows: {allowed}")
         if request.depth > config.agent_max_depth:
             return Refusal("depth_limit", f"a child here would be at depth {request.depth}; agentMaxDepth is {config.agent_max_depth}")
         if request.live_children >= config.max_children_per_parent:

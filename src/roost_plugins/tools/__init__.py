@@ -104,6 +104,16 @@ def roost_tool_definitions(config: Config) -> list[ToolDef]:
     """Contribute ``roost_agents``, ``roost_send`` and ``roost_spawn`` unless ``agentTools`` is false."""
     if not config.agent_tools:
         return []
+    spawn_properties: dict[str, Any] = {
+        "task": {"type": "string", "description": "what the child should do"},
+        "name": {"type": "string"},
+        "cwd": {"type": "string", "description": "absolute working directory"},
+        "model": {"type": "string", "description": "default: your current model"},
+        "thinking": {"type": "string", "description": "default: your thinking level"},
+    }
+    if config.agent_spawn_hosts:
+        # Only when the user allows a choice: an unused parameter costs tokens in every request.
+        spawn_properties["host"] = {"type": "string", "enum": list(config.agent_spawn_hosts), "description": "default: yours"}
     return [
         ToolDef(
             name="roost_agents",
@@ -134,13 +144,7 @@ def roost_tool_definitions(config: Config) -> list[ToolDef]:
             description=SPAWN_DESCRIPTION,
             parameters={
                 "type": "object",
-                "properties": {
-                    "task": {"type": "string", "description": "what the child should do"},
-                    "name": {"type": "string"},
-                    "cwd": {"type": "string", "description": "absolute working directory"},
-                    "model": {"type": "string", "description": "default: your current model"},
-                    "thinking": {"type": "string", "description": "default: your thinking level"},
-                },
+                "properties": spawn_properties,
                 "required": ["task"],
                 "additionalProperties": False,
             },

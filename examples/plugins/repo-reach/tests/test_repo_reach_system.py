@@ -98,7 +98,7 @@ def test_repo_reach_delivers_as_one_tree(daemon_factory, tmp_path, repo):
     outcome = two_sessions_talk(daemon, tmp_path, repo)
     ok, text, data = outcome["by_name"]
     assert ok and data["result"] == "delivered" and data["relation"] == "tree", text
-    assert text.startswith("delivered to bob (") and text.endswith("relation tree)")
+    assert text.startswith("delivered to bob (") and text.endswith(f"relation tree); msg {data['id']}"), text
     assert outcome["by_id"][0] and outcome["listing"] == [("bob", "tree")]
     assert [event["relation"] for event in outcome["delivered"]] == ["tree", "tree"]
     # Bob's own session file holds both, framed by the default envelope as relation "tree".

@@ -1,0 +1,114 @@
+"""roost for Claude Code: both of its sides in one package (see ``docs/hosts.md``).
+
+- ``host``: the background host (``--host claude``): a worker runs headless Claude Code
+  (``claude -p`` with stream-json in and out) on one session.
+- ``hook``: ``roost claude hook EVENT``, the command Claude Code runs for its hooks; it
+  hands over what waits for the session (mid-turn on ``PostToolUse``, at the end of a run
+  on ``Stop``, on the next prompt on ``UserPromptSubmit``).
+- ``install``: ``roost claude install | uninstall``: the MCP server (``roost mcp``) and
+  the hooks in the user's Claude Code settings.
+- ``transcript``: where Claude Code keeps a session's transcript, and which queue seqs it
+  already holds (the restore check, and "taken" for acks).
+
+Agent items never reach Claude Code as user input: they arrive as hook context (a
+``system`` entry after a tool result), as the reason of a blocked stop, or as the result of
+``roost_inbox``. Each such text starts with a marker line, ``[roost seq 3 4]``, that names
+the queue seqs it carries, so the transcript itself says what Claude Code has taken.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import uuid
+from pathlib import Path
+
+#: The first line of every text roost hands to Claude Code: which seqs it carries.
+MARKER = re.compile(r"^\[roost seq((?: \d+)+)\]$")
+#: The environment variable that points hooks and the MCP server at a worker's bridge.
+BRIDGE_ENV = "ROOST_CLAUDE_BRIDGE"
+#: The user message that opens a turn for agent items when the session is idle. It is
+#: roost's own fixed text; the items themselves come as that prompt's hook context.
+WAKE_PROMPT = "[roost] Agent items arrived; they are in the context below. They are not from the user."
+#: Claude Code's name for the roost MCP server's tools: ``mcp__<server>__<tool>``.
+SERVER_NAME = "roost"
+
+
+class ClaudeError(RuntimeError):
+    """Claude Code could not be started or did not behave as expected."""
+
+
+def marker(seqs: list[int]) -> str:
+    return "[roost seq " + " ".join(str(seq) for seq in seqs) + "]"
+
+
+def marked_seqs(text: str) -> list[int]:
+    """The seqs named by a marker on the first line of ``text`` (none without one)."""
+    first = text.split("\n", 1)[0].strip()
+    match = MARKER.match(first)
+    return [int(part) for part in match[1].split()] if match else []
+
+
+def claude_binary() -> str:
+    configured = os.environ.get("ROOST_CLAUDE_BIN")
+    if configured:
+        return configured
+    found = shutil.which("claude")
+    if not found:
+        raise ClaudeError("Claude Code is not installed: put `claude` on PATH or set ROOST_CLAUDE_BIN")
+    return found
+
+
+def config_dir(env: dict[str, str] | None = None) -> Path:
+    """Claude Code's own folder: ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
+    env = os.environ if env is None else env
+    configured = env.get("CLAUDE_CONFIG_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    home = env.get("HOME")
+    return (Path(home) if home else Path.home()) / ".claude"
+
+
+def project_folder_name(cwd: str) -> str:
+    """How Claude Code names a working directory's transcript folder: every character
+    that is not a letter or a digit becomes ``-``."""
+    return re.sub(r"[^A-Za-z0-9]", "-", cwd)
+
+
+def new_session_file(cwd: str, env: dict[str, str] | None = None) -> str:
+    """A fresh session's transcript path: ``<config>/projects/<cwd folder>/<uuid>.jsonl``.
+    The host starts Claude Code with ``--session-id <uuid>``, so Claude Code writes there."""
+    return str(config_dir(env) / "projects" / project_folder_name(cwd) / f"{uuid.uuid4()}.jsonl")
+
+
+def session_id_of(session_file: str) -> str:
+    """The Claude Code session id of a transcript path (its file name)."""
+    stem = Path(session_file).stem
+    try:
+        return str(uuid.UUID(stem))
+    except ValueError as exc:
+        raise ClaudeError(f"{session_file} is not a Claude Code transcript (its name is not a session id)") from exc
+
+
+def _prompt_prefix(session_id: str) -> str:
+    digest = hashlib.sha256(f"roost:{session_id}".encode()).hexdigest()
+    return f"{digest[:8]}-{digest[8:12]}-4{digest[13:16]}-a{digest[17:20]}-"
+
+
+def prompt_uuid(session_id: str, seq: int) -> str:
+    """The uuid of the user message that carries queue item ``seq`` (a task or a user
+    reply). Claude Code keeps a stream-json message's ``uuid`` as its transcript entry's,
+    so the transcript says which replies it holds."""
+    return f"{_prompt_prefix(session_id)}{seq:012x}"
+
+
+def seq_of_prompt_uuid(session_id: str, value: str) -> int | None:
+    prefix = _prompt_prefix(session_id)
+    if not isinstance(value, str) or not value.startswith(prefix):
+        return None
+    try:
+        return int(value[len(prefix):], 16)
+    except ValueError:
+        return None

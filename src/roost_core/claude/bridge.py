@@ -1,0 +1,203 @@
+"""The private channel between Claude Code's short-lived helpers and the long-lived roost
+process that speaks for its session.
+
+Claude Code runs a hook as a new process for every event, and a stdio MCP server as its
+child. Both reach the roost side of the session over a Unix socket: a background job's
+host (the socket is in ``ROOST_CLAUDE_BRIDGE``) or, for a user's own Claude Code, the
+``roost mcp`` server it started (the socket is named after that Claude Code process, see
+:func:`foreground_socket`). The socket is 0600 in a 0700 folder, and the listener asks the
+kernel who connected: only the Claude Code process and its descendants are served.
+
+Frames are JSON lines: ``{"id", "op", ...}`` in, ``{"id", "ok", "result" | "error"}`` out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import socket
+import struct
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import SocketAttribute
+
+from roost_core import locks
+
+log = logging.getLogger("roost.claude.bridge")
+
+MAX_SOCKET_PATH = 107
+MAX_FRAME = 4 * 1024 * 1024
+Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+def private_folder() -> Path:
+    """A fresh 0700 folder whose socket path fits in ``sun_path``."""
+    folder = Path(tempfile.mkdtemp(prefix="roost-cc-"))
+    if len(os.fsencode(str(folder / "bridge.sock"))) <= MAX_SOCKET_PATH:
+        return folder
+    folder.rmdir()
+    base = Path("/tmp") / f"roost-{os.getuid()}"
+    base.mkdir(mode=0o700, exist_ok=True)
+    if base.stat().st_uid != os.getuid():
+        raise PermissionError(f"{base} belongs to another user")
+    os.chmod(base, 0o700)
+    return Path(tempfile.mkdtemp(prefix="cc-", dir=base))
+
+
+def foreground_socket(home: Path, claude_pid: int) -> Path:
+    """Where the ``roost mcp`` server of Claude Code process ``claude_pid`` listens for its
+    hooks: one name per roost home and Claude Code process (its create time too, so a
+    reused pid never finds an old socket), in the per-user 0700 short-socket folder."""
+    from roost_core.paths import private_dir, short_socket_dir
+
+    key = f"{home}:{claude_pid}:{locks.create_time(claude_pid)}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:20]
+    return private_dir(short_socket_dir()) / f"cc-{digest}.sock"
+
+
+def peer_pid(stream: Any) -> int | None:
+    try:
+        raw = stream.extra(SocketAttribute.raw_socket)
+        pid, _uid, _gid = struct.unpack("3i", raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    except (OSError, anyio.TypedAttributeLookupError):
+        return None
+    return pid
+
+
+class BridgeServer:
+    """Serves ``handler`` on a Unix socket to the descendants of one process."""
+
+    def __init__(self, path: Path, handler: Handler, owner: Callable[[], int | None]) -> None:
+        self.path = path
+        self.handler = handler
+        #: The pid whose descendants may connect (read at each accept: the Claude Code
+        #: process may start after the listener).
+        self.owner = owner
+        self.listener: Any = None
+
+    async def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        old_umask = os.umask(0o077)
+        try:
+            self.listener = await anyio.create_unix_listener(self.path)
+        finally:
+            os.umask(old_umask)
+        os.chmod(self.path, 0o600)
+
+    async def serve(self) -> None:
+        """Accept connections until cancelled; each one is served in its own task."""
+        assert self.listener is not None
+        async with anyio.create_task_group() as tg:
+            while True:
+                stream = await self.listener.accept()
+                tg.start_soon(self.serve_one, stream)
+
+    def trusted(self, stream: Any) -> bool:
+        owner = self.owner()
+        pid = peer_pid(stream)
+        return owner is not None and pid is not None and locks.is_descendant(pid, owner)
+
+    async def serve_one(self, stream: Any) -> None:
+        async with stream:
+            if not self.trusted(stream):
+                return
+            buffer = b""
+            while True:
+                try:
+                    data = await stream.receive(256 * 1024)
+                except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                    return
+                buffer += data
+                if len(buffer) > MAX_FRAME:
+                    return
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        answer = await self.answer(line)
+                        try:
+                            await stream.send(json.dumps(answer, ensure_ascii=False).encode() + b"\n")
+                        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                            return
+
+    async def answer(self, line: bytes) -> dict[str, Any]:
+        try:
+            frame = json.loads(line)
+            if not isinstance(frame, dict):
+                raise ValueError("not an object")
+        except ValueError as exc:
+            return {"id": None, "ok": False, "error": {"code": "bad_json", "message": str(exc)}}
+        try:
+            result = await self.handler(frame)
+            return {"id": frame.get("id"), "ok": True, "result": result}
+        except Exception as exc:  # noqa: BLE001 - one bad request never ends the bridge
+            log.exception("bridge op %s failed", frame.get("op"))
+            return {"id": frame.get("id"), "ok": False, "error": {"code": "internal", "message": str(exc)}}
+
+    async def close(self) -> None:
+        if self.listener is not None:
+            with contextlib.suppress(Exception):
+                await self.listener.aclose()
+            self.listener = None
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+
+def request(path: str | Path, op: str, *, timeout: float = 30.0, **args: Any) -> dict[str, Any]:
+    """One blocking request on a bridge (the hook command's and tests' side)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        sock.connect(str(path))
+        sock.sendall(json.dumps({"id": 1, "op": op, **args}).encode() + b"\n")
+        buffer = b""
+        while b"\n" not in buffer:
+            data = sock.recv(256 * 1024)
+            if not data:
+                raise ConnectionError("the bridge closed the connection")
+            buffer += data
+    answer = json.loads(buffer.split(b"\n", 1)[0])
+    if not answer.get("ok"):
+        error = answer.get("error") or {}
+        raise RuntimeError(f"{error.get('code', 'error')}: {error.get('message', '')}")
+    return answer.get("result") or {}
+
+
+class AsyncBridgeClient:
+    """A long-lived async client (the job's MCP server talks to its worker over one)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.buffer = b""
+        self.ids = 0
+        self.lock = anyio.Lock()
+
+    @classmethod
+    async def connect(cls, path: str | Path) -> AsyncBridgeClient:
+        return cls(await anyio.connect_unix(str(path)))
+
+    async def call(self, op: str, **args: Any) -> dict[str, Any]:
+        # One request at a time: answers come back in order on one connection.
+        async with self.lock:
+            self.ids += 1
+            await self.stream.send(json.dumps({"id": self.ids, "op": op, **args}, ensure_ascii=False).encode() + b"\n")
+            while b"\n" not in self.buffer:
+                data = await self.stream.receive(256 * 1024)
+                self.buffer += data
+            line, self.buffer = self.buffer.split(b"\n", 1)
+        answer = json.loads(line)
+        if not answer.get("ok"):
+            error = answer.get("error") or {}
+            raise RuntimeError(f"{error.get('code', 'error')}: {error.get('message', '')}")
+        return answer.get("result") or {}
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.stream.aclose()

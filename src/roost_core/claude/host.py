@@ -1,0 +1,379 @@
+"""The Claude Code host: a background job runs headless Claude Code (``--host claude``).
+
+The worker runs ``claude -p --input-format stream-json --output-format stream-json`` on
+the job's session: ``--session-id ID`` the first time, ``--resume ID`` after that (the
+job's session file is Claude Code's own transcript, ``<config>/projects/<cwd>/<ID>.jsonl``,
+so routing keys on the same file a user's ``claude --resume ID`` would hold).
+
+What goes in, and how:
+
+- the task and user replies: stream-json user messages, each with a ``uuid`` made from its
+  queue seq (:func:`roost_core.claude.prompt_uuid`), which Claude Code keeps as the
+  transcript entry's ``uuid``. A reply that arrives mid-run is written at the next tool
+  boundary; Claude Code takes it into the same turn.
+- agent items: never as user input. They wait for the next hook: ``PostToolUse`` (mid-turn,
+  as context after the tool result), ``Stop`` (the stop is blocked with them) or
+  ``UserPromptSubmit``. An idle session is woken with roost's fixed prompt
+  (:data:`roost_core.claude.WAKE_PROMPT`) and gets the items as that prompt's context.
+
+The hooks (``roost claude hook EVENT``) and the job's MCP server (``roost mcp``, whose
+roost tools run through this worker) reach the host over a private bridge socket named in
+``ROOST_CLAUDE_BRIDGE``; only the Claude Code process and its descendants are served. The
+job token never leaves the worker.
+
+An item counts as delivered once the transcript shows it (its ``uuid``, or its seq in a
+``[roost seq ...]`` marker). A run is over when every user message written for it has
+completed (``command_lifecycle``) and Claude Code is idle; its final text is the last
+``result``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shlex
+import shutil
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from roost_core import locks
+from roost_core.claude import (
+    BRIDGE_ENV,
+    SERVER_NAME,
+    WAKE_PROMPT,
+    ClaudeError,
+    claude_binary,
+    prompt_uuid,
+    session_id_of,
+)
+from roost_core.claude.bridge import BridgeServer, private_folder
+from roost_core.claude.hook import EVENTS, hook_output, wants_items
+from roost_core.claude.transcript import TranscriptSeqs
+from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
+from roost_core.queue import Item
+
+log = logging.getLogger("roost.claude")
+
+#: After a run settles, how long to wait for its items to show in the transcript.
+SETTLE_TIMEOUT = 5.0
+STOP_GRACE = 5.0
+#: Claude Code's effort levels; a pi thinking level outside them is not passed on.
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
+
+
+def hook_command(event: str) -> str:
+    """The shell command Claude Code runs for ``event``: this Python's roost."""
+    return " ".join(shlex.quote(part) for part in (sys.executable, "-m", "roost_core.claude", "hook", event))
+
+
+def mcp_server_config() -> dict[str, Any]:
+    return {"command": sys.executable, "args": ["-m", "roost_core.mcp"]}
+
+
+def job_settings() -> dict[str, Any]:
+    """The hooks a job's Claude Code runs (given with ``--settings``)."""
+    hooks: dict[str, Any] = {}
+    for event in EVENTS:
+        entry: dict[str, Any] = {"hooks": [{"type": "command", "command": hook_command(event)}]}
+        if event == "PostToolUse":
+            entry["matcher"] = "*"
+        hooks[event] = [entry]
+    return {"hooks": hooks}
+
+
+class ClaudeHost:
+    def __init__(self) -> None:
+        self.job: JobInfo | None = None
+        self.services: WorkerServices | None = None
+        self.session_id = ""
+        self.lock: locks.WriterLock | None = None
+        self.transcript: TranscriptSeqs | None = None
+        self.bridge: BridgeServer | None = None
+        self.bridge_dir: Path | None = None
+        self.process: Any = None
+        self._changed = anyio.Event()
+        self.gone = True
+        self.running = False
+        #: Agent items waiting for the next hook that can hand them over.
+        self.outbox: list[Item] = []
+        #: Items put into Claude Code whose seq the transcript does not show yet.
+        self.pending: dict[int, Item] = {}
+        #: uuids of the user messages written, and of those Claude Code has completed.
+        self.written: set[str] = set()
+        self.completed: set[str] = set()
+        self.last_result: dict[str, Any] | None = None
+        self.results = 0
+        #: Set when Claude Code writes somewhere else than the job's session (the daemon
+        #: and the job see different Claude Code folders): the run fails, it cannot be
+        #: routed or acknowledged.
+        self.misplaced: str | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def open(self, job: JobInfo, services: WorkerServices) -> set[int]:
+        self.job, self.services = job, services
+        self.session_id = session_id_of(job.session)
+        self.lock = locks.WriterLock(job.session)
+        self.lock.acquire()
+        self.transcript = TranscriptSeqs(job.session, self.session_id)
+        self.transcript.scan()
+        self.bridge_dir = private_folder()
+        self.bridge = BridgeServer(self.bridge_dir / "bridge.sock", self.answer_bridge, self.claude_pid)
+        await self.bridge.open()
+        return set(self.transcript.seqs)
+
+    def claude_pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def argv(self) -> list[str]:
+        assert self.job is not None
+        argv = [claude_binary(), "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"]
+        if Path(self.job.session).exists():
+            argv += ["--resume", self.session_id]
+        else:
+            argv += ["--session-id", self.session_id]
+        argv += ["--settings", json.dumps(job_settings())]
+        argv += ["--mcp-config", json.dumps({"mcpServers": {SERVER_NAME: mcp_server_config()}})]
+        # roost's own tools are governed by roost's policy; anything else that would need
+        # a permission prompt is refused (nobody is there to answer it).
+        argv += ["--allowedTools", f"mcp__{SERVER_NAME}", "--permission-prompts", "none"]
+        model = self.job.model
+        if model and "/" not in model:  # "provider/id" is pi's form, not a Claude model
+            argv += ["--model", model]
+        if self.job.thinking in EFFORTS:
+            argv += ["--effort", str(self.job.thinking)]
+        argv += shlex.split(os.environ.get("ROOST_CLAUDE_ARGS", ""))
+        return argv
+
+    async def start_claude(self) -> None:
+        assert self.job is not None and self.bridge is not None
+        await self.stop_claude()
+        Path(self.job.session).parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env.pop("PI_JOB_TOKEN", None)  # the worker scrubbed it already; never hand it on
+        env[BRIDGE_ENV] = str(self.bridge.path)
+        cwd = self.job.cwd if Path(self.job.cwd).is_dir() else None
+        argv = self.argv()
+        log.info("starting claude: %s", " ".join(shlex.quote(a) for a in argv))
+        self.process = await anyio.open_process(argv, stdin=-1, stdout=-1, stderr=None, cwd=cwd, env=env)
+        self.gone = False
+        self.written.clear()
+        self.completed.clear()
+
+    async def stop_claude(self) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        with contextlib.suppress(Exception):
+            await process.stdin.aclose()  # Claude Code ends cleanly when its stdin closes
+        with anyio.move_on_after(STOP_GRACE):
+            await process.wait()
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.terminate()
+            with anyio.move_on_after(2):
+                await process.wait()
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
+        with contextlib.suppress(Exception):
+            await process.aclose()
+        self.gone = True
+
+    async def close(self) -> None:
+        await self.stop_claude()
+        if self.bridge is not None:
+            await self.bridge.close()
+        if self.bridge_dir is not None:
+            shutil.rmtree(self.bridge_dir, ignore_errors=True)
+        if self.lock is not None:
+            self.lock.release()
+
+    # ------------------------------------------------------------------ plumbing
+
+    @contextlib.asynccontextmanager
+    async def pumping(self) -> AsyncIterator[None]:
+        """Read Claude Code's events and serve the bridge for the length of one run."""
+        assert self.bridge is not None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.read_events, self.process)
+            tg.start_soon(self.bridge.serve)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+
+    def notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def until(self, predicate: Any) -> None:
+        while not predicate():
+            await self._changed.wait()
+
+    async def read_events(self, process: Any) -> None:
+        buffer = b""
+        while True:
+            try:
+                data = await process.stdout.receive(256 * 1024)
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                break
+            buffer += data
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict):
+                    self.on_event(event)
+        if process is self.process:
+            self.gone = True
+        self.notify()
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "command_lifecycle" and event.get("state") == "completed":
+            self.completed.add(str(event.get("command_uuid")))
+        elif kind == "result":
+            self.last_result = event
+            self.results += 1
+        self.scan()
+        self.notify()
+
+    def scan(self) -> None:
+        """Settle the items the transcript shows."""
+        assert self.transcript is not None and self.services is not None
+        self.transcript.scan()
+        for seq in [seq for seq in self.pending if seq in self.transcript.seqs]:
+            self.services.delivered(self.pending.pop(seq))
+
+    async def write_prompt(self, text: str, item: Item | None = None) -> None:
+        if self.process is None or self.gone:
+            raise ClaudeError("claude exited")
+        message_uuid = prompt_uuid(self.session_id, item.seq) if item is not None else str(uuid.uuid4())
+        if item is not None:
+            self.pending[item.seq] = item
+        self.written.add(message_uuid)
+        frame = {"type": "user", "uuid": message_uuid, "message": {"role": "user", "content": text}}
+        await self.process.stdin.send(json.dumps(frame, ensure_ascii=False).encode() + b"\n")
+
+    # ------------------------------------------------------------------ the bridge
+
+    async def answer_bridge(self, frame: dict[str, Any]) -> dict[str, Any]:
+        assert self.services is not None
+        op = frame.get("op")
+        if op == "hello":
+            return {"tools": self.tool_definitions(), "mode": "job"}
+        if op == "tool_call":
+            ok, text = await self.services.call_tool(str(frame.get("name")), dict(frame.get("args") or {}))
+            return {"ok": ok, "text": text}
+        if op == "hook":
+            return {"output": await self.answer_hook(str(frame.get("event")), dict(frame.get("input") or {}))}
+        raise ValueError(f"unknown op {op!r}")
+
+    def tool_definitions(self) -> list[dict[str, Any]]:
+        services: Any = self.services
+        tools = getattr(services, "tools", None)
+        return list(tools) if isinstance(tools, list) else []
+
+    async def answer_hook(self, event: str, data: dict[str, Any]) -> dict[str, Any] | None:
+        assert self.job is not None and self.services is not None
+        path = data.get("transcript_path")
+        if isinstance(path, str) and path and os.path.realpath(path) != os.path.realpath(self.job.session):
+            log.error("claude writes %s, not the job's session %s", path, self.job.session)
+            self.misplaced = path
+            self.notify()
+            return None
+        self.scan()
+        if not wants_items(event, data):
+            return None
+        if self.running:
+            # A tool boundary (or the stop): whatever waits goes in now.
+            steered = self.services.take_steer()
+            for item in steered:
+                if item.kind == "reply":
+                    await self.write_prompt(item.content, item)  # the user's own words
+                else:
+                    self.outbox.append(item)
+        items, self.outbox = self.outbox, []
+        self.pending.update({item.seq: item for item in items})
+        return hook_output(event, items)
+
+    # ------------------------------------------------------------------ runs
+
+    async def run(self, items: list[Item]) -> RunOutcome:
+        assert self.services is not None and self.job is not None
+        if self.process is None or self.gone:
+            await self.start_claude()
+        items = self.drop_known(items)
+        if not items:
+            return RunOutcome("idle")
+        results_before = self.results
+        self.running = True
+        try:
+            async with self.pumping():
+                await self.put(items)
+                while True:
+                    await self.until(lambda: self.written <= self.completed or self.gone or self.misplaced)
+                    if self.misplaced:
+                        return RunOutcome(
+                            "failed",
+                            error=f"Claude Code writes this session to {self.misplaced}, not to the job's {self.job.session} "
+                            "(does the daemon see another HOME or CLAUDE_CONFIG_DIR than Claude Code?)",
+                        )
+                    if self.gone:
+                        return RunOutcome("failed", error="claude exited during the run")
+                    # Idle now: what arrived since the last boundary starts another turn.
+                    more = self.services.take_steer()
+                    if not more and not self.outbox:
+                        break
+                    await self.put(more)
+                with anyio.move_on_after(SETTLE_TIMEOUT):
+                    while self.pending and not self.gone:
+                        self.scan()
+                        if self.pending:
+                            await anyio.sleep(0.02)
+        finally:
+            self.running = False
+        return self.outcome(items, results_before)
+
+    async def put(self, items: list[Item]) -> None:
+        """Start a turn with ``items``: replies as the user's messages, agent items as the
+        context of the first prompt (roost's wake-up prompt when there is no reply)."""
+        replies = [item for item in items if item.kind == "reply"]
+        self.outbox.extend(item for item in items if item.kind != "reply")
+        for reply in replies:
+            await self.write_prompt(reply.content, reply)
+        if not replies and self.outbox:
+            await self.write_prompt(WAKE_PROMPT)
+
+    def drop_known(self, items: list[Item]) -> list[Item]:
+        """Items the transcript already holds (a resend) are settled, not run again."""
+        assert self.services is not None and self.transcript is not None
+        self.transcript.scan()
+        fresh = []
+        for item in items:
+            if item.seq in self.transcript.seqs:
+                self.services.delivered(item)
+            else:
+                fresh.append(item)
+        return fresh
+
+    def outcome(self, items: list[Item], results_before: int) -> RunOutcome:
+        result = self.last_result if self.results > results_before else None
+        if result is None:
+            return RunOutcome("failed", error="claude ended the run without a result")
+        text = str(result.get("result") or "")
+        if result.get("is_error") or result.get("subtype") not in (None, "success"):
+            return RunOutcome("failed", text, error=str(result.get("api_error_status") or result.get("subtype") or text or "claude failed"))
+        state = "done" if any(item.kind == "reply" for item in items) else "idle"
+        return RunOutcome(state, text)

@@ -1,0 +1,175 @@
+"""What a Claude Code transcript says roost items reached.
+
+Claude Code writes each session to a JSONL file (``<config>/projects/<cwd>/<id>.jsonl``),
+appending as it goes. roost never writes into it; it reads which queue seqs are there:
+
+- a task or user reply is the ``user`` entry whose ``uuid`` roost chose
+  (:func:`roost_core.claude.prompt_uuid`);
+- agent items handed over by a hook are a ``hook_additional_context`` attachment
+  (``PostToolUse``, ``UserPromptSubmit``) or a ``hook_blocking_error`` attachment (a
+  blocked ``Stop``) whose text starts with the marker line ``[roost seq ...]``;
+- items taken with ``roost_inbox`` are that tool's result, which starts with the marker.
+
+Only texts roost wrote whole are read for a marker (a hook's output, roost_inbox's result),
+never a tool output or a prompt, so a peer cannot fake one by getting it printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+from roost_core.claude import WAKE_PROMPT, marked_seqs, seq_of_prompt_uuid
+from roost_core.records import AGENT_MESSAGE_TYPE, TranscriptEntry
+
+INBOX_SUFFIX = "__roost_inbox"
+
+
+def entry_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text")
+    return ""
+
+
+class TranscriptSeqs:
+    """Reads a transcript as it grows; ``seqs`` is every queue seq found so far."""
+
+    def __init__(self, path: str, session_id: str) -> None:
+        self.path = path
+        self.session_id = session_id
+        self.seqs: set[int] = set()
+        self._offset = 0
+        self._tail = b""
+        #: tool_use id -> tool name, to know which tool results are roost_inbox's.
+        self._tools: dict[str, str] = {}
+
+    def scan(self) -> set[int]:
+        """Read what was appended; return the seqs found in it."""
+        try:
+            with open(self.path, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if size < self._offset:  # rewritten: read it all again
+                    self._offset, self._tail = 0, b""
+                fh.seek(self._offset)
+                data = fh.read()
+        except FileNotFoundError:
+            return set()
+        self._offset += len(data)
+        lines = (self._tail + data).split(b"\n")
+        self._tail = lines.pop()
+        found: set[int] = set()
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict):
+                found.update(self.entry_seqs(entry))
+        self.seqs |= found
+        return found
+
+    def entry_seqs(self, entry: dict[str, Any]) -> list[int]:
+        kind = entry.get("type")
+        if kind == "assistant":
+            for block in (entry.get("message") or {}).get("content") or []:
+                if isinstance(block, dict) and block.get("type") == "tool_use":
+                    self._tools[str(block.get("id"))] = str(block.get("name"))
+            return []
+        if kind == "attachment":
+            attachment = entry.get("attachment") or {}
+            if attachment.get("type") == "hook_additional_context":
+                return [seq for text in attachment.get("content") or [] if isinstance(text, str) for seq in marked_seqs(text)]
+            if attachment.get("type") == "hook_blocking_error":
+                blocking = attachment.get("blockingError") or {}
+                return marked_seqs(str(blocking.get("blockingError") or ""))
+            return []
+        if kind != "user":
+            return []
+        seqs: list[int] = []
+        own = seq_of_prompt_uuid(self.session_id, str(entry.get("uuid") or ""))
+        if own is not None:
+            seqs.append(own)
+        content = (entry.get("message") or {}).get("content")
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    if self._tools.get(str(block.get("tool_use_id")), "").endswith(INBOX_SUFFIX):
+                        seqs.extend(marked_seqs(entry_text(block.get("content"))))
+        return seqs
+
+
+def seqs_in_transcript(path: str, session_id: str) -> set[int]:
+    reader = TranscriptSeqs(path, session_id)
+    reader.scan()
+    return reader.seqs
+
+
+# ---------------------------------------------------------------------- for people (roost log)
+
+_ENVELOPE = re.compile(
+    r'<agent-message from="([^"<>]*)" id="([^"<>]*)" relation="([^"<>]*)" kind="([^"<>]*)"'
+    r'(?: msg="([^"<>]*)")?(?: reply-to="([^"<>]*)")?>\n.*?\n</agent-message>',
+    re.DOTALL,
+)
+
+
+def is_claude_line(raw: dict[str, Any]) -> bool:
+    """Claude Code's transcript lines carry ``sessionId``; pi's and roost's never do."""
+    return isinstance(raw.get("sessionId"), str)
+
+
+def handed_items(text: str) -> list[TranscriptEntry]:
+    """The agent items of one roost hand-over (marker line, then framed items)."""
+    seqs = marked_seqs(text)
+    if not seqs:
+        return []
+    entries = []
+    for index, match in enumerate(_ENVELOPE.finditer(text)):
+        details = {"seq": seqs[index] if index < len(seqs) else None, "fromName": match[1], "from": match[2], "relation": match[3], "kind": match[4]}
+        # The message's own id and the one it answers, as pi's entries carry them.
+        details.update({key: value for key, value in (("id", match[5]), ("replyTo", match[6])) if value})
+        entries.append(TranscriptEntry(type="custom_message", text=match[0], custom_type=AGENT_MESSAGE_TYPE, details=details, raw={}))
+    return entries
+
+
+def entries_of(raw: dict[str, Any]) -> list[TranscriptEntry]:
+    """One Claude Code line as the entries the render plugin knows (pi's shapes): user and
+    assistant messages, tool results, and roost's hand-overs as agent messages. Claude
+    Code's own bookkeeping (attachments, queue operations, request blobs) is not shown."""
+    kind = raw.get("type")
+    message = raw.get("message") or {}
+    content = message.get("content")
+    if kind == "user" and not raw.get("isMeta"):
+        if isinstance(content, str):
+            return [] if content == WAKE_PROMPT else [TranscriptEntry(type="message", role="user", text=content, raw=raw)]
+        out = []
+        for block in content or []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_result":
+                shaped = {"message": {"role": "toolResult", "toolName": "tool", "isError": bool(block.get("is_error"))}}
+                out.append(TranscriptEntry(type="message", role="toolResult", text=entry_text(block.get("content")), raw=shaped))
+            elif block.get("type") == "text":
+                out.append(TranscriptEntry(type="message", role="user", text=str(block.get("text", "")), raw=raw))
+        return out
+    if kind == "assistant":
+        parts = [
+            {"type": "toolCall", "name": block.get("name"), "arguments": block.get("input")}
+            for block in content or []
+            if isinstance(block, dict) and block.get("type") == "tool_use"
+        ]
+        text = entry_text(content)
+        if not text and not parts:
+            return []
+        return [TranscriptEntry(type="message", role="assistant", text=text, raw={"message": {"role": "assistant", "content": parts}})]
+    if kind == "attachment":
+        attachment = raw.get("attachment") or {}
+        if attachment.get("type") == "hook_additional_context":
+            return [entry for text in attachment.get("content") or [] if isinstance(text, str) for entry in handed_items(text)]
+        if attachment.get("type") == "hook_blocking_error":
+            return handed_items(str((attachment.get("blockingError") or {}).get("blockingError") or ""))
+    return []

@@ -1,0 +1,300 @@
+"""What the ``roost`` commands share. :mod:`~roost_core.cli`, :mod:`~roost_core.demo` and
+:mod:`~roost_core.view` sit side by side above this module and never import each other.
+
+- the error boundary: every failure is one line, ``roost: CODE: message`` (:func:`guarded`);
+- the daemon connection (:func:`client`) and the plugin manager the CLI renders with
+  (:func:`local_manager`);
+- job references: :func:`find_job` resolves an id or name by the daemon's own rule
+  (``routing.resolve_ref``), and :func:`wait_for_job` waits on what it found;
+- the lines the commands print: :func:`format_jobs`, :func:`format_started`,
+  :func:`format_reply`, :func:`plugin_notes`.
+
+Only the standard library is imported at module level (``roost --help`` stays instant).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+#: States in which a job is not running: what ``roost wait`` waits for by default.
+SETTLED = ("idle", "needs_input", "done", "failed", "stopped")
+#: States after which a job has nothing left to do until someone replies.
+FINISHED = ("done", "failed", "stopped")
+
+# Codes of errors the CLI finds itself (the daemon's are in docs/protocol.md).
+#: A wait ran out of time.
+TIMEOUT = "timeout"
+#: No daemon answers and none could be started.
+UNAVAILABLE = "unavailable"
+#: The user config cannot be read.
+BAD_CONFIG = "bad_config"
+#: A third-party plugin failed to load and ``ROOST_STRICT_PLUGINS=1``.
+PLUGIN_ERROR = "plugin_error"
+
+
+class CommandError(Exception):
+    """A failure a command reports as ``roost: CODE: message`` (exit status 1)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def error_line(code: str, message: str) -> str:
+    return f"roost: {code}: {message}"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with its errors in the same shape as every other: the usage, then
+    ``roost: bad_args: message`` (exit status 2, argparse's)."""
+
+    def error(self, message: str) -> Any:
+        self.print_usage(sys.stderr)
+        self.exit(2, error_line("bad_args", message) + "\n")
+
+
+def guarded(run: Callable[[], int]) -> int:
+    """Run a command; any failure it meets is printed as ``roost: CODE: message`` on
+    stderr and gives exit status 1. The one error boundary of every ``roost`` command."""
+    try:
+        return run()
+    except Exception as exc:
+        # The classes are imported only now: a command that succeeds never pays for them.
+        code_message = classify(exc)
+        if code_message is None:
+            raise
+        print(error_line(*code_message), file=sys.stderr, flush=True)
+        return 1
+
+
+def classify(exc: BaseException) -> tuple[str, str] | None:
+    """The code and message of a failure a command reports, or None for a bug."""
+    from roost_core.config import ConfigError
+    from roost_core.plugins import PluginError
+    from roost_core.protocol import BAD_ARGS, ProtocolError
+
+    if isinstance(exc, (CommandError, ProtocolError)):
+        return exc.code, exc.message
+    if isinstance(exc, ConnectionError):
+        return UNAVAILABLE, f"no daemon answers: {exc}"
+    if isinstance(exc, ConfigError):
+        return BAD_CONFIG, str(exc)
+    if isinstance(exc, PluginError):
+        return PLUGIN_ERROR, str(exc)
+    if isinstance(exc, ValueError):
+        # A scenario that cannot be read (ScenarioError) gets the code the daemon's
+        # `start` answers for one; so does any other value the CLI was given.
+        return BAD_ARGS, str(exc)
+    return None
+
+
+# ---------------------------------------------------------------------------- the daemon and plugins
+
+
+def client() -> Any:
+    """A connection to this user's daemon, started if none answers."""
+    from roost_core.client import connect
+
+    return connect()
+
+
+def disabled_plugins() -> tuple[str, ...]:
+    from roost_core.plugins import disabled_from_env
+
+    return disabled_from_env()
+
+
+def user_config() -> tuple[Any, Any]:
+    """The user config and the path it is read from."""
+    from roost_core.config import load_user_config
+    from roost_core.paths import resolve_paths
+
+    path = resolve_paths().config_file
+    return load_user_config(path), path
+
+
+def local_manager(config: Any = None) -> Any:
+    """The plugin manager the daemon would build here (user config, blocked names,
+    installed entry points): what the CLI renders transcripts with."""
+    from roost_core.plugins import make_plugin_manager
+
+    if config is None:
+        config, _ = user_config()
+    return make_plugin_manager(config, disabled=disabled_plugins())
+
+
+# ---------------------------------------------------------------------------- jobs
+
+
+def find_job(rows: list[dict[str, Any]], ref: str) -> dict[str, Any]:
+    """The row of ``jobs`` that ``ref`` names, by the rule the daemon's ops use (an id,
+    else an exact unique name): raises ``not_found`` or ``ambiguous`` as they do."""
+    from roost_core.routing import resolve_ref
+
+    return resolve_ref(ref, rows, id_of=lambda row: row["id"], name_of=lambda row: row["name"])
+
+
+def check_states(states: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """``states`` if each is a job state; else ``bad_args`` naming the states there are."""
+    from roost_core.protocol import BAD_ARGS
+    from roost_core.records import JOB_STATES
+
+    unknown = [state for state in states if state not in JOB_STATES]
+    if unknown:
+        raise CommandError(BAD_ARGS, f"{', '.join(map(repr, unknown))} is not a job state (one of: {', '.join(JOB_STATES)})")
+    return tuple(states)
+
+
+def wait_for_job(conn: Any, ref: str, states: tuple[str, ...] = SETTLED, timeout: float = 60.0, *, poll: float = 0.05) -> dict[str, Any]:
+    """Poll ``jobs`` until the job ``ref`` names is in one of ``states`` with its queue
+    empty (a stopped job's queue need not be). ``ref`` is resolved once, as every
+    command resolves it; raises ``timeout`` when ``timeout`` seconds pass first."""
+    from roost_core.protocol import NOT_FOUND, ProtocolError
+
+    states = check_states(states)
+    deadline = time.monotonic() + timeout
+    job_id = find_job(conn.call("jobs")["jobs"], ref)["id"]
+    while True:
+        row = next((row for row in conn.call("jobs")["jobs"] if row["id"] == job_id), None)
+        if row is None:
+            raise ProtocolError(NOT_FOUND, f"job {job_id} was removed while waiting for it")
+        if row["state"] in states and (row["pending"] == 0 or row["state"] == "stopped"):
+            return row
+        if time.monotonic() > deadline:
+            raise CommandError(TIMEOUT, f"job {job_id} ({row['name']}) still {row['state']} after {timeout:g}s, waiting for {' or '.join(states)}")
+        time.sleep(poll)
+
+
+# ---------------------------------------------------------------------------- text
+
+
+def cut(text: str, width: int) -> str:
+    """``text`` on one line, at most ``width`` characters: a longer text ends with ``…``
+    after its last whole word (a word longer than half the room is cut inside)."""
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    room = text[: width - 1]
+    space = room.rfind(" ")
+    if text[width - 1] != " " and space >= (width - 1) // 2:
+        room = room[:space]  # the last word did not fit whole: drop it
+    return room.rstrip(" ,.;:-") + "…"
+
+
+def job_live(row: dict[str, Any]) -> bool:
+    """Whether ``roost jobs`` calls a job live: a worker runs it and it is not finished
+    (a done job's worker only waits, until reaped, in case a reply comes)."""
+    return bool(row.get("live")) and row["state"] not in FINISHED
+
+
+def job_detail(row: dict[str, Any]) -> str:
+    """The question of a job that asks, else its error, else its summary."""
+    if row["state"] == "needs_input":
+        return row.get("question") or ""
+    return row.get("error") or row.get("summary") or ""
+
+
+NAME_WIDTH = 30
+#: The longest detail when the output is not a terminal (no width to fit).
+DETAIL_WIDTH = 100
+
+
+def output_width() -> int | None:
+    """The terminal's width when stdout is one (or ``COLUMNS`` says), else None: output
+    going to a pipe or a file has no width to fit."""
+    if os.environ.get("COLUMNS") or sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    return None
+
+
+def format_jobs(rows: list[dict[str, Any]], width: int | None = None) -> str:
+    """The ``roost jobs`` table: a header row, then one line per job. Names longer than
+    30 characters and details longer than what is left of ``width`` (default: the
+    terminal's; 100 characters of detail when there is none) end in ``…`` after a
+    whole word."""
+    if not rows:
+        return "no jobs"
+    width = width or output_width()
+    table = [("ID", "STATE", "LIVE", "HOST", "NAME")]
+    table += [(row["id"], row["state"], "live" if job_live(row) else "-", row["host"], cut(row["name"], NAME_WIDTH)) for row in rows]
+    widths = [max(len(line[column]) for line in table) for column in range(5)]
+    lines = []
+    for index, line in enumerate(table):
+        head = "  ".join(cell.ljust(size) for cell, size in zip(line, widths))
+        detail = "DETAIL" if index == 0 else job_detail(rows[index - 1])
+        room = max(width - len(head) - 2, 20) if width else DETAIL_WIDTH
+        lines.append(f"{head}  {cut(detail, room)}".rstrip())
+    return "\n".join(lines)
+
+
+def format_started(result: dict[str, Any]) -> str:
+    """What ``roost start`` says: the job, its host, that it runs in the background and
+    how to follow it."""
+    ref = shlex.quote(result["name"])
+    return "\n".join(
+        [
+            f"started job {result['id']} ({result['name']}) on host {result['host']}; it runs in the background",
+            f"  follow it:   roost log {ref} --follow",
+            f"  wait for it: roost wait {ref}",
+        ]
+    )
+
+
+#: What ``reply``'s result says about the reply.
+REPLY_OUTCOMES = {
+    "delivered": "delivered to its running worker",
+    "queued": "queued; its worker takes it when it connects",
+    "started": "a worker was started for it",
+    "stopped": "kept; the job is stopped",
+}
+
+
+def format_reply(result: dict[str, Any]) -> str:
+    """The one line every command prints for a user reply: the job, the reply's seq in
+    the job's queue, and what happened to it."""
+    outcome = REPLY_OUTCOMES.get(result["result"], result["result"])
+    return f"{result['id']}: reply is item {result['seq']} of the job's queue (its seq); {outcome}"
+
+
+# ---------------------------------------------------------------------------- plugins
+
+
+def plugin_notes(pm: Any, config: Any = None, config_file: Any = None) -> list[str]:
+    """Plain sentences for every way the plugins in ``pm`` differ from roost's default
+    set: a third-party plugin that is active (which, from which distribution and where it
+    is installed, how to block it) and a default plugin that is blocked (by what).
+    Empty when ``pm`` runs exactly the defaults."""
+    from roost_core.plugins import DEFAULT_PLUGINS, DEFAULT_SOURCE, describe_plugins
+
+    where = f" in {config_file}" if config_file else ""
+    config_blocked = getattr(config, "disabled_plugins", ())
+    notes = []
+    recorded = getattr(pm, "distributions", {})
+    for row in describe_plugins(pm):
+        if row["source"] == DEFAULT_SOURCE:
+            continue
+        name = row["name"]
+        origin = f"the package {row['source']}" + (f" {row['version']}" if row["version"] else "")
+        dist = recorded.get(name)
+        if dist is not None:
+            origin += f", installed in {dist.locate_file('')}"
+        in_config = f', or "plugins": {{"disable": ["{name}"]}}{where}' if config_file else ""
+        notes.append(
+            f"plugin {name!r} (not a default) is active: from {origin}. "
+            f"Block it with `roost --disable-plugin {name} ...` or ROOST_DISABLE_PLUGINS={name}{in_config}."
+        )
+    for name in DEFAULT_PLUGINS:
+        if pm.is_blocked(name):
+            by = f'"plugins": {{"disable": [...]}}{where}' if name in config_blocked else "--disable-plugin or ROOST_DISABLE_PLUGINS"
+            notes.append(f"default plugin {name!r} is blocked (by {by}): the core does the neutral thing for its hooks.")
+    return notes

@@ -1,0 +1,11 @@
+"""The arguments of ``roost mcp``, in one place for the CLI and ``python -m roost_core.mcp``."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("--session", help="the client's transcript file, when it has one (keys the peer on it)")
+    parser.add_argument("--name", help="this session's peer name (default: the working directory's name)")
+    return parser

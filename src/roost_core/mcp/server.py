@@ -1,0 +1,199 @@
+"""``roost mcp``: roost as a stdio MCP server, on the official ``mcp`` SDK.
+
+Tools: ``roost_agents``, ``roost_send`` and ``roost_spawn`` exactly as the daemon's tools
+plugin defines them (names, descriptions, parameters and result texts come from the
+daemon, as for the pi extension), plus ``roost_inbox``, which takes what waits for this
+session (for clients that cannot be pushed to).
+
+Two modes, chosen by the environment:
+
+- **foreground** (a user's MCP client): the client's session is a roost peer
+  (:class:`roost_core.mcp.peer.McpPeer`). When the client is Claude Code the server also
+  answers its hooks (``roost claude hook``) over a private socket, so items are pushed.
+- **job** (``ROOST_CLAUDE_BRIDGE`` set: a background Claude Code job): the tools run
+  through the job's worker over that bridge; the worker holds the job's identity.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from roost_core.claude import BRIDGE_ENV
+
+log = logging.getLogger("roost.mcp")
+
+INBOX_TOOL = {
+    "name": "roost_inbox",
+    # Short: every tool definition costs tokens in every request.
+    "description": "Take the agent messages and reports waiting for you (not from the user). Do not poll.",
+    "parameters": {"type": "object", "properties": {}},
+}
+MISSING_SDK = "mcp_missing: the MCP SDK is not installed; install roost with its MCP extra: pip install 'roost[mcp]'"
+
+
+class McpMissing(RuntimeError):
+    """The ``mcp`` package is not installed."""
+
+
+def load_sdk() -> Any:
+    try:
+        import mcp.types as types
+        from mcp.server.lowlevel.server import Server
+        from mcp.server.stdio import stdio_server
+    except ImportError as exc:
+        raise McpMissing(MISSING_SDK) from exc
+    return types, Server, stdio_server
+
+
+def build_server(list_tools: Any, call_tool: Any) -> Any:
+    """An MCP server whose tools are ``list_tools()`` (dicts as the daemon gives them) and
+    whose calls go to ``call_tool(name, args) -> (ok, text)``."""
+    types, Server, _ = load_sdk()
+    from roost_core import __version__
+
+    async def on_list_tools(ctx: Any, params: Any) -> Any:
+        tools = await list_tools()
+        return types.ListToolsResult(
+            tools=[types.Tool(name=t["name"], description=t.get("description"), input_schema=t.get("parameters") or {"type": "object"}) for t in tools]
+        )
+
+    async def on_call_tool(ctx: Any, params: Any) -> Any:
+        try:
+            ok, text = await call_tool(params.name, dict(params.arguments or {}))
+        except Exception as exc:  # noqa: BLE001 - the model reads the error; the server stays up
+            log.exception("tool %s failed", params.name)
+            ok, text = False, f"error: {exc}"
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=not ok)
+
+    return Server("roost", version=__version__, on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+
+async def serve_stdio(server: Any) -> None:
+    _, _, stdio_server = load_sdk()
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+# ---------------------------------------------------------------------- job mode
+
+
+async def run_job_mode(bridge_path: str) -> None:
+    from roost_core.claude.bridge import AsyncBridgeClient
+
+    bridge = await AsyncBridgeClient.connect(bridge_path)
+    tools = (await bridge.call("hello")).get("tools") or []
+
+    async def list_tools() -> list[dict[str, Any]]:
+        return tools
+
+    async def call_tool(name: str, args: dict[str, Any]) -> tuple[bool, str]:
+        answer = await bridge.call("tool_call", name=name, args=args)
+        return bool(answer.get("ok")), str(answer.get("text", ""))
+
+    try:
+        await serve_stdio(build_server(list_tools, call_tool))
+    finally:
+        await bridge.aclose()
+
+
+# ---------------------------------------------------------------------- foreground mode
+
+
+def daemon_tools(paths: Any) -> list[dict[str, Any]]:
+    """The agent tools, from the daemon (started if none runs)."""
+    from roost_core.client import connect
+
+    with connect(paths) as conn:
+        return list(conn.call("tools").get("tools") or [])
+
+
+async def run_foreground(args: argparse.Namespace) -> None:
+    from roost_core.mcp.peer import McpPeer
+    from roost_core.paths import resolve_paths
+
+    paths = resolve_paths()
+    client_pid = os.getppid()
+    claude_session_id = os.environ.get("CLAUDE_CODE_SESSION_ID") or None
+    claude = bool(claude_session_id or os.environ.get("CLAUDECODE"))
+    session = args.session or os.environ.get("ROOST_MCP_SESSION") or None
+    cwd = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+    name = args.name or os.environ.get("ROOST_NAME") or Path(cwd).name or "mcp"
+    tools = await anyio.to_thread.run_sync(daemon_tools, paths)
+
+    async with McpPeer(paths, name=name, cwd=cwd, client_pid=client_pid, session=session, claude=claude, claude_session_id=claude_session_id) as peer:
+
+        async def list_tools() -> list[dict[str, Any]]:
+            return [*(peer.tools or tools), INBOX_TOOL]
+
+        async def call_tool(name: str, tool_args: dict[str, Any]) -> tuple[bool, str]:
+            if name == INBOX_TOOL["name"]:
+                return True, await peer.inbox_text()
+            return await peer.tool_call(name, tool_args)
+
+        server = build_server(list_tools, call_tool)
+        async with anyio.create_task_group() as tg:
+            if claude:
+                await start_hook_bridge(tg, peer, paths, client_pid)
+            await serve_stdio(server)
+            tg.cancel_scope.cancel()
+
+
+async def start_hook_bridge(tg: Any, peer: Any, paths: Any, client_pid: int) -> None:
+    """Listen for the Claude Code client's hooks (see ``roost_core.claude.hook``)."""
+    from roost_core.claude.bridge import BridgeServer, foreground_socket
+
+    async def answer(frame: dict[str, Any]) -> dict[str, Any]:
+        if frame.get("op") != "hook":
+            raise ValueError(f"unknown op {frame.get('op')!r}")
+        return {"output": await peer.answer_hook(str(frame.get("event")), dict(frame.get("input") or {}))}
+
+    bridge = BridgeServer(foreground_socket(paths.home, client_pid), answer, lambda: client_pid)
+    try:
+        await bridge.open()
+    except OSError as exc:
+        log.warning("no hook bridge (items are pulled with roost_inbox only): %s", exc)
+        return
+
+    async def serve() -> None:
+        try:
+            await bridge.serve()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await bridge.close()
+
+    tg.start_soon(serve)
+
+
+# ---------------------------------------------------------------------- the command
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        load_sdk()
+    except McpMissing as exc:
+        print(f"roost: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s roost-mcp %(levelname)s %(message)s", stream=sys.stderr)
+    bridge = os.environ.get(BRIDGE_ENV)
+    try:
+        if bridge:
+            anyio.run(run_job_mode, bridge)
+        else:
+            anyio.run(run_foreground, args)
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from roost_core.mcp.args import add_arguments
+
+    parser = add_arguments(argparse.ArgumentParser(prog="roost mcp"))
+    return run(parser.parse_args(sys.argv[1:] if argv is None else argv))

@@ -1,0 +1,57 @@
+"""The Claude test kit: the real Claude Code (tests/claude/node_modules, from
+scripts/install-claude.sh), a fake Anthropic Messages API on 127.0.0.1, and an isolated
+HOME for every test.
+
+Every Claude test isolates HOME and TMPDIR, drops inherited ``*_API_KEY``, ``ANTHROPIC_*``
+and ``CLAUDE*`` variables, sets a fake key and the variables that turn off telemetry,
+updates and error reports, and talks only to 127.0.0.1. The tests skip when Claude Code is
+not installed, unless ``ROOST_REQUIRE_CLAUDE=1`` (CI), where a missing one fails them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.append(str(Path(__file__).resolve().parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent / "pi"))
+
+from claudekit import ClaudeKit, find_claude
+
+
+@pytest.fixture
+def claude_bin() -> str:
+    found = find_claude()
+    if found is None:
+        if os.environ.get("ROOST_REQUIRE_CLAUDE") == "1":
+            pytest.fail("Claude Code is not installed (run scripts/install-claude.sh) and ROOST_REQUIRE_CLAUDE=1")
+        pytest.skip("Claude Code is not installed (scripts/install-claude.sh installs it)")
+    return found
+
+
+@pytest.fixture
+def claude_kit(tmp_path, roost_env, daemon_factory, claude_bin):
+    kit = ClaudeKit(tmp_path, roost_env, daemon_factory, claude_bin)
+    yield kit
+    kit.cleanup()
+
+
+@pytest.fixture
+def mixed_kits(tmp_path, roost_env, daemon_factory, claude_bin):
+    """The pi kit and the Claude kit on one environment (pi first: the Claude kit keeps the
+    pi fake's key and sets HOME last; pi finds its own files through PI_CODING_AGENT_DIR)."""
+    from pikit import PiKit, find_pi
+
+    pi = find_pi()
+    if pi is None:
+        if os.environ.get("ROOST_REQUIRE_PI") == "1":
+            pytest.fail("pi is not installed (run scripts/install-pi.sh) and ROOST_REQUIRE_PI=1")
+        pytest.skip("pi is not installed (scripts/install-pi.sh installs it)")
+    pi_kit = PiKit(tmp_path, roost_env, daemon_factory, pi)
+    claude_kit = ClaudeKit(tmp_path, roost_env, daemon_factory, claude_bin)
+    yield pi_kit, claude_kit
+    claude_kit.cleanup()
+    pi_kit.cleanup()

@@ -1,0 +1,231 @@
+"""A fake Anthropic Messages API (``POST /v1/messages``, SSE streaming, tool use) driven by
+a roost scenario, for the real Claude Code on 127.0.0.1.
+
+It is the pi kit's fake model (``tests/pi/fake_openai.py``) behind another wire format:
+each request's Anthropic messages are turned into the chat shape that fake understands,
+so one scenario runs on the scripted host, pi and Claude Code alike. What the turning
+does with what Claude Code sends:
+
+- ``system`` entries inside ``messages`` (the environment, hook contexts) are dropped,
+  except a hook's additional context holding agent items (roost's ``PostToolUse`` and
+  ``UserPromptSubmit`` delivery), which counts as an input of its own per item, as pi's
+  custom messages do;
+- ``<system-reminder>`` blocks in user text are dropped, unless they carry agent items
+  (a blocked ``Stop``'s feedback); "The user sent a new message while you were working:"
+  is taken off a steered reply; roost's wake-up prompt is dropped (the items in its hook
+  context are the input);
+- ``tool_use`` / ``tool_result`` blocks become tool calls and tool messages.
+
+Scenario tools map onto Claude Code's: ``bash`` is ``Bash``; ``roost_*`` are the MCP tools
+``mcp__roost__roost_*``. Every request is logged as a JSON line with the raw body and the
+turned messages, so tests can assert what Claude Code sent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+sys.path.append(str(Path(__file__).resolve().parent.parent / "pi"))
+
+from fake_openai import answer  # noqa: E402
+
+from roost_core.claude import WAKE_PROMPT  # noqa: E402
+from roost_core.hosts.scripted import load_scenario  # noqa: E402
+
+_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
+_ENVELOPE = re.compile(r"<agent-message [^>\n]*>\n.*?\n</agent-message>", re.DOTALL)
+STEERED_PREFIX = "The user sent a new message while you were working:"
+HOOK_CONTEXT = "hook additional context: "
+
+
+def blocks_of(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [block for block in content or [] if isinstance(block, dict)]
+
+
+def envelopes(text: str) -> list[str]:
+    return _ENVELOPE.findall(text)
+
+
+def user_inputs(text: str) -> list[str]:
+    """The inputs one user text block holds, as a model would read them."""
+    if "<agent-message " in text:
+        return envelopes(text)
+    text = _REMINDER.sub("", text).strip()
+    if text.startswith(STEERED_PREFIX):
+        text = text[len(STEERED_PREFIX):].strip()
+    if not text or text == WAKE_PROMPT:
+        return []
+    return [text]
+
+
+def to_chat(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Anthropic messages as the chat-completions shape of ``fake_openai``."""
+    chat: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.get("role")
+        blocks = blocks_of(message.get("content"))
+        if role == "assistant":
+            text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+            calls = [
+                {"id": b.get("id"), "type": "function", "function": {"name": b.get("name"), "arguments": json.dumps(b.get("input") or {})}}
+                for b in blocks
+                if b.get("type") == "tool_use"
+            ]
+            chat.append({"role": "assistant", "content": text, **({"tool_calls": calls} if calls else {})})
+        elif role == "user":
+            for block in blocks:
+                if block.get("type") == "tool_result":
+                    chat.append({"role": "tool", "tool_call_id": block.get("tool_use_id"), "content": json.dumps(block.get("content"))})
+                elif block.get("type") == "text":
+                    chat.extend({"role": "user", "content": piece} for piece in user_inputs(block.get("text", "")))
+        elif role == "system":
+            text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+            if HOOK_CONTEXT in text and "<agent-message " in text:
+                chat.extend({"role": "user", "content": piece} for piece in envelopes(text))
+    return chat
+
+
+def claude_tool(name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    if name == "bash":
+        return "Bash", {"command": args.get("command", ""), "description": "scenario step"}
+    if name.startswith("roost_"):
+        return f"mcp__roost__{name}", args
+    return name, args
+
+
+class FakeAnthropic:
+    """The server, on 127.0.0.1 and a free port, in a thread of the test process."""
+
+    def __init__(self, scenario: Any, log_path: str | Path) -> None:
+        self.scenario = load_scenario(scenario)
+        self.log_path = Path(log_path)
+        self.lock = threading.Lock()
+        #: ``hold(reply)`` true: that answer waits until ``release`` is set (``holding``
+        #: says it waits), so a test can act while the model is "thinking".
+        self.hold: Any = None
+        self.holding = threading.Event()
+        self.release = threading.Event()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if not self.path.startswith("/v1/messages") or self.path.startswith("/v1/messages/count_tokens"):
+                    self.reply_json(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
+                    return
+                chat = to_chat(body.get("messages") or [])
+                try:
+                    reply = answer(fake.scenario, {"model": body.get("model", ""), "messages": chat})
+                except Exception as exc:  # noqa: BLE001 - a scenario bug answers an error
+                    reply = {"error": f"fake model: {type(exc).__name__}: {exc}"}
+                fake.log(self.headers, body, chat, reply)
+                if fake.hold is not None and fake.hold(reply):
+                    fake.holding.set()
+                    fake.release.wait(120)
+                if "error" in reply:
+                    self.reply_json(400, {"type": "error", "error": {"type": "invalid_request_error", "message": reply["error"]}})
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for name, data in sse_events(str(body.get("model", "fake")), reply):
+                    self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+                self.wfile.flush()
+                self.close_connection = True
+
+            def reply_json(self, status: int, data: dict[str, Any]) -> None:
+                payload = json.dumps(data).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, name="fake-anthropic", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return self.server.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log(self, headers: Any, body: dict[str, Any], chat: list[dict[str, Any]], reply: dict[str, Any]) -> None:
+        record = {
+            "time": time.time(),
+            "model": body.get("model"),
+            "apiKey": headers.get("x-api-key"),
+            "raw": body.get("messages"),
+            "messages": chat,
+            "tools": [tool.get("name") for tool in body.get("tools") or []],
+            "reply": reply,
+        }
+        with self.lock, open(self.log_path, "a") as fh:
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def requests(self) -> list[dict[str, Any]]:
+        try:
+            lines = self.log_path.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def start(self) -> FakeAnthropic:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def sse_events(model: str, reply: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    usage = {"input_tokens": 10, "output_tokens": 1}
+    events: list[tuple[str, dict[str, Any]]] = [
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {"id": "msg_" + uuid.uuid4().hex[:12], "type": "message", "role": "assistant", "model": model, "content": [],
+                            "stop_reason": None, "stop_sequence": None, "usage": usage},
+            },
+        )
+    ]
+    index = 0
+    if reply.get("text"):
+        events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}))
+        events.append(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": reply["text"]}}))
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+        index += 1
+    stop = "end_turn"
+    if reply.get("tool"):
+        name, args = claude_tool(*reply["tool"])
+        block = {"type": "tool_use", "id": "toolu_" + uuid.uuid4().hex[:16], "name": name, "input": {}}
+        events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": block}))
+        events.append(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": json.dumps(args)}}))
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+        stop = "tool_use"
+    events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 5}}))
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events

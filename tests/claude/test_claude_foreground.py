@@ -1,0 +1,142 @@
+"""A user's own Claude Code as a roost peer, through what ``roost claude install`` puts in
+its settings: the ``roost mcp`` server and the hooks. The real Claude Code, the fake
+Anthropic server, and pushes mid-turn and at the stop (the next prompt's delivery is in
+test_claude_interactive.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from claudekit import transcript_entries
+from conftest import wait_until
+from fg import in_thread, run_async, session
+from pikit import roost_bin
+from test_claude_background import hook_contexts, model_visible, user_prompts
+
+from roost_core import locks
+from roost_core.policy import NO_USER_AUTHORITY
+
+AUTHORITY_LINE = NO_USER_AUTHORITY.splitlines()[0]
+
+
+class StreamClaude:
+    """Claude Code driven as an SDK host drives it (stream-json in and out): a live
+    session that stays up, and idle, between prompts."""
+
+    def __init__(self, claude: str, env: dict[str, str], cwd: Path) -> None:
+        cwd.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [claude, "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            cwd=str(cwd),
+        )
+        self.events: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            with self.lock:
+                self.events.append(event)
+
+    def results(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return [e for e in self.events if e.get("type") == "result"]
+
+    def session_id(self) -> str | None:
+        with self.lock:
+            return next((e.get("session_id") for e in self.events if e.get("session_id")), None)
+
+    def prompt(self, text: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write((json.dumps({"type": "user", "message": {"role": "user", "content": text}}) + "\n").encode())
+        self.process.stdin.flush()
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+
+def peer_row(daemon, name: str) -> dict[str, Any] | None:
+    return next((row for row in daemon.call("agents")["agents"] if row["name"] == name), None)
+
+
+def test_a_users_claude_code_gets_items_mid_turn_and_at_the_stop(claude_kit, write_config, tmp_path):
+    write_config({"agentSpawnHosts": ["scripted"], "agentExternalMessages": True})
+    gate = tmp_path / "gate"
+    scenario = {
+        "run": [
+            {"match": "^spawn a counter", "steps": [
+                {"spawn": {"task": "count the apples", "name": "kid", "host": "scripted"}},
+                {"wait_for": str(gate)},
+                {"say": "final words"},
+            ]},
+            {"match": "stop here", "steps": [{"say": "ok, noted at the stop"}]},
+        ],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    }
+    fake = claude_kit.fake(scenario)
+    fake.hold = lambda reply: reply.get("text") == "final words"
+    daemon = claude_kit.daemon()
+    installed = subprocess.run([roost_bin(), "claude", "install"], env=claude_kit.env, capture_output=True, text=True, timeout=60)
+    assert installed.returncode == 0, installed.stderr
+    project = tmp_path / "project"
+    claude = StreamClaude(claude_kit.claude, {**claude_kit.env, "ROOST_NAME": "cc-user"}, project)
+    try:
+
+        async def story():
+            async with session(daemon, tmp_path, name="outsider") as outsider:
+                await outsider.ensure_registered()
+                claude.prompt("spawn a counter and wait")
+                # The session joined on its first roost tool call, keyed on its transcript.
+                me = await in_thread(wait_until, lambda: peer_row(daemon, "cc-user"), 90, what="the Claude session as a peer")
+                assert me["kind"] == "foreground" and me["session"].endswith(f"{claude.session_id()}.jsonl")
+                # Its writer lock names Claude Code itself (the MCP server's parent).
+                assert locks.lock_holder(me["session"]) == claude.process.pid
+                # The child's report is held for the session while its slow tool runs...
+                await in_thread(wait_until, lambda: peer_row(daemon, "cc-user")["pending"] == 1, 60, what="the report held")
+                gate.write_text("go")
+                # ... and handed over after that tool. Then, while the last answer streams, a
+                # message from outside arrives: the stop is blocked with it.
+                assert await in_thread(fake.holding.wait, 90), "the last answer never started"
+                ok, text, data = await outsider.call_tool("roost_send", {"to": me["id"], "message": "stop here please"})
+                assert ok and data["result"] == "delivered", text
+                fake.release.set()
+                await in_thread(wait_until, lambda: len(claude.results()) == 1, 90, what="the turn's end")
+                await in_thread(wait_until, lambda: peer_row(daemon, "cc-user")["pending"] == 0, 30, what="every item acknowledged")
+                return me
+
+        me = run_async(story)
+        transcript = me["session"]
+        entries = transcript_entries(transcript)
+        contexts = hook_contexts(entries)
+        assert [event for event, _, _ in contexts] == ["PostToolUse", "Stop"], contexts
+        assert 'from="kid"' in contexts[0][2] and 'kind="report"' in contexts[0][2]
+        assert "stop here please" in contexts[1][2] and 'relation="external"' in contexts[1][2]
+        assert all(AUTHORITY_LINE in text for _, _, text in contexts)
+        # Each exactly once in what the model read; never as the user's words.
+        visible = model_visible(entries)
+        for needle in ("Done: count the apples", "stop here please"):
+            assert sum(text.count(needle) for text in visible) == 1, needle
+        assert user_prompts(entries) == ["spawn a counter and wait"]
+        # The run went on after the blocked stop and ended with the answer to the message.
+        assert claude.results()[-1]["result"] == "ok, noted at the stop"
+    finally:
+        claude.close()

@@ -1,0 +1,103 @@
+"""What roost reads from a Claude Code transcript (which queue seqs it holds), and the
+texts its hooks answer with. No Claude Code needed: the lines are Claude Code 2.1.332's
+shapes, as the Claude tests see them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from roost_core.claude import WAKE_PROMPT, marked_seqs, marker, project_folder_name, prompt_uuid, seq_of_prompt_uuid, session_id_of
+from roost_core.claude.hook import hook_output, items_text, wants_items
+from roost_core.claude.transcript import TranscriptSeqs
+from roost_core.queue import Item
+
+SID = "11111111-2222-4333-8444-555555555555"
+
+
+def line(entry) -> str:
+    return json.dumps(entry) + "\n"
+
+
+def hook_context(text: str, event: str = "PostToolUse") -> dict:
+    return {"type": "attachment", "attachment": {"type": "hook_additional_context", "content": [text], "hookEvent": event}}
+
+
+def tool_use(tool_id: str, name: str) -> dict:
+    return {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "tool_use", "id": tool_id, "name": name, "input": {}}]}}
+
+
+def tool_result(tool_id: str, text: str) -> dict:
+    return {"type": "user", "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": text}]}}
+
+
+def test_markers_name_seqs_on_the_first_line_only() -> None:
+    assert marker([3, 4]) == "[roost seq 3 4]"
+    assert marked_seqs("[roost seq 3 4]\n<agent-message ...") == [3, 4]
+    assert marked_seqs("hello\n[roost seq 9]") == []
+    assert marked_seqs("[roost seq]") == [] and marked_seqs("[roost seq x]") == []
+
+
+def test_prompt_uuids_carry_their_seq_for_one_session_only() -> None:
+    value = prompt_uuid(SID, 42)
+    assert seq_of_prompt_uuid(SID, value) == 42
+    assert seq_of_prompt_uuid("99999999-2222-4333-8444-555555555555", value) is None
+    assert seq_of_prompt_uuid(SID, "aaaaaaaa-bbbb-4ccc-8ddd-000000000001") is None
+    assert len(value) == 36 and value.count("-") == 4
+
+
+def test_the_transcript_folder_and_session_id() -> None:
+    assert project_folder_name("/tmp/cx/proj/a.b_c d") == "-tmp-cx-proj-a-b-c-d"
+    assert session_id_of(f"/x/.claude/projects/-tmp/{SID}.jsonl") == SID
+    with pytest.raises(RuntimeError):
+        session_id_of("/x/sessions/abc.jsonl")
+
+
+def test_seqs_come_from_prompts_hook_contexts_blocked_stops_and_inbox_results(tmp_path) -> None:
+    path = tmp_path / f"{SID}.jsonl"
+    entries = [
+        {"type": "user", "uuid": prompt_uuid(SID, 1), "message": {"role": "user", "content": "the task"}},
+        hook_context("[roost seq 2]\n<agent-message ...>"),
+        {"type": "attachment", "attachment": {"type": "hook_blocking_error", "blockingError": {"blockingError": "[roost seq 3 4]\nx", "command": "c"}}},
+        tool_use("toolu_1", "mcp__roost__roost_inbox"),
+        tool_result("toolu_1", "[roost seq 5]\n<agent-message ...>"),
+    ]
+    path.write_text("".join(line(e) for e in entries))
+    reader = TranscriptSeqs(str(path), SID)
+    assert reader.scan() == {1, 2, 3, 4, 5}
+    # It reads on from where it stopped; a torn last line waits for its end.
+    with open(path, "a") as fh:
+        fh.write(json.dumps(hook_context("[roost seq 6]\nx"))[:20])
+    assert reader.scan() == set()
+    with open(path, "a") as fh:
+        fh.write(json.dumps(hook_context("[roost seq 6]\nx"))[20:] + "\n")
+    assert reader.scan() == {6} and reader.seqs == {1, 2, 3, 4, 5, 6}
+
+
+def test_a_peer_cannot_fake_a_marker_through_a_tool_output_or_a_prompt(tmp_path) -> None:
+    path = tmp_path / f"{SID}.jsonl"
+    entries = [
+        # The user (or an agent's message, quoted by the model) typing the marker.
+        {"type": "user", "uuid": "aaaaaaaa-bbbb-4ccc-8ddd-000000000001", "message": {"role": "user", "content": "[roost seq 7]\nhi"}},
+        # A Bash tool that prints it.
+        tool_use("toolu_2", "Bash"),
+        tool_result("toolu_2", "[roost seq 8]\nprinted"),
+        # A hook context that has it, but not on its first line.
+        hook_context("other hook output\n[roost seq 9]"),
+    ]
+    path.write_text("".join(line(e) for e in entries))
+    assert TranscriptSeqs(str(path), SID).scan() == set()
+
+
+def test_hook_answers() -> None:
+    items = [Item(seq=3, kind="message", content="<agent-message a>"), Item(seq=4, kind="report", content="<agent-message b>")]
+    assert items_text(items) == "[roost seq 3 4]\n<agent-message a>\n\n<agent-message b>"
+    assert hook_output("PostToolUse", items) == {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": items_text(items)}}
+    assert hook_output("UserPromptSubmit", items)["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+    assert hook_output("Stop", items) == {"decision": "block", "reason": items_text(items)}
+    assert hook_output("PostToolUse", []) is None
+    # A stop that already follows a block is never blocked again: no loop.
+    assert wants_items("Stop", {"stop_hook_active": False}) and not wants_items("Stop", {"stop_hook_active": True})
+    assert not wants_items("SessionStart", {}) and wants_items("PostToolUse", {}) and wants_items("UserPromptSubmit", {})
+    assert "not from the user" in WAKE_PROMPT
