@@ -234,7 +234,6 @@ class PiHost:
         self.job, self.services = job, services
         self.lock = locks.WriterLock(job.session)
         self.lock.acquire()
-        prepare_for_pi(job.session, job.cwd)
         await self.start_pi()
 
     async def open(self, job: JobInfo, services: WorkerServices) -> set[int]:
@@ -251,6 +250,8 @@ class PiHost:
         """Start (or restart) pi on the job's session file and wait for its extension."""
         assert self.job is not None
         await self.stop_pi()
+        # Every start (first, restart, warm): a damaged file must not be wiped by pi.
+        prepare_for_pi(self.job.session, self.job.cwd)
         self.bridge_dir = private_bridge_dir()
         sock_path = self.bridge_dir / "bridge.sock"
         old_umask = os.umask(0o077)
