@@ -226,7 +226,7 @@ def test_job_records_meet_a_full_disk_and_io_errors(daemon_factory, external, tm
             await me.ensure_registered()
             control = fail(daemon, point, code)
             try:
-                await in_thread(daemon.call, "start", task="never made", cwd=str(tmp_path))
+                await in_thread(daemon.call, "start", task="never made", cwd=str(tmp_path), host="scripted")
             except ProtocolError as exc:
                 refusals.append(exc.code)
             try:
