@@ -125,13 +125,16 @@ def test_no_fd_of_the_daemon_leaks_into_a_worker_or_the_fork_server(daemon, tmp_
     assert str(daemon.paths.runtime_dir / "daemon.lock") in daemon_fds.values()
     assert str(daemon.paths.journal) in daemon_fds.values()
     # Sockets and files name themselves uniquely (``socket:[inode]``, a path); every epoll
-    # instance reads as the same ``anon_inode:[eventpoll]``, so those are left out.
-    daemon_own = {target for fd, target in daemon_fds.items() if fd > 2 and not target.startswith("anon_inode:")}
+    # instance reads as the same ``anon_inode:[eventpoll]``, and the daemon's spare
+    # descriptor (daemon/accept.py) is ``/dev/null`` as the worker's stdin is: those are
+    # left out. The spare must not leak either: the worker's only /dev/null is its stdin.
+    daemon_own = {target for fd, target in daemon_fds.items() if fd > 2 and not target.startswith("anon_inode:") and target != os.devnull}
     assert daemon_own.isdisjoint(worker_fds.values()), worker_fds
     assert daemon_own.isdisjoint(target for fd, target in server_fds.items() if fd > 2), server_fds
     # The worker: stdin from /dev/null, stdout and stderr appended to its job log, and
     # nothing of the fork server's (its channel to the daemon, its wakeup pipe).
     assert worker_fds[0] == os.devnull
+    assert [fd for fd, target in worker_fds.items() if target == os.devnull] == [0], worker_fds
     assert worker_fds[1] == worker_fds[2] == log
     assert os.stat(log).st_mode & 0o777 == 0o600
     server_own = {target for fd, target in server_fds.items() if fd > 2}
