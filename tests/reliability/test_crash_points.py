@@ -198,7 +198,14 @@ def run_message_path(daemon_factory, write_config, tmp_path, point: str, *, stee
                 # One message starts a run that waits at the gate; the rest arrive while it
                 # waits and are steered in at the boundary when the gate opens.
                 await story.send(talker, "during-0")
-                await in_thread(wait_until, lambda: story.row(story.kid)["connected"], what="kid connected")
+                # In its transcript: the run has taken it and waits at the gate, so what
+                # comes next is steered in (a worker merely connected could still take
+                # them all into its first run, and nothing would be steered).
+                await in_thread(
+                    wait_until,
+                    lambda: any(body == "during-0" for _, body in received_messages(daemon.entries(story.kid))),
+                    what="during-0 in the kid's run",
+                )
                 for n in range(1, 6):
                     await story.send(talker, f"during-{n}")
                 story.gate.write_text("open")

@@ -159,6 +159,11 @@ def test_an_item_arriving_with_the_register_answer_is_acked(daemon_factory, tmp_
     async def main():
         async with session(daemon, tmp_path, name="lead") as lead:
             kid = (await lead.call("spawn", task="work", name="kid", scenario={"run": [{"steps": [{"wait_for": str(gate)}, {"say": "kid done"}]}]}))["id"]
+            lead_id = await lead.ensure_registered()
+        # The kid may settle only once the daemon has seen its parent go: a report routed
+        # before that is pushed to the closing connection (and kept for the session), not
+        # kept on the kid, which is the order this test is about.
+        await in_thread(wait_until, lambda: not any(r["live"] for r in daemon.call("agents")["agents"] if r["id"] == lead_id), what="the lead gone")
         gate.write_text("go")
         await in_thread(wait_until, lambda: daemon.job(kid)["undeliveredReport"], what="report kept")
         real_open = AsyncClient.open.__func__
