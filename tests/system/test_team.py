@@ -188,7 +188,9 @@ def test_agent_delivery_follow_up_is_the_default_when_configured(daemon_factory,
     async def story():
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "slow work", "kid", scenario=gate_scenario(gate))
-            await in_thread(wait_until, lambda: daemon.job(kid)["state"] == "running" and daemon.job(kid)["connected"], what="the run")
+            # pending 0: the run has taken its task (a job is "running" from its start, and a
+            # worker merely connected could still take the message into its first run).
+            await in_thread(wait_until, lambda: daemon.job(kid)["state"] == "running" and daemon.job(kid)["connected"] and daemon.job(kid)["pending"] == 0, what="the run")
             ok, text, _ = await send(lead, kid, "no flag")
             assert ok, text
             gate.write_text("go")
@@ -272,7 +274,7 @@ def test_a_tree_over_its_budget_is_refused_and_its_root_is_told(daemon_factory, 
     async def story():
         async with session(daemon, tmp_path) as lead:
             waiter = await spawn(lead, "wait", "waiter", scenario={"run": [{"steps": [{"wait_for": str(gate)}, {"say": "done waiting"}]}]})
-            await in_thread(wait_until, lambda: daemon.job(waiter)["state"] == "running" and daemon.job(waiter)["connected"], what="the waiter running")
+            await in_thread(wait_until, lambda: daemon.job(waiter)["state"] == "running" and daemon.job(waiter)["connected"] and daemon.job(waiter)["pending"] == 0, what="the waiter running")
             spent = await spawn(lead, "spend", "spender", scenario=spender)
             await in_thread(wait_until, lambda: any(e["kind"] == "report" and e["from"] == "roost" for e in lead.delivered), what="the root's budget report")
             (report,) = [e for e in lead.delivered if e["from"] == "roost"]
