@@ -243,6 +243,10 @@ def test_report_kept_while_the_parent_is_gone_and_retried_when_it_is_back(daemon
     async def story():
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "work", "kid", scenario={"run": [{"steps": [{"wait_for": str(gate)}, {"say": "kid done"}]}]})
+            lead_id = await lead.ensure_registered()
+        # Only once the daemon has seen the parent go is the report kept on the kid (one
+        # routed before is pushed to the closing connection and held for the session).
+        await in_thread(wait_until, lambda: not any(r["live"] for r in daemon.call("agents")["agents"] if r["id"] == lead_id), what="the lead gone")
         gate.write_text("go")
         await in_thread(daemon.wait_job, kid, "done")
         await in_thread(wait_until, lambda: daemon.job(kid)["undeliveredReport"], what="kept")
