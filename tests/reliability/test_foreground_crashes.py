@@ -43,7 +43,10 @@ def test_a_foreground_peer_survives_the_daemon_dying_before_its_ack(daemon_facto
                     pass  # the daemon died before it answered the sender: told nothing
                 await in_thread(wait_until, lambda: killed, what="delivery")
                 await in_thread(daemon.restart)
-                # Both sessions reconnect and go on working.
+                # Both sessions reconnect and go on working. The send waits until the new
+                # daemon has the receiver again: one sent before it re-registers is
+                # rightly answered "not running" (no mailbox for a foreground peer).
+                await in_thread(wait_until, lambda: any(r["id"] == me and r["live"] for r in daemon.call("agents")["agents"]), what="the receiver registered again")
                 with anyio.fail_after(30):
                     result = await sender.call("send", to=me, message="after the restart")
                 assert result["result"] == "delivered"
