@@ -56,7 +56,7 @@ from roost_core.claude import (
 from roost_core.claude.bridge import BridgeServer, private_folder
 from roost_core.claude.hook import EVENTS, hook_output, wants_items
 from roost_core.claude.transcript import TranscriptSeqs
-from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
+from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, end_agent_process
 from roost_core.queue import Item
 
 log = logging.getLogger("roost.claude")
@@ -171,21 +171,7 @@ class ClaudeHost:
         process, self.process = self.process, None
         if process is None:
             return
-        with contextlib.suppress(Exception):
-            await process.stdin.aclose()  # Claude Code ends cleanly when its stdin closes
-        with anyio.move_on_after(STOP_GRACE):
-            await process.wait()
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.terminate()
-            with anyio.move_on_after(2):
-                await process.wait()
-            if process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                await process.wait()
-        with contextlib.suppress(Exception):
-            await process.aclose()
+        await end_agent_process(process, STOP_GRACE)  # Claude Code ends cleanly when its stdin closes
         self.gone = True
 
     async def close(self) -> None:

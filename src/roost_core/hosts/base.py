@@ -8,8 +8,10 @@ the host reaches them only through :class:`WorkerServices`.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Protocol
 
+import anyio
 import attrs
 
 from roost_core.queue import Item
@@ -93,3 +95,23 @@ class AgentHost(Protocol):
 
     async def close(self) -> None:
         """Release the session (writer lock, child processes)."""
+
+
+async def end_agent_process(process: Any, grace: float) -> None:
+    """End an agent CLI the way it ends cleanly: close its stdin and give it ``grace``
+    seconds, then SIGTERM and 2 more, then SIGKILL; the process handle is closed after."""
+    with contextlib.suppress(Exception):
+        await process.stdin.aclose()
+    with anyio.move_on_after(grace):
+        await process.wait()
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+        with anyio.move_on_after(2):
+            await process.wait()
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+    with contextlib.suppress(Exception):
+        await process.aclose()

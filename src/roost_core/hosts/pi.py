@@ -42,7 +42,7 @@ import anyio
 from anyio.abc import SocketAttribute
 
 from roost_core import locks
-from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
+from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, end_agent_process
 from roost_core.queue import Item
 from roost_core.store import write_all
 from roost_core.transcript import inspect_session, now_iso, seqs_in, usage_of
@@ -301,21 +301,7 @@ class PiHost:
     async def stop_pi(self) -> None:
         process, self.process = self.process, None
         if process is not None:
-            with contextlib.suppress(Exception):
-                await process.stdin.aclose()  # pi ends cleanly when its stdin closes
-            with anyio.move_on_after(STOP_GRACE):
-                await process.wait()
-            if process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    process.terminate()
-                with anyio.move_on_after(2):
-                    await process.wait()
-                if process.returncode is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        process.kill()
-                    await process.wait()
-            with contextlib.suppress(Exception):
-                await process.aclose()
+            await end_agent_process(process, STOP_GRACE)  # pi ends cleanly when its stdin closes
         if self.bridge is not None:
             with contextlib.suppress(Exception):
                 await self.bridge.stream.aclose()
