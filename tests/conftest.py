@@ -200,7 +200,9 @@ def roost_env(tmp_path: Path) -> dict[str, str]:
     home.mkdir()
     env = dict(os.environ)
     for key in list(env):
-        if key.startswith("ROOST_") or key == "PI_JOB_TOKEN":
+        # COLUMNS/LINES: what the CLI prints must not depend on the terminal the tests
+        # were started from (a shell or pytest-xdist may export them).
+        if key.startswith("ROOST_") or key in ("PI_JOB_TOKEN", "COLUMNS", "LINES"):
             env.pop(key)
     env["ROOST_HOME"] = str(home)
     env["ROOST_WORKER_ORPHAN_SECONDS"] = "30"

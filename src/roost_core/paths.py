@@ -64,8 +64,20 @@ class Paths:
         private_dir(self.socket.parent)
 
 
+#: Room a socket's name takes in :func:`short_socket_dir` (``cc-`` + 20 hex + ``.sock``
+#: is the longest, 28 bytes) plus the separator.
+SOCKET_NAME_ROOM = 32
+
+
 def short_socket_dir() -> Path:
-    return Path(tempfile.gettempdir()) / f"roost-{os.getuid()}"
+    """The per-user folder for sockets whose natural path is too long for ``sun_path``:
+    under the temp folder (``TMPDIR``), or under ``/tmp`` when that one is itself too long
+    to hold a socket (every process of a user computes the same folder from the same
+    environment, so a Claude Code hook finds its ``roost mcp`` server's socket)."""
+    folder = Path(tempfile.gettempdir()) / f"roost-{os.getuid()}"
+    if len(os.fsencode(str(folder))) + SOCKET_NAME_ROOM <= MAX_SOCKET_PATH:
+        return folder
+    return Path("/tmp") / f"roost-{os.getuid()}"
 
 
 def private_dir(folder: Path) -> Path:

@@ -6,6 +6,7 @@ test_claude_interactive.py)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 from pathlib import Path
@@ -138,5 +139,49 @@ def test_a_users_claude_code_gets_items_mid_turn_and_at_the_stop(claude_kit, wri
         assert user_prompts(entries) == ["spawn a counter and wait"]
         # The run went on after the blocked stop and ended with the answer to the message.
         assert claude.results()[-1]["result"] == "ok, noted at the stop"
+    finally:
+        claude.close()
+
+
+def test_a_session_with_a_deep_temp_folder_still_gets_items_from_its_hooks(claude_kit, write_config, tmp_path):
+    # Under a TMPDIR this deep, the hook socket of `roost mcp` would not fit in sun_path:
+    # the server and the hooks must agree on a place that fits, or no hook hands anything.
+    write_config({"agentExternalMessages": True})
+    fake = claude_kit.fake({
+        "run": [
+            {"match": "^join roost", "steps": [{"agents": {}}, {"say": "joined the roost"}]},
+            {"match": "^what now", "steps": [{"say": "now: {input}"}]},
+        ],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    })
+    daemon = claude_kit.daemon()
+    installed = subprocess.run([roost_bin(), "claude", "install"], env=claude_kit.env, capture_output=True, text=True, timeout=60)
+    assert installed.returncode == 0, installed.stderr
+    deep = tmp_path / ("t" * 100)
+    deep.mkdir()
+    assert len(str(deep / f"roost-{os.getuid()}" / ("cc-" + "0" * 20 + ".sock"))) > 107
+    claude = StreamClaude(claude_kit.claude, {**claude_kit.env, "TMPDIR": str(deep), "ROOST_NAME": "cc-deep"}, tmp_path / "project")
+    try:
+        claude.prompt("join roost please")
+        wait_until(lambda: len(claude.results()) == 1, 90, what="the first turn's end")
+        me = peer_row(daemon, "cc-deep")
+        assert me is not None and me["host"] == "claude"
+        calls = len(fake.requests())
+
+        async def story():
+            async with session(daemon, tmp_path, name="outsider") as outsider:
+                ok, text, data = await outsider.call_tool("roost_send", {"to": me["id"], "message": "deep news"})
+                assert ok and data["result"] == "delivered", text
+
+        run_async(story)
+        wait_until(lambda: peer_row(daemon, "cc-deep")["pending"] == 1, 30, what="the message held")
+        assert len(fake.requests()) == calls  # held, nothing woke the idle session
+        claude.prompt("what now")
+        wait_until(lambda: len(claude.results()) == 2, 90, what="the second turn's end")
+        # The next prompt's hook handed it over, and the transcript showing it acked it.
+        wait_until(lambda: peer_row(daemon, "cc-deep")["pending"] == 0, 30, what="the message acknowledged")
+        contexts = hook_contexts(transcript_entries(me["session"]))
+        assert [event for event, _, _ in contexts] == ["UserPromptSubmit"], contexts
+        assert "deep news" in contexts[0][2]
     finally:
         claude.close()

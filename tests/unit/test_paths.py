@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import tempfile
 from pathlib import Path
 
 from roost_core.paths import MAX_SOCKET_PATH, private_dir, resolve_paths, short_socket_dir
@@ -88,3 +90,42 @@ def test_private_dir_creates_parents(tmp_path):
     folder = private_dir(tmp_path / "x" / "y")
     assert folder.is_dir()
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+
+
+def test_a_temp_folder_too_deep_for_a_socket_falls_back_to_tmp(tmp_path, monkeypatch):
+    from roost_core.claude.bridge import foreground_socket
+
+    deep = tmp_path / ("t" * 90)
+    deep.mkdir()
+    monkeypatch.setenv("TMPDIR", str(deep))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    assert tempfile.gettempdir() == str(deep)
+    assert short_socket_dir() == Path("/tmp") / f"roost-{os.getuid()}"
+    # Both sockets that live there fit: a long home's daemon socket and a Claude Code
+    # session's hook socket.
+    sock = resolve_paths({"ROOST_HOME": str(tmp_path / ("h" * 120))}).socket
+    hook = foreground_socket(tmp_path, os.getpid())
+    for path in (sock, hook):
+        assert path.parent == short_socket_dir()
+        assert len(os.fsencode(str(path))) <= MAX_SOCKET_PATH, path
+
+
+def test_a_temp_folder_with_room_for_a_socket_is_used_up_to_the_byte(monkeypatch):
+    from roost_core.paths import SOCKET_NAME_ROOM
+
+    base = Path(tempfile.mkdtemp(prefix="r", dir="/tmp"))
+    try:
+        name = f"/roost-{os.getuid()}"
+        pad = MAX_SOCKET_PATH - SOCKET_NAME_ROOM - len(str(base)) - 1 - len(name)
+        fits = base / ("p" * pad)
+        fits.mkdir()
+        (base / ("p" * (pad + 1))).mkdir()
+        monkeypatch.setattr(tempfile, "tempdir", None)
+        monkeypatch.setenv("TMPDIR", str(fits))
+        assert short_socket_dir() == fits / name.lstrip("/")
+        assert len(os.fsencode(str(short_socket_dir()))) + SOCKET_NAME_ROOM == MAX_SOCKET_PATH
+        monkeypatch.setattr(tempfile, "tempdir", None)
+        monkeypatch.setenv("TMPDIR", str(base / ("p" * (pad + 1))))
+        assert short_socket_dir() == Path("/tmp") / name.lstrip("/")
+    finally:
+        shutil.rmtree(base)
