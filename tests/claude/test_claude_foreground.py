@@ -17,6 +17,7 @@ from conftest import wait_until
 from fg import in_thread, run_async, session
 from pikit import roost_bin
 from test_claude_background import hook_contexts, model_visible, user_prompts
+from test_claude_interactive import send_while_idle
 
 from roost_core import locks
 from roost_core.policy import NO_USER_AUTHORITY
@@ -166,16 +167,10 @@ def test_a_session_with_a_deep_temp_folder_still_gets_items_from_its_hooks(claud
         wait_until(lambda: len(claude.results()) == 1, 90, what="the first turn's end")
         me = peer_row(daemon, "cc-deep")
         assert me is not None and me["host"] == "claude"
-        calls = len(fake.requests())
-
-        async def story():
-            async with session(daemon, tmp_path, name="outsider") as outsider:
-                ok, text, data = await outsider.call_tool("roost_send", {"to": me["id"], "message": "deep news"})
-                assert ok and data["result"] == "delivered", text
-
-        run_async(story)
-        wait_until(lambda: peer_row(daemon, "cc-deep")["pending"] == 1, 30, what="the message held")
-        assert len(fake.requests()) == calls  # held, nothing woke the idle session
+        # The turn is over once its Stop hooks have run (a message before that would be
+        # handed over at the stop).
+        wait_until(lambda: any(e.get("subtype") == "stop_hook_summary" for e in transcript_entries(me["session"])), 60, what="the end of the turn")
+        send_while_idle(daemon, tmp_path, fake, me, "deep news")
         claude.prompt("what now")
         wait_until(lambda: len(claude.results()) == 2, 90, what="the second turn's end")
         # The next prompt's hook handed it over, and the transcript showing it acked it.

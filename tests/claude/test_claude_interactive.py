@@ -20,6 +20,21 @@ def peer_row(daemon, name: str) -> dict[str, Any] | None:
     return next((row for row in daemon.call("agents")["agents"] if row["name"] == name), None)
 
 
+def send_while_idle(daemon, tmp_path, fake, me: dict[str, Any], message: str) -> None:
+    """An outside peer sends ``message`` to the idle Claude session ``me``: it is held for
+    the session, and nothing wakes it (no model call happens)."""
+    calls = len(fake.requests())
+
+    async def story():
+        async with session(daemon, tmp_path, name="outsider") as outsider:
+            ok, text, data = await outsider.call_tool("roost_send", {"to": me["id"], "message": message})
+            assert ok and data["result"] == "delivered", text
+
+    run_async(story)
+    wait_until(lambda: peer_row(daemon, me["name"])["pending"] == 1, 30, what="the message held")
+    assert len(fake.requests()) == calls
+
+
 def require_tmux() -> None:
     if shutil.which("tmux") is None:
         if os.environ.get("ROOST_REQUIRE_TMUX") == "1" or os.environ.get("ROOST_REQUIRE_CLAUDE") == "1":
@@ -56,17 +71,7 @@ def test_an_idle_interactive_session_gets_its_items_with_the_next_prompt(claude_
         # The turn is over once its Stop hooks have run (Claude Code notes that in the
         # transcript); a message before that would be handed over at the stop.
         wait_until(lambda: any(e.get("subtype") == "stop_hook_summary" for e in transcript_entries(me["session"])), 60, what="the end of the turn")
-        calls = len(fake.requests())
-
-        async def story():
-            async with session(daemon, tmp_path, name="outsider") as outsider:
-                ok, text, data = await outsider.call_tool("roost_send", {"to": me["id"], "message": "idle news"})
-                assert ok and data["result"] == "delivered", text
-
-        run_async(story)
-        # Held for the session; nothing woke it (no model call happened).
-        wait_until(lambda: peer_row(daemon, "cc-tui")["pending"] == 1, 30, what="the message held")
-        assert len(fake.requests()) == calls
+        send_while_idle(daemon, tmp_path, fake, me, "idle news")
         tui.keys("-l", "what now")
         tui.keys("Enter")
         tui.wait_screen("now: what now", timeout=90)
