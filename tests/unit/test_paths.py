@@ -93,7 +93,7 @@ def test_private_dir_creates_parents(tmp_path):
 
 
 def test_a_temp_folder_too_deep_for_a_socket_falls_back_to_tmp(tmp_path, monkeypatch):
-    from roost_core.claude.bridge import foreground_socket
+    from roost_core.claude.bridge import foreground_socket, private_folder
 
     deep = tmp_path / ("t" * 90)
     deep.mkdir()
@@ -101,12 +101,15 @@ def test_a_temp_folder_too_deep_for_a_socket_falls_back_to_tmp(tmp_path, monkeyp
     monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
     assert tempfile.gettempdir() == str(deep)
     assert short_socket_dir() == Path("/tmp") / f"roost-{os.getuid()}"
-    # Both sockets that live there fit: a long home's daemon socket and a Claude Code
-    # session's hook socket.
+    # The sockets that live there fit: a long home's daemon socket, a Claude Code
+    # session's hook socket and a background Claude job's bridge socket.
     sock = resolve_paths({"ROOST_HOME": str(tmp_path / ("h" * 120))}).socket
     hook = foreground_socket(tmp_path, os.getpid())
-    for path in (sock, hook):
-        assert path.parent == short_socket_dir()
+    job_folder = private_folder()  # a background Claude job's bridge folder
+    shutil.rmtree(job_folder)
+    assert job_folder.parent == short_socket_dir()
+    for path in (sock, hook, job_folder / "bridge.sock"):
+        assert path.parent in (short_socket_dir(), job_folder)
         assert len(os.fsencode(str(path))) <= MAX_SOCKET_PATH, path
 
 

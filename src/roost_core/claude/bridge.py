@@ -43,12 +43,10 @@ def private_folder() -> Path:
     if len(os.fsencode(str(folder / "bridge.sock"))) <= MAX_SOCKET_PATH:
         return folder
     folder.rmdir()
-    base = Path("/tmp") / f"roost-{os.getuid()}"
-    base.mkdir(mode=0o700, exist_ok=True)
-    if base.stat().st_uid != os.getuid():
-        raise PermissionError(f"{base} belongs to another user")
-    os.chmod(base, 0o700)
-    return Path(tempfile.mkdtemp(prefix="cc-", dir=base))
+    from roost_core.paths import private_dir, short_socket_dir
+
+    # The per-user short-socket folder always leaves room for "cc-XXXXXXXX/bridge.sock".
+    return Path(tempfile.mkdtemp(prefix="cc-", dir=private_dir(short_socket_dir())))
 
 
 def foreground_socket(home: Path, claude_pid: int) -> Path:
