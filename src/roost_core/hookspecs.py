@@ -70,7 +70,9 @@ def roost_decide_reach(
     """Decide whether ``sender`` may reach ``target``, and what their relation is.
 
     Called for every ``send`` (after the target is resolved) and for every peer that
-    ``peers`` might list.
+    ``peers`` might list. The answer must follow from the two records and the config: a
+    ``send``'s decision is kept per (sender, target, ``addressed_by``) until any record
+    of the peer table changes, so this hook is asked once per pair in between.
 
     :param sender: the peer bound to the calling connection.
     :param target: the candidate receiver.

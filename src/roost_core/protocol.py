@@ -246,14 +246,24 @@ class Request:
 
 def parse_request(frame: dict[str, Any]) -> Request:
     """Check the envelope of a request (not its op's arguments)."""
+    request_id, op = request_envelope(frame)
+    args = {key: value for key, value in frame.items() if key not in ENVELOPE_KEYS}
+    return Request(id=request_id, op=op, args=args)
+
+
+#: The keys of a request that are not its op's arguments.
+ENVELOPE_KEYS = ("id", "op")
+
+
+def request_envelope(frame: dict[str, Any]) -> tuple[int | str, str]:
+    """A request's (id, op), once both are valid (else ``bad_args``)."""
     request_id = frame.get("id")
     if request_id is None or isinstance(request_id, bool) or not isinstance(request_id, (int, str)):
         raise ProtocolError(BAD_ARGS, "request needs an id (integer or string)")
     op = frame.get("op")
     if not isinstance(op, str) or not op:
         raise ProtocolError(BAD_ARGS, "request needs an op (string)")
-    args = {key: value for key, value in frame.items() if key not in ("id", "op")}
-    return Request(id=request_id, op=op, args=args)
+    return request_id, op
 
 
 # --------------------------------------------------------------------------- argument checks
@@ -283,6 +293,61 @@ def _is_instance(value: Any, spec: FieldType) -> bool:
     if float in types and isinstance(value, int) and not isinstance(value, bool):
         return True
     return isinstance(value, types)
+
+
+_MISSING = object()
+
+
+def compile_args(schema: dict[str, Field], op: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """:func:`validate_args` for one op, reading the arguments straight from the request
+    frame (its ``id`` and ``op`` are not arguments): the same checks, in the same order,
+    with the same errors, with what depends only on the schema worked out once."""
+    assert not set(schema) & set(ENVELOPE_KEYS), "an argument cannot be named id or op"
+    allowed = frozenset(schema) | frozenset(ENVELOPE_KEYS)
+    plan = []
+    for name, field in schema.items():
+        types = field.type if isinstance(field.type, tuple) else (field.type,)
+        plan.append(
+            (
+                name,
+                field.required,
+                types,
+                bool in types,
+                float in types,
+                type(None) in types,
+                field.max_len,
+                field.check,
+                _type_name(field.type),
+            )
+        )
+
+    def check(frame: dict[str, Any]) -> dict[str, Any]:
+        if not frame.keys() <= allowed:
+            unknown = sorted(set(frame) - allowed)
+            raise ProtocolError(BAD_ARGS, f"{op}: unknown field(s) {', '.join(unknown)}")
+        clean: dict[str, Any] = {}
+        for name, required, types, bool_ok, float_ok, none_ok, max_len, extra, type_name in plan:
+            value = frame.get(name, _MISSING)
+            if value is _MISSING or (value is None and not none_ok):
+                if required:
+                    raise ProtocolError(BAD_ARGS, f"{op}: missing field {name!r}")
+                continue
+            if value.__class__ is bool:
+                fits = bool_ok
+            else:
+                fits = isinstance(value, types) or (float_ok and isinstance(value, int))
+            if not fits:
+                raise ProtocolError(BAD_ARGS, f"{op}: field {name!r} must be {type_name}")
+            if max_len is not None and isinstance(value, (str, list, dict)) and len(value) > max_len:
+                raise ProtocolError(BAD_ARGS, f"{op}: field {name!r} is longer than {max_len}")
+            if extra is not None:
+                problem = extra(value)
+                if problem:
+                    raise ProtocolError(BAD_ARGS, f"{op}: field {name!r} {problem}")
+            clean[name] = value
+        return clean
+
+    return check
 
 
 def validate_args(schema: dict[str, Field], args: dict[str, Any], op: str) -> dict[str, Any]:

@@ -122,6 +122,20 @@ def test_sigterm_with_a_live_worker_exits_0_and_the_worker_survives(daemon):
     assert is_alive(worker)
 
 
+@pytest.mark.parametrize(("setting", "loop"), [(None, "uvloop"), ("0", "asyncio")])
+def test_the_daemon_runs_on_uvloop_and_without_it(daemon_factory, setting, loop):
+    """uvloop is a dependency; ``ROOST_UVLOOP=0`` runs the daemon on asyncio's own loop,
+    and everything goes on as before: a job, a reply and its ack, a clean stop."""
+    daemon = daemon_factory(**({"ROOST_UVLOOP": setting} if setting else {})).start()
+    assert daemon.call("daemon_status")["loop"] == loop
+    job = daemon.start_job("first", scenario=QUICK)
+    daemon.wait_job(job, "done")
+    daemon.call("reply", job=job, text="second")
+    wait_until(lambda: "ok: second" in json.dumps(daemon.entries(job)), what="the reply answered")
+    wait_until(lambda: daemon.job(job)["pending"] == 0, what="the reply acked")
+    assert daemon.terminate() == 0
+
+
 # --------------------------------------------------------------------------- file modes
 
 

@@ -103,3 +103,35 @@ def test_a_client_gone_before_its_answers_loses_nothing_it_sent(daemon):
     daemon.kill9()
     daemon.restart()
     assert daemon.job(kid)["pending"] == 10
+
+
+def test_a_client_writing_more_than_the_daemon_holds_waits_and_loses_nothing(daemon_factory, write_config):
+    """300 requests in one write, the first an op that waits (``peers``): the rest wait
+    behind it (the daemon stops reading the socket while too many wait), then are done
+    and answered in order; sends to a foreground peer are pushed to it in order."""
+    write_config({"agentMessagesPerMinute": 100_000, "agentExternalMessages": True})
+    daemon = daemon_factory().start()
+    with bound(daemon) as conn, Raw(daemon.paths.socket) as receiver:
+        registered = receiver.request({"id": "reg", "op": "peer_register", "pid": os.getpid(), "name": "receiver"})
+        assert registered["ok"], registered
+        fg = registered["result"]["id"]
+        kid = stopped_child(daemon, conn)
+        frames: list[dict] = [{"id": 1, "op": "peers"}]
+        for n in range(2, 301):
+            to = kid if n % 3 == 0 else fg
+            frames.append({"id": n, "op": "send", "to": to, "message": f"m{n}"})
+        write_all(conn, frames)
+        answers = [conn.read() for _ in range(300)]
+        # Pushed before the sends were answered, so before this answer too.
+        assert receiver.request({"id": "after", "op": "peers"})["ok"]
+        pushed = [event for event in receiver.events if event["event"] == "deliver"]
+    assert [answer["id"] for answer in answers] == list(range(1, 301))
+    assert answers[0]["ok"]
+    to_kid = [answer for answer in answers[1:] if answer["id"] % 3 == 0]
+    to_fg = [answer for answer in answers[1:] if answer["id"] % 3 != 0]
+    # The kid's queue takes 20 agent items; the rest are refused, none lost unanswered.
+    assert [answer["ok"] for answer in to_kid] == [True] * 20 + [False] * (len(to_kid) - 20)
+    assert {answer["error"]["code"] for answer in to_kid[20:]} == {"queue_full"}
+    assert [answer.get("result", answer.get("error")) for answer in to_fg if not answer["ok"] or answer["result"]["result"] != "delivered"] == []
+    assert [event["text"] for event in pushed] == [f"m{answer['id']}" for answer in to_fg]
+    assert daemon.job(kid)["pending"] == 20

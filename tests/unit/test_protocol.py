@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from roost_core.protocol import (
     BAD_ARGS,
@@ -14,6 +16,7 @@ from roost_core.protocol import (
     Field,
     FrameDecoder,
     ProtocolError,
+    compile_args,
     decode_line,
     encode,
     error,
@@ -301,3 +304,50 @@ def test_clients_read_the_daemons_frames_as_the_reference_reads_them():
         assert isinstance(answer, ProtocolError) and answer.code == BAD_JSON
     decoder = FrameDecoder(decode=decode_answer)
     assert decoder.feed(line + b"\n" + b'{"id": 2}\n') == [json.loads(line), {"id": 2}]
+
+
+# --------------------------------------------------------------------------- compiled argument checks
+
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-3, max_value=2**31 + 3),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=12),
+    st.text(min_size=190, max_size=260),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=12),
+)
+
+
+def _outcome(check, *args):
+    try:
+        return ("ok", check(*args))
+    except ProtocolError as exc:
+        return ("error", exc.code, exc.message)
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def test_every_ops_compiled_check_answers_as_validate_args_does(data):
+    """What the daemon runs per request (the op's schema compiled) accepts, cleans and
+    refuses exactly what ``validate_args`` does, with the same error, for any arguments."""
+    from roost_core.daemon.server import OPS
+
+    name = data.draw(st.sampled_from(sorted(OPS)))
+    op = OPS[name]
+    keys = st.sampled_from(sorted(op.schema) + ["zz_unknown", "text"])
+    args = data.draw(st.dictionaries(keys, _VALUES, max_size=len(op.schema) + 1))
+    frame = {"id": 7, "op": name, **args}
+    assert _outcome(op.check, frame) == _outcome(validate_args, op.schema, args, name)
+
+
+def test_a_compiled_check_reads_the_frame_without_its_id_and_op():
+    check = compile_args({"to": Field(str, required=True, max_len=5), "n": Field(float)}, "send")
+    assert check({"id": 1, "op": "send", "to": "ab", "n": 2}) == {"to": "ab", "n": 2}
+    with pytest.raises(ProtocolError, match="unknown field"):
+        check({"id": 1, "op": "send", "to": "ab", "extra": 1})
+    with pytest.raises(ProtocolError, match="longer than 5"):
+        check({"id": 1, "op": "send", "to": "abcdef"})
+    with pytest.raises(ProtocolError, match="must be number"):
+        check({"id": 1, "op": "send", "to": "ab", "n": True})

@@ -12,6 +12,19 @@ from roost_core.config import load_user_config
 from roost_core.paths import Paths, resolve_paths
 
 
+def loop_options() -> dict[str, object]:
+    """The event loop the daemon runs on: uvloop when it is installed (its loop does the
+    same work with less CPU per wake-up), asyncio's own otherwise or with ``ROOST_UVLOOP=0``.
+    roost never needs uvloop; it is not one of its dependencies."""
+    if os.environ.get("ROOST_UVLOOP", "1") == "0":
+        return {}
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return {}
+    return {"use_uvloop": True}
+
+
 def run_daemon(paths: Paths | None = None, *, disabled: tuple[str, ...] = (), durable: bool = True) -> int:
     """Run the daemon in this process until it is told to stop. Returns an exit code."""
     from roost_core.daemon.server import DaemonRunning, serve
@@ -35,7 +48,7 @@ def run_daemon(paths: Paths | None = None, *, disabled: tuple[str, ...] = (), du
     # ROOST_DURABLE=0 skips fsync (benchmarks of the non-durable path; never the default).
     durable = durable and os.environ.get("ROOST_DURABLE", "1") != "0"
     try:
-        anyio.run(lambda: serve(paths, config, pm, durable=durable))
+        anyio.run(lambda: serve(paths, config, pm, durable=durable), backend_options=loop_options())
     except DaemonRunning as exc:
         print(f"roost: conflict: {exc}", file=sys.stderr)
         return 1

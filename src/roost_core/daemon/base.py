@@ -46,6 +46,7 @@ from roost_core.records import (
     HostSpec,
     OutgoingItem,
     PeerInfo,
+    ReachDecision,
 )
 from roost_core.store import Commit, JobFiles, Journal, read_journal
 from roost_core.worker import proctree
@@ -65,6 +66,8 @@ MONITOR_INTERVAL = 0.1
 REPORT_CHARS = 6000
 #: How often job records that could not be written (a full disk) are tried again.
 SAVE_RETRY_SECONDS = 1.0
+#: Reach decisions kept between two changes of the peer table (then asked again).
+MAX_REACH_CACHE = 100_000
 #: How long a graceful stop waits for slow clients to take their last answers.
 STOP_FLUSH_SECONDS = 1.0
 
@@ -116,6 +119,8 @@ class DaemonBase:
         self.clock = lambda: time.monotonic() if self.clock_frozen is None else self.clock_frozen
         # The peer tables, built by _build_tables at one generation of changes.
         self._tables_generation = -1
+        self._reach_cache: dict[tuple[str, str, str], ReachDecision] = {}
+        self._reach_generation = -1
         self._newest: dict[str, Job] = {}
         self._records: dict[str, PeerInfo] = {}
         self._table = routing.PeerTable(holders={}, aliases={})
@@ -725,8 +730,20 @@ class DaemonBase:
             return conn.peer.peer_info(tree.peer_info() if tree else None)
         raise ProtocolError(UNAUTHORIZED, "this connection is not bound to a session (peer_register or worker hello first)")
 
-    def reach(self, sender: PeerInfo, target: PeerInfo, addressed_by: str):
-        return policy.decide_reach(self.pm, sender, target, addressed_by, self.config)
+    def reach(self, sender: PeerInfo, target: PeerInfo, addressed_by: str) -> ReachDecision:
+        """The reach plugins' decision, asked once per (sender, target, how addressed)
+        while the peer table stays as it is: both records come from it, and a reach
+        decision is a function of the two records and the config (``roost_decide_reach``)."""
+        generation = changes.generation()
+        if generation != self._reach_generation or len(self._reach_cache) >= MAX_REACH_CACHE:
+            self._reach_cache = {}
+            self._reach_generation = generation
+        key = (sender.id, target.id, addressed_by)
+        decision = self._reach_cache.get(key)
+        if decision is None:
+            decision = policy.decide_reach(self.pm, sender, target, addressed_by, self.config)
+            self._reach_cache[key] = decision
+        return decision
 
     def peer_row(self, peer: PeerInfo, relation: str) -> dict[str, Any]:
         job = self.jobs.get(peer.id) if peer.kind == "job" else None

@@ -2,6 +2,13 @@
 boundary. What it is bound to (a job's worker, a foreground peer, or nothing) decides
 which ops it may call and who it speaks as.
 
+Reads, on asyncio: the socket stays registered with the loop for as long as the
+connection reads (as an asyncio ``Protocol``'s would), and its callback reads what is
+there and hands it to ``on_data`` at once: no task is woken and no watch is added and
+removed per read. ``pause_reading``/``resume_reading`` take the socket off the loop and
+back, so a client that sends faster than its requests are done waits in its own socket.
+Off asyncio, the connection's task reads with :meth:`Connection.receive`.
+
 Writes: every frame queued in one pass of the event loop goes out in one ``send``. On
 asyncio that send is made by a loop callback straight on the socket (no task to wake);
 when the socket is full, or off asyncio, the connection's writer task sends instead, and
@@ -11,9 +18,12 @@ keeps sending until nothing waits, so bytes always leave in the order they were 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import struct
+from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -25,6 +35,9 @@ from roost_core.protocol import encode
 if TYPE_CHECKING:
     from roost_core.daemon.jobs import Job
     from roost_core.daemon.peers import ForegroundPeer
+    from roost_core.store import Commit
+
+log = logging.getLogger("roost.daemon")
 
 #: A connection whose unread output passes this is too slow to keep; it is dropped.
 MAX_OUTBOX_BYTES = 64 * 1024 * 1024
@@ -79,7 +92,16 @@ class Connection:
         #: Requests accepted and waiting for their journal commit to be answered.
         self.pending = 0
         self._drained: anyio.Event | None = None
+        #: The commit the newest pending answer waits for (answers leave in request order).
+        self.last_commit: Commit | None = None
         self._sending = 0  # bytes the writer task is sending now
+        self._on_data: Callable[[bytes], None] | None = None
+        self._reading = False  # the socket is registered with the loop for reading
+        self.read_ended = False
+        #: Requests that wait for the connection's task (an op that awaits), in order;
+        #: while any waits, later requests join them so that none overtakes another.
+        self.lane: deque[Any] = deque()
+        self._lane_wake = anyio.Event()
 
     @property
     def unsent(self) -> int:
@@ -104,6 +126,28 @@ class Connection:
         self.pending -= 1
         if self.pending == 0 and self._drained is not None:
             self._drained.set()
+
+    def wait_for(self, commit: Commit) -> None:
+        """One more answer of this connection waits for ``commit``."""
+        self.pending += 1
+        self.last_commit = commit
+
+    def answer(self, frame: dict[str, Any]) -> None:
+        """Send an answer that needs no wait of its own, after every answer still waiting
+        for a commit (a commit's callbacks run in the order they were added, and commits
+        finish in order, so hanging it on the newest one keeps request order)."""
+        if self.pending == 0 or self.last_commit is None:
+            self.send(frame)
+            return
+        self.pending += 1
+
+        def send_now(_commit: Any) -> None:
+            try:
+                self.send(frame)
+            finally:
+                self.answered_pending()
+
+        self.last_commit.when_done(send_now)
 
     def send(self, frame: dict[str, Any]) -> None:
         """Queue a frame; everything queued in one pass of the loop leaves in one write."""
@@ -146,6 +190,59 @@ class Connection:
             self._outbox_bytes += len(rest)
             self._writer_owns = True
             self._wake.set()
+
+    @property
+    def can_read_by_callback(self) -> bool:
+        """Reads can come from a loop callback (asyncio, with the raw socket)."""
+        return self.loop is not None
+
+    def start_reading(self, on_data: Callable[[bytes], None]) -> None:
+        """Hand every read to ``on_data`` from the loop's callback until the client's
+        stream ends or fails (then ``read_ended``; see the module docstring)."""
+        self._on_data = on_data
+        self.resume_reading()
+
+    def pause_reading(self) -> None:
+        if self._reading:
+            assert self.loop is not None and self.raw is not None
+            self.loop.remove_reader(self.raw.fileno())
+            self._reading = False
+
+    def resume_reading(self) -> None:
+        if self._reading or self.read_ended or self._on_data is None:
+            return
+        assert self.loop is not None and self.raw is not None
+        fd = self.raw.fileno()
+        if fd < 0:
+            self.stop_reading()
+            return
+        self.loop.add_reader(fd, self._readable)
+        self._reading = True
+
+    def stop_reading(self) -> None:
+        """No more reads (the socket must leave the loop before it is closed)."""
+        self.pause_reading()
+        self.read_ended = True
+        self._lane_wake.set()
+
+    def _readable(self) -> None:
+        """The loop's read callback: one read per pass, so no client starves the rest."""
+        assert self.raw is not None and self._on_data is not None
+        try:
+            data = self.raw.recv(READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.stop_reading()
+            return
+        try:
+            self._on_data(data)
+        except Exception:  # noqa: BLE001 - the connection's boundary: log and drop this client only
+            log.exception("connection %s failed", self.number)
+            self.close()
+            self.stop_reading()
 
     async def receive(self) -> bytes:
         """The next bytes from the client (up to :data:`READ_SIZE`); ``EndOfStream`` at its end.
@@ -202,9 +299,21 @@ class Connection:
             if not self._outbox:
                 self._writer_owns = False
 
+    def to_lane(self, frame: Any) -> None:
+        """Queue a request for the connection's task."""
+        self.lane.append(frame)
+        self._lane_wake.set()
+
+    async def lane_wait(self) -> None:
+        """Until a request joins the lane, reading ends or the connection closes."""
+        while not self.lane and not self.read_ended and not self.closed:
+            self._lane_wake = anyio.Event()
+            await self._lane_wake.wait()
+
     def close(self) -> None:
         self.closed = True
         self._wake.set()
+        self._lane_wake.set()
 
 
 async def _readable(loop: asyncio.AbstractEventLoop, fd: int) -> None:

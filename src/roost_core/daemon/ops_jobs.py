@@ -3,6 +3,7 @@ log, dead letters, and the worker's own ops (hello, status, ack)."""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import os
@@ -16,10 +17,12 @@ from roost_core.daemon.budget import tree_of
 from roost_core.daemon.base import (
     STOP_GRACE_SECONDS,
     DaemonBase,
+    Pending,
     check_scenario,
     check_session_path,
     default_name,
     not_stored,
+    settle,
 )
 from roost_core.daemon import changes
 from roost_core.daemon.connection import Connection
@@ -32,7 +35,7 @@ from roost_core.protocol import (
     UNAUTHORIZED,
     ProtocolError,
 )
-from roost_core.store import JournalError
+from roost_core.store import Commit, JournalError
 from roost_core.transcript import read_entries, seqs_in
 
 log = logging.getLogger("roost.daemon")
@@ -43,6 +46,7 @@ class JobOps(DaemonBase):
     async def op_daemon_status(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         return {
             "pid": os.getpid(),
+            "loop": loop_name(),
             "uptime": round(time.time() - self.started, 3),
             "socket": str(self.paths.socket),
             "home": str(self.paths.home),
@@ -460,6 +464,10 @@ class JobOps(DaemonBase):
         return {"state": job.state}
 
     async def op_ack(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        return await settle(self.accept_ack(conn, args))
+
+    def accept_ack(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any] | Pending:
+        """``ack`` with no wait: a worker's ack is answered once its record is durable."""
         seq = args["seq"]
         if conn.job is not None:
             job = conn.job
@@ -469,16 +477,16 @@ class JobOps(DaemonBase):
             for item in done:
                 if item.is_agent_item:
                     self.receipts.move(job.id, item.seq, "acknowledged")
-            if done:
-                self.watch.touch()
-                assert self.journal is not None
-                try:
-                    await self.journal.append({"op": "ack", "job": job.id, "seq": job.queue.acked})
-                except JournalError as exc:
-                    # The items are in the transcript either way; a restart before the
-                    # next stored ack only pushes them again, and the worker drops them.
-                    raise not_stored(exc, "the ack") from exc
-            return {"acked": job.queue.acked}
+            result = {"acked": job.queue.acked}
+            if not done:
+                return result
+            self.watch.touch()
+            assert self.journal is not None
+            try:
+                commit = self.journal.add({"op": "ack", "job": job.id, "seq": job.queue.acked})
+            except JournalError as exc:
+                raise not_stored(exc, "the ack") from exc
+            return Pending(commit, lambda: ack_stored(commit, result))
         if conn.peer is not None:
             for key in [s for s in conn.peer.in_flight if s <= seq]:
                 conn.peer.in_flight.pop(key)
@@ -487,3 +495,17 @@ class JobOps(DaemonBase):
         raise ProtocolError(UNAUTHORIZED, "ack needs a bound connection")
 
 
+
+
+def ack_stored(commit: Commit, result: dict[str, Any]) -> dict[str, Any]:
+    """An ack's answer once its record's commit is over."""
+    if commit.error is not None:
+        # The items are in the transcript either way; a restart before the next stored
+        # ack only pushes them again, and the worker drops them.
+        raise not_stored(commit.error, "the ack")
+    return result
+
+
+def loop_name() -> str:
+    """The event loop the daemon runs on: ``uvloop`` or ``asyncio`` (see ``daemon.loop_options``)."""
+    return type(asyncio.get_running_loop()).__module__.split(".")[0]

@@ -36,8 +36,8 @@ from roost_core.protocol import (
     ProtocolError,
     error,
     ok,
-    parse_request,
-    validate_args,
+    compile_args,
+    request_envelope,
 )
 from roost_core.worker.spawner import Spawner
 
@@ -52,6 +52,9 @@ MAX_PIPELINED = 256
 #: A refused client's bytes are read and dropped up to these bounds before the close.
 REFUSED_DRAIN_BYTES = 1024 * 1024
 REFUSED_DRAIN_SECONDS = 5.0
+#: Requests waiting in one connection's lane before its socket is no longer read (until
+#: the lane is empty again): a client cannot make the daemon hold more than this.
+LANE_PAUSE = 64
 
 
 @attrs.frozen
@@ -64,6 +67,13 @@ class Op:
     #: A method that does the op with no wait and may return a ``Pending`` result: the
     #: connection's next requests go on while it waits for its journal commit.
     accept: str | None = None
+    #: ``schema`` compiled (``protocol.compile_args``): the arguments, checked, from the frame.
+    check: Callable[[dict[str, Any]], dict[str, Any]] = attrs.field(init=False, eq=False, repr=False)
+
+    def bind(self, name: str) -> Op:
+        """This op with its schema compiled for op ``name``."""
+        object.__setattr__(self, "check", compile_args(self.schema, name))
+        return self
 
 
 OPS: dict[str, Op] = {
@@ -122,7 +132,7 @@ OPS: dict[str, Op] = {
         },
         who="worker",
     ),
-    "ack": Op("op_ack", {"seq": Field(int, required=True, check=lambda v: None if v >= 0 else "must be >= 0")}, who="bound"),
+    "ack": Op("op_ack", {"seq": Field(int, required=True, check=lambda v: None if v >= 0 else "must be >= 0")}, who="bound", accept="accept_ack"),
     "peer_register": Op(
         "op_peer_register",
         {
@@ -184,6 +194,9 @@ OPS: dict[str, Op] = {
         accept="accept_send",
     ),
 }
+
+
+OPS = {name: op.bind(name) for name, op in OPS.items()}
 
 
 class DaemonRunning(RuntimeError):
@@ -320,12 +333,15 @@ async def _connection(daemon: Daemon, conn: Connection) -> None:
             tg.start_soon(_writer, conn)
             if not conn.same_user:
                 await _refuse(conn, error(None, ProtocolError(UNAUTHORIZED, "this daemon serves its own user only")))
+            elif conn.can_read_by_callback:
+                await _serve(daemon, conn)
             else:
                 await _reader(daemon, conn)
             conn.close()
     except Exception:  # noqa: BLE001 - the boundary: log and drop this client only
         log.exception("connection %s failed", conn.number)
     finally:
+        conn.stop_reading()  # off the loop before its descriptor is closed
         conn.close()
         daemon.connections.discard(conn)
         daemon.peer_disconnected(conn)
@@ -369,6 +385,34 @@ async def _writer(conn: Connection) -> None:
         conn.close()
 
 
+async def _serve(daemon: Daemon, conn: Connection) -> None:
+    """Serve a connection whose reads come from a loop callback: each request that needs
+    no wait (:func:`accept_frame`) is done in that callback, the others wait in the
+    connection's lane for this task, in order."""
+    decoder = FrameDecoder()
+
+    def on_data(data: bytes) -> None:
+        for frame in decoder.feed(data):
+            if conn.closed:
+                return
+            if conn.lane or not accept_frame(daemon, conn, frame):
+                conn.to_lane(frame)
+        if len(conn.lane) >= LANE_PAUSE:
+            conn.pause_reading()
+
+    conn.start_reading(on_data)
+    while True:
+        await conn.lane_wait()
+        if conn.closed or not conn.lane:
+            return
+        # The request stays in the lane while it is done, so none that comes meanwhile
+        # is done before it.
+        while conn.lane and not conn.closed:
+            await handle_frame(daemon, conn, conn.lane[0])
+            conn.lane.popleft()
+        conn.resume_reading()
+
+
 async def _reader(daemon: Daemon, conn: Connection) -> None:
     decoder = FrameDecoder()
     while not conn.closed:
@@ -380,6 +424,52 @@ async def _reader(daemon: Daemon, conn: Connection) -> None:
             if conn.closed:
                 return
             await handle_frame(daemon, conn, frame)
+
+
+def _request_id(frame: dict[str, Any]) -> Any:
+    """The id to answer an invalid request with (None when it has no usable one)."""
+    request_id = frame.get("id")
+    return request_id if isinstance(request_id, (int, str)) and not isinstance(request_id, bool) else None
+
+
+def _checked(conn: Connection, name: str, op: Op | None, frame: dict[str, Any]) -> dict[str, Any]:
+    """The request's arguments, once the op exists, this connection may call it, and
+    they are valid (else the ``ProtocolError`` to answer)."""
+    if op is None:
+        raise ProtocolError(UNKNOWN_OP, f"unknown op {name!r}")
+    if op.who == "worker" and conn.job is None:
+        raise ProtocolError(UNAUTHORIZED, f"{name} is for an authenticated worker connection")
+    if op.who == "bound" and not conn.bound:
+        raise ProtocolError(UNAUTHORIZED, f"{name} needs a bound connection (peer_register or worker hello)")
+    return op.check(frame)
+
+
+def accept_frame(daemon: Daemon, conn: Connection, frame: dict[str, Any] | ProtocolError) -> bool:
+    """Do a request that needs no wait, now, and answer it in request order; False, and
+    nothing done, when it needs one (an op without an ``accept`` method, or a client with
+    :data:`MAX_PIPELINED` answers waiting): it goes to :func:`handle_frame` then."""
+    if isinstance(frame, ProtocolError):
+        conn.answer(error(None, frame))
+        return True
+    request_id = _request_id(frame)
+    try:
+        request_id, name = request_envelope(frame)
+        op = OPS.get(name)
+        if op is not None and (op.accept is None or conn.pending >= MAX_PIPELINED):
+            return False
+        args = _checked(conn, name, op, frame)
+        assert op is not None and op.accept is not None
+        answer = getattr(daemon, op.accept)(conn, args)
+        if isinstance(answer, Pending):
+            _answer_when_durable(conn, request_id, answer)
+        else:
+            conn.answer(ok(request_id, answer))
+    except ProtocolError as exc:
+        conn.answer(error(request_id, exc))
+    except Exception as exc:  # noqa: BLE001 - an op bug answers `internal`, the daemon stays up
+        log.exception("op failed")
+        conn.answer(error(request_id, ProtocolError(INTERNAL, f"internal error: {type(exc).__name__}")))
+    return True
 
 
 async def handle_frame(daemon: Daemon, conn: Connection, frame: dict[str, Any] | ProtocolError) -> None:
@@ -394,31 +484,26 @@ async def handle_frame(daemon: Daemon, conn: Connection, frame: dict[str, Any] |
         await conn.drained()
         conn.send(error(None, frame))
         return
-    request_id = frame.get("id") if isinstance(frame.get("id"), (int, str)) and not isinstance(frame.get("id"), bool) else None
+    request_id = _request_id(frame)
     try:
-        request = parse_request(frame)
-        op = OPS.get(request.op)
-        if op is None:
-            raise ProtocolError(UNKNOWN_OP, f"unknown op {request.op!r}")
-        if op.who == "worker" and conn.job is None:
-            raise ProtocolError(UNAUTHORIZED, f"{request.op} is for an authenticated worker connection")
-        if op.who == "bound" and not conn.bound:
-            raise ProtocolError(UNAUTHORIZED, f"{request.op} needs a bound connection (peer_register or worker hello)")
-        args = validate_args(op.schema, request.args, request.op)
+        request_id, name = request_envelope(frame)
+        op = OPS.get(name)
+        args = _checked(conn, name, op, frame)
+        assert op is not None
         if op.accept is not None:
             if conn.pending >= MAX_PIPELINED:
                 await conn.drained()
             answer = getattr(daemon, op.accept)(conn, args)
             if isinstance(answer, Pending):
-                _answer_when_durable(conn, request.id, answer)
+                _answer_when_durable(conn, request_id, answer)
                 return
             await conn.drained()
-            conn.send(ok(request.id, answer))
+            conn.send(ok(request_id, answer))
             return
         await conn.drained()
         handler: Callable[[Connection, dict[str, Any]], Awaitable[dict[str, Any]]] = getattr(daemon, op.handler)
         result = await handler(conn, args)
-        conn.send(ok(request.id, result))
+        conn.send(ok(request_id, result))
         if op.after:
             getattr(daemon, op.after)(conn)
     except ProtocolError as exc:
@@ -433,7 +518,7 @@ async def handle_frame(daemon: Daemon, conn: Connection, frame: dict[str, Any] |
 def _answer_when_durable(conn: Connection, request_id: Any, answer: Pending) -> None:
     """Answer ``answer`` from its commit's callback (commits finish in order, and a
     commit's callbacks run in the order they were added, so answers keep request order)."""
-    conn.pending += 1
+    conn.wait_for(answer.commit)
 
     def done(_commit: Any) -> None:
         try:

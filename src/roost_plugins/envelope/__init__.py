@@ -25,6 +25,8 @@ _FALLBACK_NAME = "agent"
 _UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Zl", "Zp"})
 _NAME_CHAR = re.compile(r"[\w .:@/-]")
 _SPACES = re.compile(r"\s+")
+#: A name that sanitising leaves as it is: ASCII name characters, single inner spaces.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.:@/-]+(?: [A-Za-z0-9_.:@/-]+)*")
 
 # What a lenient reader may skip inside a tag: any whitespace (``\s``: Unicode's, line
 # breaks included) and every invisible format character (Unicode category Cf: zero-width
@@ -68,6 +70,14 @@ def _sanitize_once(name: str) -> str:
 @functools.lru_cache(maxsize=4096)
 def sanitize(name: str) -> str:
     """``name`` reduced to ``[\\w .:@/-]``, one space at a time, at most 64 chars."""
+    if len(name) <= MAX_NAME_CHARS and _PLAIN_NAME.fullmatch(name):
+        # Nothing to take out (NFKC leaves ASCII as it is): message ids, usual names.
+        return name
+    return sanitize_in_full(name)
+
+
+def sanitize_in_full(name: str) -> str:
+    """:func:`sanitize` with no shortcut for a name that needs no change."""
     cleaned = _sanitize_once(name)
     # Dropping a character can let its neighbours compose under NFKC; repeat so the result
     # is stable when the core sanitises a name that was sanitised before.
