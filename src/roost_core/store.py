@@ -9,10 +9,13 @@ item already held or acked is ignored), which lets compaction run between commit
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import os
+import queue
+import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -169,6 +172,63 @@ class JournalError(RuntimeError):
     """The journal could not be written; the records of that commit are not durable."""
 
 
+class WriterThread:
+    """One long-lived thread for the journal's blocking writes (append+fsync, rewrite).
+
+    A write is handed over through a queue and answered through one
+    ``call_soon_threadsafe``: no thread pool, capacity limiter or cancel scope per commit,
+    as ``anyio.to_thread`` has. Writes run one at a time, in the order they were handed
+    over (the journal has at most one in flight). Like ``anyio.to_thread.run_sync``, a
+    wait is not cancelled halfway: the write is on its way, and its outcome is awaited."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` on the thread; its result, or what it raised."""
+        loop = asyncio.get_running_loop()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._main, name=self.name, daemon=True)
+            self._thread.start()
+        future = loop.create_future()
+        self._jobs.put((fn, args, future, loop))
+        with anyio.CancelScope(shield=True):
+            return await future
+
+    def close(self) -> None:
+        """End the thread once the writes handed over are done."""
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread = None
+
+    def _main(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            fn, args, future, loop = job
+            try:
+                outcome = (fn(*args), None)
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiter, raised there
+                outcome = (None, exc)
+            try:
+                loop.call_soon_threadsafe(_settle, future, outcome)
+            except RuntimeError:
+                return  # the loop is closed: nobody waits any more
+
+
+def _settle(future: asyncio.Future, outcome: tuple[Any, BaseException | None]) -> None:
+    if future.done():
+        return
+    result, exc = outcome
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
+
+
 class Journal:
     """The shared append-only queue journal, with adaptive group commit.
 
@@ -211,6 +271,7 @@ class Journal:
                 log.warning("journal %s: cannot end its torn last record (%s); the next commit rewrites it", path, exc)
                 self._rewrite = True
         self._commit_lock = anyio.Lock()
+        self._writer = WriterThread("roost-journal")
         self._buffer: list[bytes] = []
         self._commit_next = Commit()
         self._wakeup = anyio.Event()
@@ -268,9 +329,9 @@ class Journal:
         data = self.snapshot_bytes() if rewrite else b"".join(lines)
         try:
             if rewrite:
-                await anyio.to_thread.run_sync(self.replace_with, data)
+                await self._writer.run(self.replace_with, data)
             elif self.durable:
-                await anyio.to_thread.run_sync(self._write, data)
+                await self._writer.run(self._write, data)
             else:
                 # Without fsync a write is a copy into the page cache: cheaper here than
                 # the hand-off to a thread and back.
@@ -290,7 +351,7 @@ class Journal:
                 # repeat what the snapshot holds. A compaction that fails loses nothing:
                 # this commit is on disk, and the next one tries again.
                 try:
-                    await anyio.to_thread.run_sync(self.replace_with, self.snapshot_bytes())
+                    await self._writer.run(self.replace_with, self.snapshot_bytes())
                 except OSError as exc:
                     log.warning("journal %s: compaction failed (%s); it stays as it is", self.path, exc)
         self.commits += 1
@@ -349,6 +410,7 @@ class Journal:
         await self._commit()  # waits for a commit in flight, then flushes the rest
         self._closed = True
         self._wakeup.set()
+        self._writer.close()
         os.close(self._fd)
 
 

@@ -33,8 +33,11 @@ def envelope_of(entry) -> dict:
 def test_children_are_peers_with_relations_seen_from_both_sides(daemon, tmp_path):
     async def story():
         async with session(daemon, tmp_path) as lead:
-            kid_a = await spawn(lead, "task a", "kid-a", scenario={"default": {"steps": [{"agents": {}}, {"say": "looked"}]}})
+            # kid-a looks at its peers once kid-b exists (the gate opens after that spawn).
+            gate = tmp_path / "kid-b-spawned"
+            kid_a = await spawn(lead, "task a", "kid-a", scenario={"default": {"steps": [{"wait_for": str(gate)}, {"agents": {}}, {"say": "looked"}]}})
             kid_b = await spawn(lead, "task b", "kid-b", scenario=QUIET)
+            gate.touch()
             ok, text, data = await lead.call_tool("roost_agents", {})
             assert ok
             rows = {row["id"]: row for row in data["peers"]}

@@ -121,6 +121,8 @@ class DaemonBase:
         self._tables_generation = -1
         self._reach_cache: dict[tuple[str, str, str], ReachDecision] = {}
         self._reach_generation = -1
+        self._listed: dict[str, list[dict[str, Any]]] = {}
+        self._listed_generation = -1
         self._newest: dict[str, Job] = {}
         self._records: dict[str, PeerInfo] = {}
         self._table = routing.PeerTable(holders={}, aliases={})
@@ -798,12 +800,20 @@ class DaemonBase:
         return await settle(self.accept_delivery(target, item, content, trace=trace, wake=wake))
 
     def accept_delivery(
-        self, target: PeerInfo, item: OutgoingItem, content: str, *, trace: str | None = None, wake: bool = True
+        self,
+        target: PeerInfo,
+        item: OutgoingItem,
+        content: str,
+        *,
+        trace: str | None = None,
+        wake: bool = True,
+        relation: str | None = None,
     ) -> dict[str, Any] | Pending:
         """Hand an agent item on, with no wait: pushed to a connected foreground peer (the
         result at once), or queued on the target job (a :class:`Pending` result, made once
-        the item's commit is over)."""
-        base = {"to": target.id, "name": target.name, "relation": item.relation}
+        the item's commit is over). The result's ``relation`` is ``relation`` (the target
+        as the sender sees it) when given, else the item's."""
+        base = {"to": target.id, "name": target.name, "relation": relation or item.relation}
         fields = {
             "text": item.text,
             "sender": item.sender.id,
@@ -861,19 +871,18 @@ class DaemonBase:
         return Pending(commit, finish)
 
 
-@attrs.frozen
 class Pending:
     """An op's result that waits for a journal commit: ``finish()`` makes it once
     ``commit`` is over (and raises what the op would have raised then). The server
     answers it from the commit's callback, so requests pipelined on one connection join
-    one commit; :func:`settle` awaits it where an op needs the result itself."""
+    one commit; :func:`settle` awaits it where an op needs the result itself. (A plain
+    slotted class: one is made per durable send.)"""
 
-    commit: Commit
-    finish: Callable[[], dict[str, Any]]
+    __slots__ = ("commit", "finish")
 
-    def then(self, more: Callable[[dict[str, Any]], dict[str, Any]]) -> Pending:
-        """This result, passed through ``more`` once it is made."""
-        return Pending(self.commit, lambda: more(self.finish()))
+    def __init__(self, commit: Commit, finish: Callable[[], dict[str, Any]]) -> None:
+        self.commit = commit
+        self.finish = finish
 
 
 async def settle(answer: dict[str, Any] | Pending) -> dict[str, Any]:

@@ -40,6 +40,9 @@ from roost_core.transcript import read_entries
 #: ``to`` that starts with this names a broadcast scope (``*children``), never a peer:
 #: no sanitised name holds it.
 SCOPE_MARK = "*"
+#: Senders whose ``peers`` rows are kept between two changes of the peer table (a list
+#: of references to shared rows each; past this, all are made again).
+MAX_LISTINGS_KEPT = 64
 
 
 class MessagingOps(DaemonBase):
@@ -154,12 +157,26 @@ class MessagingOps(DaemonBase):
 
     async def op_peers(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         sender = self.sender_info(conn)
+        listed = self.listed_for(sender)
+        watch = self.add_watch(conn, sender, args["watch"]) if args.get("watch") else None
+        return {"self": {"id": sender.id, "name": sender.name}, "peers": listed, "sent": self.receipts.sent_by(sender.id), "watch": watch}
+
+    def listed_for(self, sender: PeerInfo) -> list[dict[str, Any]]:
+        """The rows ``peers`` lists for ``sender``: every peer it may reach but its own
+        session, parent first, then by relation. Made once per sender while the peer
+        table stays as it is (what it is made from is the table and reach decisions,
+        which follow from it: ``DaemonBase.reach``)."""
+        generation = changes.generation()
+        if generation != self._listed_generation or len(self._listed) >= MAX_LISTINGS_KEPT:
+            self._listed = {}
+            self._listed_generation = generation
+        listed = self._listed.get(sender.id)
+        if listed is not None:
+            return listed
         listing = self.peer_listing()
-        # Everyone but the sender's own session.
         peers, rows = listing.without(listing.index.get(routing.session_key(sender)), listing.index.get(sender.id))
         decisions = policy.decide_reach_many(self.pm, sender, peers, "list", self.config)
-        # Parent first, then by relation; the listing is in name and id order already,
-        # which each relation's rows keep.
+        # The listing is in name and id order already, which each relation's rows keep.
         by_relation: dict[str, list[dict[str, Any]]] = {}
         for relation_rows, decision in zip(rows, decisions):
             if decision.allowed:
@@ -167,8 +184,8 @@ class MessagingOps(DaemonBase):
         listed = by_relation.pop("parent", [])
         for relation in sorted(by_relation):
             listed.extend(by_relation[relation])
-        watch = self.add_watch(conn, sender, args["watch"]) if args.get("watch") else None
-        return {"self": {"id": sender.id, "name": sender.name}, "peers": listed, "sent": self.receipts.sent_by(sender.id), "watch": watch}
+        self._listed[sender.id] = listed
+        return listed
 
     async def op_send(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         return await settle(self.accept_send(conn, args))
@@ -214,16 +231,11 @@ class MessagingOps(DaemonBase):
             self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=NOT_ACCEPTED, text=text)
             raise ProtocolError(NOT_ACCEPTED, f"{target.id} is a {target.host} job; it takes no messages")
         content = policy.frame_item(self.pm, outgoing)
-        answer = self.accept_delivery(target, outgoing, content, trace=trace)
+        answer = self.accept_delivery(target, outgoing, content, trace=trace, relation=decision.relation)
         # Counted once accepted, not once durable: a send pipelined right behind this one
         # is checked against it.
         policy.note_sent(self.pm, outgoing, self.clock())
-
-        def with_relation(result: dict[str, Any]) -> dict[str, Any]:
-            result["relation"] = decision.relation
-            return result
-
-        return answer.then(with_relation) if isinstance(answer, Pending) else with_relation(answer)
+        return answer
 
     def accept_broadcast(
         self, conn: Connection, sender: PeerInfo, scope: str, text: str, reply_to: str | None, urgent: bool | None
