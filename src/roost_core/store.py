@@ -406,6 +406,11 @@ class Journal:
         if commit.error is not None:
             raise commit.error
 
+    async def flush(self) -> None:
+        """Write what is buffered now, and return once it is written (or failed); the
+        commits it finishes answer their waiters first."""
+        await self._commit()
+
     async def aclose(self) -> None:
         await self._commit()  # waits for a commit in flight, then flushes the rest
         self._closed = True

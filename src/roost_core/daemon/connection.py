@@ -30,7 +30,7 @@ import anyio
 import anyio.lowlevel
 from anyio.abc import SocketAttribute
 
-from roost_core.protocol import encode
+from roost_core.protocol import decode_answer, encode
 
 if TYPE_CHECKING:
     from roost_core.daemon.jobs import Job
@@ -56,6 +56,8 @@ def peer_credentials(stream: Any) -> tuple[int, int]:
 
 
 def raw_socket(stream: Any) -> socket.socket | None:
+    if stream is None:
+        return None
     try:
         return stream.extra(SocketAttribute.raw_socket)
     except anyio.TypedAttributeLookupError:
@@ -71,10 +73,10 @@ def asyncio_loop() -> asyncio.AbstractEventLoop | None:
 
 
 class Connection:
-    def __init__(self, stream: Any, number: int) -> None:
+    def __init__(self, stream: Any, number: int, *, credentials: tuple[int, int] | None = None) -> None:
         self.stream = stream
         self.number = number
-        self.pid, self.uid = peer_credentials(stream)
+        self.pid, self.uid = credentials if credentials is not None else peer_credentials(stream)
         self.job: Job | None = None
         self.peer: ForegroundPeer | None = None
         #: A warm worker's slot (``warm_hello``), until a job adopts it.
@@ -102,6 +104,21 @@ class Connection:
         #: while any waits, later requests join them so that none overtakes another.
         self.lane: deque[Any] = deque()
         self._lane_wake = anyio.Event()
+
+    @classmethod
+    def detached(cls, number: int, *, pid: int, uid: int) -> Connection:
+        """A connection with no socket, as if process ``pid`` of user ``uid`` had
+        connected: the daemon's op logic runs on it with no I/O, and what it sends stays
+        queued for :meth:`take_sent` (the op logic's tests need no socket)."""
+        return cls(None, number, credentials=(pid, uid))
+
+    def take_sent(self) -> list[dict[str, Any]]:
+        """The frames queued for this client and not written, decoded; the queue emptied.
+        (A detached connection keeps all it was sent.)"""
+        frames = [decode_answer(line) for data in self._outbox for line in data.splitlines() if line]
+        self._outbox.clear()
+        self._outbox_bytes = 0
+        return frames
 
     @property
     def unsent(self) -> int:

@@ -1,0 +1,183 @@
+"""The daemon's op logic with no socket: requests in, frames and journal records out.
+
+The daemon is built in process on a throwaway home (no server, no listener), and its
+clients are detached connections (``Connection.detached``): what the daemon sends them
+stays queued, so each test reads exactly the answers and events a request made, in the
+order they would leave. The journal's committer is not running: a durable answer appears
+only once the test flushes the journal, which is how the tests see that answers wait for
+the disk and that pushes to a receiver do not.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import anyio
+
+from roost_core import identity
+from roost_core.daemon.connection import Connection
+from roost_core.daemon.core import Daemon
+from roost_core.daemon.jobs import Job
+from roost_core.daemon.server import accept_frame, handle_frame
+from roost_core.paths import Paths, resolve_paths
+from roost_core.plugins import make_plugin_manager
+from roost_core.store import JobFiles
+from roost_core.testing import make_config
+
+CONFIG = {"agentExternalMessages": True}
+
+
+def stopped_job(paths: Paths) -> str:
+    """A job record (stopped: it is never woken by a message) written before the daemon
+    loads, as after a restart."""
+    job_id = identity.new_job_id(set())
+    now = time.time()
+    job = Job(
+        id=job_id,
+        name="receiver",
+        host="scripted",
+        cwd=str(paths.home),
+        session=str(paths.sessions_dir / f"{job_id}.jsonl"),
+        token=identity.new_token(),
+        task="wait",
+        state="stopped",
+        created=now,
+        updated=now,
+    )
+    JobFiles(paths.jobs_dir, durable=False).save(job_id, job.to_json())
+    return job_id
+
+
+def run(tmp_path, story, *, jobs: int = 0) -> None:
+    """Build a daemon on ``tmp_path`` (``jobs`` stopped job records first) and run
+    ``story(daemon, job_ids)`` on anyio."""
+    paths = resolve_paths({"ROOST_HOME": str(tmp_path / "home")})
+    paths.ensure()
+    job_ids = [stopped_job(paths) for _ in range(jobs)]
+    config = make_config(CONFIG)
+
+    async def main() -> None:
+        daemon = Daemon(paths, config, make_plugin_manager(config), durable=False)
+        daemon.load()
+        try:
+            await story(daemon, job_ids)
+        finally:
+            assert daemon.journal is not None
+            await daemon.journal.aclose()
+
+    anyio.run(main)
+
+
+async def registered(daemon: Daemon, number: int, name: str) -> tuple[Connection, str]:
+    """A detached connection from this process, registered as a no-session peer."""
+    conn = Connection.detached(number, pid=os.getpid(), uid=os.getuid())
+    await handle_frame(daemon, conn, {"id": "reg", "op": "peer_register", "pid": os.getpid(), "name": name, "sessionId": f"s-{name}"})
+    (answer,) = conn.take_sent()
+    assert answer["ok"], answer
+    return conn, answer["result"]["id"]
+
+
+def send(to: str, text: str, request_id: Any) -> dict[str, Any]:
+    return {"id": request_id, "op": "send", "to": to, "message": text}
+
+
+def test_a_send_to_a_foreground_peer_is_pushed_and_answered_at_once(tmp_path):
+    async def story(daemon: Daemon, _jobs: list[str]) -> None:
+        alice, _ = await registered(daemon, 1, "alice")
+        bob, bob_id = await registered(daemon, 2, "bob")
+        assert accept_frame(daemon, alice, send(bob_id, "hello bob", 7)) is True
+        (event,) = bob.take_sent()
+        assert (event["event"], event["seq"], event["text"], event["fromName"]) == ("deliver", 1, "hello bob", "alice")
+        assert "hello bob" in event["content"]
+        (answer,) = alice.take_sent()
+        assert answer["id"] == 7 and answer["ok"]
+        assert answer["result"]["result"] == "delivered" and answer["result"]["seq"] == 1
+        assert answer["result"]["relation"] == "external"
+        # bob's ack empties what the daemon holds for it until acked.
+        assert accept_frame(daemon, bob, {"id": 1, "op": "ack", "seq": 1})
+        assert bob.take_sent() == [{"id": 1, "ok": True, "result": {"acked": 1}}]
+        assert daemon.foreground[bob_id].in_flight == {}
+
+    run(tmp_path, story)
+
+
+def test_a_send_to_a_job_is_pushed_before_the_disk_and_answered_after_it(tmp_path):
+    async def story(daemon: Daemon, jobs: list[str]) -> None:
+        (job_id,) = jobs
+        alice, _ = await registered(daemon, 1, "alice")
+        accept_frame(daemon, alice, send(job_id, "for the record", 1))
+        # Queued on the job; no answer until its record is written.
+        assert alice.take_sent() == []
+        (item,) = daemon.jobs[job_id].queue.items
+        assert item.text == "for the record"
+        assert daemon.jobs[job_id].queue.durable < item.seq
+        await daemon.journal.flush()
+        (answer,) = alice.take_sent()
+        assert answer["ok"] and answer["result"]["result"] == "stopped"
+        assert daemon.jobs[job_id].queue.durable == answer["result"]["seq"]
+
+    run(tmp_path, story, jobs=1)
+
+
+def test_answers_leave_in_request_order_whatever_waits_for_the_disk(tmp_path):
+    """A send to a job waits for the disk; a send to a foreground peer, an error and an
+    unknown op behind it do not, yet they are answered after it, in order."""
+
+    async def story(daemon: Daemon, jobs: list[str]) -> None:
+        (job_id,) = jobs
+        alice, _ = await registered(daemon, 1, "alice")
+        bob, bob_id = await registered(daemon, 2, "bob")
+        frames = [
+            send(job_id, "durable", 1),
+            send(bob_id, "pushed", 2),
+            send("no-such-peer", "lost", 3),
+            {"id": 4, "op": "no_such_op"},
+            send(job_id, "durable too", 5),
+        ]
+        assert all(accept_frame(daemon, alice, frame) for frame in frames)
+        # bob was pushed to at once; alice's answers all wait behind the first send's commit.
+        assert [event["text"] for event in bob.take_sent()] == ["pushed"]
+        assert alice.take_sent() == []
+        await daemon.journal.flush()
+        answers = alice.take_sent()
+        assert [answer["id"] for answer in answers] == [1, 2, 3, 4, 5]
+        assert [answer["ok"] for answer in answers] == [True, True, False, False, True]
+        assert [answers[2]["error"]["code"], answers[3]["error"]["code"]] == ["not_found", "unknown_op"]
+        assert alice.pending == 0
+
+    run(tmp_path, story, jobs=1)
+
+
+def test_an_op_that_waits_is_left_to_the_connections_task(tmp_path):
+    """``accept_frame`` does only what needs no wait: ``peers`` (an op without an accept
+    step) is refused there, untouched, and done by ``handle_frame``."""
+
+    async def story(daemon: Daemon, _jobs: list[str]) -> None:
+        alice, _ = await registered(daemon, 1, "alice")
+        _bob, bob_id = await registered(daemon, 2, "bob")
+        assert accept_frame(daemon, alice, {"id": 9, "op": "peers"}) is False
+        assert alice.take_sent() == []
+        await handle_frame(daemon, alice, {"id": 9, "op": "peers"})
+        (answer,) = alice.take_sent()
+        assert [row["id"] for row in answer["result"]["peers"]] == [bob_id]
+
+    run(tmp_path, story)
+
+
+def test_a_bad_request_is_refused_with_its_code_and_nothing_is_queued(tmp_path):
+    async def story(daemon: Daemon, jobs: list[str]) -> None:
+        (job_id,) = jobs
+        alice, _ = await registered(daemon, 1, "alice")
+        stranger = Connection.detached(3, pid=os.getpid(), uid=os.getuid())
+        accept_frame(daemon, alice, {"id": 1, "op": "send", "to": job_id})
+        accept_frame(daemon, alice, {"id": 2, "op": "send", "to": job_id, "message": "x", "extra": 1})
+        accept_frame(daemon, stranger, send(job_id, "who am I", 3))
+        accept_frame(daemon, alice, {"op": "send"})
+        codes = [answer["error"]["code"] for answer in alice.take_sent()]
+        assert codes == ["bad_args", "bad_args", "bad_args"]
+        assert [answer["error"]["code"] for answer in stranger.take_sent()] == ["unauthorized"]
+        assert daemon.jobs[job_id].queue.items == []
+
+    run(tmp_path, story, jobs=1)
