@@ -10,11 +10,13 @@ the disk and that pushes to a receiver do not.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from roost_core import identity
 from roost_core.daemon.connection import Connection
@@ -179,5 +181,28 @@ def test_a_bad_request_is_refused_with_its_code_and_nothing_is_queued(tmp_path):
         assert codes == ["bad_args", "bad_args", "bad_args"]
         assert [answer["error"]["code"] for answer in stranger.take_sent()] == ["unauthorized"]
         assert daemon.jobs[job_id].queue.items == []
+
+    run(tmp_path, story, jobs=1)
+
+
+def test_a_burst_of_refusals_writes_its_dead_letters_together_at_the_next_pass(tmp_path):
+    """Sends past a job's queue cap are refused ``queue_full``, each a dead letter; the
+    letters of one pass of the loop are written together (one write and fsync), at
+    the loop's next pass, not one by one as they come."""
+
+    async def story(daemon: Daemon, jobs: list[str]) -> None:
+        (job_id,) = jobs
+        alice, _ = await registered(daemon, 1, "alice")
+        dead_file = daemon.paths.state_dir / "dead.jsonl"
+        for n in range(25):
+            accept_frame(daemon, alice, send(job_id, f"m{n}", n))
+        assert len(daemon.jobs[job_id].queue.items) == 20
+        assert [letter["preview"] for letter in daemon.receipts.dead] == [f"m{n}" for n in range(20, 25)]
+        assert not dead_file.exists() or dead_file.read_text() == ""
+        await anyio.lowlevel.checkpoint()  # the loop's next pass
+        assert [json.loads(line)["preview"] for line in dead_file.read_text().splitlines()] == [f"m{n}" for n in range(20, 25)]
+        await daemon.journal.flush()
+        codes = [answer["result"]["result"] if answer["ok"] else answer["error"]["code"] for answer in alice.take_sent()]
+        assert codes == ["stopped"] * 20 + ["queue_full"] * 5
 
     run(tmp_path, story, jobs=1)

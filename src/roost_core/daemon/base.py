@@ -7,6 +7,7 @@ to whoever holds the target session now. The ops themselves live in the mixins
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -108,7 +109,7 @@ class DaemonBase:
         self.stopping = anyio.Event()
         self._kill_at: dict[str, float] = {}
         self.tg: anyio.abc.TaskGroup | None = None
-        self.receipts = Receipts(paths.state_dir / "dead.jsonl", durable=durable)
+        self.receipts = Receipts(paths.state_dir / "dead.jsonl", durable=durable, later=call_soon)
         self.refuser = Refuser()
         self.messages = MessageQuotes()
         self.watch = Watchers(self.agent_rows)
@@ -576,6 +577,7 @@ class DaemonBase:
         with anyio.move_on_after(stop_flush_seconds()):
             for conn in list(self.connections):
                 await conn.flushed.wait()
+        self.receipts.flush()  # letters buried in the last pass of the loop
         if self.journal is not None:
             await self.journal.aclose()
         if self.spawner is not None:
@@ -951,6 +953,11 @@ async def _logged(fn: Any, *args: Any) -> None:
         await fn(*args)
     except Exception:  # noqa: BLE001 - a background task's error boundary
         log.exception("daemon task %s failed", getattr(fn, "__qualname__", fn))
+
+
+def call_soon(fn: Callable[[], None]) -> None:
+    """Run ``fn`` at the running loop's next pass."""
+    asyncio.get_running_loop().call_soon(fn)
 
 
 def not_stored(exc: BaseException, what: str) -> ProtocolError:

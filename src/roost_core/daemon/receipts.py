@@ -15,6 +15,7 @@ import logging
 import os
 import time
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,9 +84,13 @@ class MessageQuotes:
 
 
 class Receipts:
-    def __init__(self, dead_file: Path, *, durable: bool = True) -> None:
+    def __init__(self, dead_file: Path, *, durable: bool = True, later: Callable[[Callable[[], None]], None] | None = None) -> None:
         self.dead_file = dead_file
         self.durable = durable
+        #: Runs a callable soon (the daemon's loop, at its next pass): letters buried
+        #: meanwhile share one write and fsync. None: each is written as it is buried.
+        self.later = later
+        self._flush_due = False
         self._by_sender: dict[str, deque[Receipt]] = {}
         self._by_item: dict[tuple[str, int], Receipt] = {}
         self.dead: deque[dict[str, Any]] = deque(self.read_letters(), maxlen=MAX_DEAD)
@@ -172,6 +177,16 @@ class Receipts:
         letter = receipt.to_json()
         self.dead.append(letter)
         self.unwritten.append(json.dumps(letter, ensure_ascii=False).encode("utf-8") + b"\n")
+        if self.later is None:
+            self.flush()
+        elif not self._flush_due:
+            # A burst of refusals (a client pipelining into a full queue) would otherwise
+            # cost a write and an fsync each, on the loop.
+            self._flush_due = True
+            self.later(self._flush_now)
+
+    def _flush_now(self) -> None:
+        self._flush_due = False
         self.flush()
 
     def flush(self) -> bool:
