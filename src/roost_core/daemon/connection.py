@@ -22,7 +22,6 @@ import logging
 import os
 import socket
 import struct
-from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -102,8 +101,10 @@ class Connection:
         self.read_ended = False
         #: Requests that wait for the connection's task (an op that awaits), in order;
         #: while any waits, later requests join them so that none overtakes another.
-        self.lane: deque[Any] = deque()
-        self._lane_wake = anyio.Event()
+        #: (A list, and the event made when the task first waits: most connections never
+        #: queue anything, and an idle peer's memory counts.)
+        self.lane: list[Any] = []
+        self._lane_wake: anyio.Event | None = None
 
     @classmethod
     def detached(cls, number: int, *, pid: int, uid: int) -> Connection:
@@ -240,7 +241,7 @@ class Connection:
         """No more reads (the socket must leave the loop before it is closed)."""
         self.pause_reading()
         self.read_ended = True
-        self._lane_wake.set()
+        self._wake_lane()
 
     def _readable(self) -> None:
         """The loop's read callback: one read per pass, so no client starves the rest."""
@@ -319,7 +320,11 @@ class Connection:
     def to_lane(self, frame: Any) -> None:
         """Queue a request for the connection's task."""
         self.lane.append(frame)
-        self._lane_wake.set()
+        self._wake_lane()
+
+    def _wake_lane(self) -> None:
+        if self._lane_wake is not None:
+            self._lane_wake.set()
 
     async def lane_wait(self) -> None:
         """Until a request joins the lane, reading ends or the connection closes."""
@@ -330,7 +335,7 @@ class Connection:
     def close(self) -> None:
         self.closed = True
         self._wake.set()
-        self._lane_wake.set()
+        self._wake_lane()
 
 
 async def _readable(loop: asyncio.AbstractEventLoop, fd: int) -> None:

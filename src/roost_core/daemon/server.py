@@ -409,7 +409,7 @@ async def _serve(daemon: Daemon, conn: Connection) -> None:
         # is done before it.
         while conn.lane and not conn.closed:
             await handle_frame(daemon, conn, conn.lane[0])
-            conn.lane.popleft()
+            del conn.lane[0]
         conn.resume_reading()
 
 
