@@ -71,12 +71,13 @@ BUCKETS: list[tuple[str, tuple[str, ...]]] = [
     ("accept_send: Pending record and closures", ("Pending", "DaemonBase.__init__.<locals>.<lambda>")),
     ("accept_send: the rest", ("accept_send",)),
     ("answer once durable (commit callback: finish, encode, queue)", ("_answer_when_durable",)),
-    ("ack (op_ack: queue, receipts, journal add)", ("op_ack",)),
-    ("request envelope (split, decode, parse, validate)", ("FrameDecoder.feed", "decode_line", "parse_request", "validate_args")),
+    ("ack (op_ack / accept_ack: queue, receipts, journal add)", ("op_ack", "accept_ack")),
+    ("request envelope (split, decode, parse, validate)", ("FrameDecoder.feed", "decode_line", "parse_request", "validate_args", "request_envelope", "compile_args", "_checked")),
+    ("dispatch (accept_frame / handle_frame, the read callback's loop over frames)", ("accept_frame", "_serve.<locals>.on_data", "handle_frame")),
     ("socket send (Connection._flush / writer)", ("Connection._flush", "Connection.writer", "_write_loop")),
     ("socket receive (Connection.receive, per-wait add/remove reader)", ("Connection.receive", "_readable")),
-    ("epoll wait/dispatch (the loop's select)", ("EpollSelector.select",)),
-    ("journal hand-off on the loop (Journal.run/_commit, to_thread)", ("Journal.run", "Journal._commit", "run_sync")),
+    ("the event loop itself (epoll, callbacks; uvloop's C code shows as Runner.run)", ("=EpollSelector.select", "=Runner.run", "=BaseEventLoop._run_once", "=Handle._run")),
+    ("journal hand-off on the loop (Journal.run/_commit, to_thread or its writer thread)", ("Journal.run", "Journal._commit", "run_sync", "WriterThread.run")),
     ("registration (peer_register, worker_hello)", ("op_peer_register", "op_worker_hello", "after_register", "after_hello")),
     ("handle_frame itself and the rest of the loop", ("",)),
 ]
@@ -94,11 +95,12 @@ def table(path: str, messages: int, cpu_per_msg: float) -> str:
             continue
         names = [frame.split(" (")[0] for frame in stack.split(";")]
         n = int(count)
-        if "WorkerThread.run" in names or "Thread._bootstrap" in names:
+        if "WorkerThread.run" in names or "Thread._bootstrap" in names or "WriterThread._main" in names:
             thread["write + fsync" if "Journal._write" in names else "waiting for work"] += n
             continue
         for label, keys in BUCKETS:
-            if any(key in name for key in keys for name in names):
+            # A key "=name" is the stack's innermost frame (time in the loop's own code).
+            if any(names[-1] == key[1:] if key.startswith("=") else any(key in name for name in names) for key in keys):
                 main[label] += n
                 break
     total = sum(main.values())

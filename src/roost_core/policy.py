@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from roost_core.records import (
     DeliveryDecision,
@@ -57,6 +57,21 @@ def fallback_sanitize(name: str) -> str:
     return cleaned[:64] or "agent"
 
 
+def call_hook(hook: pluggy.HookCaller, **kwargs: object) -> Any:
+    """``hook(**kwargs)``, the answer pluggy gives; with a single plain implementation
+    (no wrapper), that function is called straight, as pluggy would call it (the
+    arguments it names, in its order): the per-send hooks have one implementation each by
+    default, and pluggy's general dispatch cost more than the hooks' own work."""
+    impls = hook.get_hookimpls()
+    if len(impls) != 1 or impls[0].hookwrapper or impls[0].wrapper:
+        return hook(**kwargs)
+    impl = impls[0]
+    result = impl.function(*[kwargs[name] for name in impl.argnames])
+    if hook.spec is not None and hook.spec.opts.get("firstresult"):
+        return result
+    return [] if result is None else [result]
+
+
 def sanitize_name(pm: pluggy.PluginManager, name: str) -> str:
     answer = pm.hook.roost_sanitize_name(name=name)
     return answer if isinstance(answer, str) and answer else fallback_sanitize(name)
@@ -65,7 +80,7 @@ def sanitize_name(pm: pluggy.PluginManager, name: str) -> str:
 def decide_reach(
     pm: pluggy.PluginManager, sender: PeerInfo, target: PeerInfo, addressed_by: str, config: Config
 ) -> ReachDecision:
-    answer = pm.hook.roost_decide_reach(sender=sender, target=target, addressed_by=addressed_by, config=config)
+    answer = call_hook(pm.hook.roost_decide_reach, sender=sender, target=target, addressed_by=addressed_by, config=config)
     if isinstance(answer, ReachDecision):
         return answer
     return ReachDecision(allowed=False, relation="external", reason="no reach policy allows this peer")
@@ -94,11 +109,11 @@ def first_refusal(answers: list[object]) -> Refusal | None:
 
 
 def check_send(pm: pluggy.PluginManager, item: OutgoingItem, now: float, config: Config) -> Refusal | None:
-    return first_refusal(pm.hook.roost_check_send(item=item, now=now, config=config))
+    return first_refusal(call_hook(pm.hook.roost_check_send, item=item, now=now, config=config))
 
 
 def note_sent(pm: pluggy.PluginManager, item: OutgoingItem, now: float) -> None:
-    pm.hook.roost_note_sent(item=item, now=now)
+    call_hook(pm.hook.roost_note_sent, item=item, now=now)
 
 
 def fallback_frame(item: OutgoingItem) -> str:
@@ -115,7 +130,7 @@ def fallback_frame(item: OutgoingItem) -> str:
 
 
 def frame_item(pm: pluggy.PluginManager, item: OutgoingItem) -> str:
-    answer = pm.hook.roost_frame_item(item=item)
+    answer = call_hook(pm.hook.roost_frame_item, item=item)
     return answer if isinstance(answer, str) and answer else fallback_frame(item)
 
 
@@ -202,7 +217,7 @@ def plan_broadcast(pm: pluggy.PluginManager, request: ScopeRequest, config: Conf
 
 def decide_delivery(pm: pluggy.PluginManager, item: OutgoingItem, config: Config) -> str:
     """``steer`` or ``followUp``; steer when no plugin answers (or answers nonsense)."""
-    answer = pm.hook.roost_decide_delivery(item=item, config=config)
+    answer = call_hook(pm.hook.roost_decide_delivery, item=item, config=config)
     if isinstance(answer, DeliveryDecision) and answer.mode in ("steer", "followUp"):
         return answer.mode
     return "steer"
@@ -216,4 +231,4 @@ def decide_watch(pm: pluggy.PluginManager, request: WatchRequest, config: Config
 
 
 def check_budget(pm: pluggy.PluginManager, usage: TreeUsage, config: Config) -> Refusal | None:
-    return first_refusal(pm.hook.roost_check_budget(usage=usage, config=config))
+    return first_refusal(call_hook(pm.hook.roost_check_budget, usage=usage, config=config))

@@ -1,0 +1,84 @@
+"""``policy.call_hook``: the per-send hooks called straight when one plain plugin
+implements them, with the answer pluggy's own call gives, whatever the plugins."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from roost_core import hookimpl, policy
+from roost_core.records import DeliveryDecision, Refusal
+from roost_core.testing import make_config, make_item, make_manager
+
+
+class Framer:
+    @hookimpl
+    def roost_frame_item(self, item):
+        return f"framed {item.text}"
+
+
+class Silent:
+    """Implements the hooks and has no opinion (None)."""
+
+    @hookimpl
+    def roost_frame_item(self, item):
+        return None
+
+    @hookimpl
+    def roost_check_send(self, item, now, config):
+        return None
+
+
+class Refuser:
+    @hookimpl
+    def roost_check_send(self, config, item):  # its own order of the arguments
+        return Refusal("nope", f"no {item.text} ({config.agent_max_hops})")
+
+
+class Steer:
+    @hookimpl
+    def roost_decide_delivery(self, item, config):
+        return DeliveryDecision("followUp")
+
+
+class Wrapper:
+    """A wrapper: pluggy must run it around the others, so no shortcut applies."""
+
+    @hookimpl(wrapper=True)
+    def roost_frame_item(self, item):
+        answer = yield
+        return f"<{answer}>"
+
+
+CASES: list[tuple[str, tuple[Any, ...], str, dict[str, Any]]] = [
+    ("one framer", (Framer(),), "roost_frame_item", {}),
+    ("no opinion, firstresult", (Silent(),), "roost_frame_item", {}),
+    ("no opinion, every answer", (Silent(),), "roost_check_send", {"now": 1.0}),
+    ("one refusal, arguments in its own order", (Refuser(),), "roost_check_send", {"now": 1.0}),
+    ("two answers", (Refuser(), Silent()), "roost_check_send", {"now": 1.0}),
+    ("a wrapper", (Framer(), Wrapper()), "roost_frame_item", {}),
+    ("nobody", (), "roost_frame_item", {}),
+    ("delivery", (Steer(),), "roost_decide_delivery", {}),
+]
+
+
+@pytest.mark.parametrize(("plugins", "hook", "extra"), [case[1:] for case in CASES], ids=[case[0] for case in CASES])
+def test_call_hook_answers_as_pluggy_does(plugins, hook, extra):
+    pm = make_manager(*plugins)
+    caller = getattr(pm.hook, hook)
+    names = set(caller.spec.argnames)
+    kwargs = {"item": make_item(text="hello"), **extra}
+    if "config" in names:
+        kwargs["config"] = make_config()
+    assert policy.call_hook(caller, **kwargs) == caller(**kwargs)
+
+
+def test_the_policy_functions_keep_their_fallbacks():
+    pm = make_manager(Silent())
+    item = make_item(text="a <b>")
+    assert policy.frame_item(pm, item) == policy.fallback_frame(item)
+    assert policy.check_send(pm, item, 1.0, make_config()) is None
+    assert policy.decide_delivery(pm, item, make_config()) == "steer"
+    refused = policy.check_send(make_manager(Refuser()), item, 1.0, make_config())
+    assert refused is not None and refused.code == "nope"
