@@ -75,7 +75,7 @@ BUCKETS: list[tuple[str, tuple[str, ...]]] = [
     ("request envelope (split, decode, parse, validate)", ("FrameDecoder.feed", "decode_line", "parse_request", "validate_args", "request_envelope", "compile_args", "_checked")),
     ("dispatch (accept_frame / handle_frame, the read callback's loop over frames)", ("accept_frame", "_serve.<locals>.on_data", "handle_frame")),
     ("socket send (Connection._flush / writer)", ("Connection._flush", "Connection.writer", "_write_loop")),
-    ("socket receive (Connection.receive, per-wait add/remove reader)", ("Connection.receive", "_readable")),
+    ("socket receive (Connection.receive, per-wait add/remove reader)", ("Connection.receive", "_readable", "Connection._read_ready")),
     ("the event loop itself (epoll, callbacks; uvloop's C code shows as Runner.run)", ("=EpollSelector.select", "=Runner.run", "=BaseEventLoop._run_once", "=Handle._run")),
     ("journal hand-off on the loop (Journal.run/_commit, to_thread or its writer thread)", ("Journal.run", "Journal._commit", "run_sync", "WriterThread.run")),
     ("registration (peer_register, worker_hello)", ("op_peer_register", "op_worker_hello", "after_register", "after_hello")),

@@ -14,8 +14,8 @@ from roost_core.paths import Paths, resolve_paths
 
 def loop_options() -> dict[str, object]:
     """The event loop the daemon runs on: uvloop when it is installed (its loop does the
-    same work with less CPU per wake-up), asyncio's own otherwise or with ``ROOST_UVLOOP=0``.
-    roost never needs uvloop; it is not one of its dependencies."""
+    same work with less CPU per wake-up; a dependency), asyncio's own without it or with
+    ``ROOST_UVLOOP=0``: the daemon runs on either."""
     if os.environ.get("ROOST_UVLOOP", "1") == "0":
         return {}
     try:

@@ -69,6 +69,9 @@ REPORT_CHARS = 6000
 SAVE_RETRY_SECONDS = 1.0
 #: Reach decisions kept between two changes of the peer table (then asked again).
 MAX_REACH_CACHE = 100_000
+#: Senders whose ``peers`` rows are kept between two changes of the peer table (a list
+#: of references to shared rows each; past this, all are made again).
+MAX_LISTINGS_KEPT = 64
 #: How long a graceful stop waits for slow clients to take their last answers.
 STOP_FLUSH_SECONDS = 1.0
 
@@ -120,10 +123,8 @@ class DaemonBase:
         self.clock = lambda: time.monotonic() if self.clock_frozen is None else self.clock_frozen
         # The peer tables, built by _build_tables at one generation of changes.
         self._tables_generation = -1
-        self._reach_cache: dict[tuple[str, str, str], ReachDecision] = {}
-        self._reach_generation = -1
-        self._listed: dict[str, list[dict[str, Any]]] = {}
-        self._listed_generation = -1
+        self._reach = changes.KeptUntilChange(MAX_REACH_CACHE)
+        self._listed = changes.KeptUntilChange(MAX_LISTINGS_KEPT)
         self._newest: dict[str, Job] = {}
         self._records: dict[str, PeerInfo] = {}
         self._table = routing.PeerTable(holders={}, aliases={})
@@ -738,16 +739,10 @@ class DaemonBase:
         """The reach plugins' decision, asked once per (sender, target, how addressed)
         while the peer table stays as it is: both records come from it, and a reach
         decision is a function of the two records and the config (``roost_decide_reach``)."""
-        generation = changes.generation()
-        if generation != self._reach_generation or len(self._reach_cache) >= MAX_REACH_CACHE:
-            self._reach_cache = {}
-            self._reach_generation = generation
-        key = (sender.id, target.id, addressed_by)
-        decision = self._reach_cache.get(key)
-        if decision is None:
-            decision = policy.decide_reach(self.pm, sender, target, addressed_by, self.config)
-            self._reach_cache[key] = decision
-        return decision
+        return self._reach.get(
+            (sender.id, target.id, addressed_by),
+            lambda: policy.decide_reach(self.pm, sender, target, addressed_by, self.config),
+        )
 
     def peer_row(self, peer: PeerInfo, relation: str) -> dict[str, Any]:
         job = self.jobs.get(peer.id) if peer.kind == "job" else None

@@ -13,6 +13,7 @@ again sooner than needed, never kept when it is stale.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from typing import Any
 
 _generation = 0
@@ -28,3 +29,23 @@ def changed(_instance: Any = None, _attribute: Any = None, value: Any = None) ->
 def generation() -> int:
     """How many changes so far; a table built at another generation is stale."""
     return _generation
+
+
+class KeptUntilChange:
+    """Values worked out from the peer table, kept until the next change (or until
+    ``limit`` are kept, then all are worked out again)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._values: dict[Hashable, Any] = {}
+        self._generation = -1
+
+    def get(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        """The value kept for ``key``, or ``make()`` kept for it."""
+        if _generation != self._generation or len(self._values) >= self.limit:
+            self._values = {}
+            self._generation = _generation
+        value = self._values.get(key)
+        if value is None:
+            value = self._values[key] = make()
+        return value

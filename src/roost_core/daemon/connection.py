@@ -234,7 +234,7 @@ class Connection:
         if fd < 0:
             self.stop_reading()
             return
-        self.loop.add_reader(fd, self._readable)
+        self.loop.add_reader(fd, self._read_ready)
         self._reading = True
 
     def stop_reading(self) -> None:
@@ -243,7 +243,7 @@ class Connection:
         self.read_ended = True
         self._wake_lane()
 
-    def _readable(self) -> None:
+    def _read_ready(self) -> None:
         """The loop's read callback: one read per pass, so no client starves the rest."""
         assert self.raw is not None and self._on_data is not None
         try:

@@ -495,8 +495,6 @@ class JobOps(DaemonBase):
         raise ProtocolError(UNAUTHORIZED, "ack needs a bound connection")
 
 
-
-
 def ack_stored(commit: Commit, result: dict[str, Any]) -> dict[str, Any]:
     """An ack's answer once its record's commit is over."""
     if commit.error is not None:

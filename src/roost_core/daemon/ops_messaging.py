@@ -40,9 +40,6 @@ from roost_core.transcript import read_entries
 #: ``to`` that starts with this names a broadcast scope (``*children``), never a peer:
 #: no sanitised name holds it.
 SCOPE_MARK = "*"
-#: Senders whose ``peers`` rows are kept between two changes of the peer table (a list
-#: of references to shared rows each; past this, all are made again).
-MAX_LISTINGS_KEPT = 64
 
 
 class MessagingOps(DaemonBase):
@@ -166,13 +163,9 @@ class MessagingOps(DaemonBase):
         session, parent first, then by relation. Made once per sender while the peer
         table stays as it is (what it is made from is the table and reach decisions,
         which follow from it: ``DaemonBase.reach``)."""
-        generation = changes.generation()
-        if generation != self._listed_generation or len(self._listed) >= MAX_LISTINGS_KEPT:
-            self._listed = {}
-            self._listed_generation = generation
-        listed = self._listed.get(sender.id)
-        if listed is not None:
-            return listed
+        return self._listed.get(sender.id, lambda: self._make_listed(sender))
+
+    def _make_listed(self, sender: PeerInfo) -> list[dict[str, Any]]:
         listing = self.peer_listing()
         peers, rows = listing.without(listing.index.get(routing.session_key(sender)), listing.index.get(sender.id))
         decisions = policy.decide_reach_many(self.pm, sender, peers, "list", self.config)
@@ -184,7 +177,6 @@ class MessagingOps(DaemonBase):
         listed = by_relation.pop("parent", [])
         for relation in sorted(by_relation):
             listed.extend(by_relation[relation])
-        self._listed[sender.id] = listed
         return listed
 
     async def op_send(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
