@@ -384,4 +384,6 @@ def roost_check_budget(usage: TreeUsage, config: Config) -> Refusal | None:
     :param config: the user-level config (budgets are never read from project config).
     :return: a :class:`~roost_core.records.Refusal` when the budget is spent, or None.
         The core refuses on the first refusal; with no budget plugin there is no budget.
+        The answer must follow from ``usage`` and ``config``: the daemon keeps each
+        tree's answer until a job's usage or the set of jobs changes.
     """

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from roost_core.records import (
@@ -62,14 +63,61 @@ def call_hook(hook: pluggy.HookCaller, **kwargs: object) -> Any:
     (no wrapper), that function is called straight, as pluggy would call it (the
     arguments it names, in its order): the per-send hooks have one implementation each by
     default, and pluggy's general dispatch cost more than the hooks' own work."""
-    impls = hook.get_hookimpls()
-    if len(impls) != 1 or impls[0].hookwrapper or impls[0].wrapper:
-        return hook(**kwargs)
-    impl = impls[0]
-    result = impl.function(*[kwargs[name] for name in impl.argnames])
-    if hook.spec is not None and hook.spec.opts.get("firstresult"):
+    return call_hook_args(hook, tuple(kwargs), *kwargs.values())
+
+
+def call_hook_args(hook: pluggy.HookCaller, names: tuple[str, ...], *args: object) -> Any:
+    """:func:`call_hook` with the arguments given in order, ``names`` naming them (the
+    per-send hooks' callers: no keyword dict is made when the plugin names its arguments
+    in the spec's order)."""
+    direct = _direct(hook)
+    if direct is None:
+        return hook(**dict(zip(names, args)))
+    function, argnames, firstresult = direct
+    if argnames == names:
+        result = function(*args)
+    else:
+        result = function(*[args[names.index(name)] for name in argnames])
+    if firstresult:
         return result
     return [] if result is None else [result]
+
+
+MAX_DIRECT = 1000
+#: hook -> (its one plain implementation, what calling it straight needs); checked
+#: against the hook's implementations at every call, so a plugin registered or blocked
+#: since is seen at once.
+_DIRECT: dict[pluggy.HookCaller, tuple[Any, tuple[Callable[..., Any], tuple[str, ...], bool]]] = {}
+
+
+def _direct(hook: pluggy.HookCaller) -> tuple[Callable[..., Any], tuple[str, ...], bool] | None:
+    """How to call ``hook``'s one plain implementation straight, or None when pluggy must
+    (several implementations, none, or a wrapper)."""
+    # pluggy's own list of the hook's implementations (``get_hookimpls`` copies it).
+    impls = hook._hookimpls
+    if len(impls) != 1:
+        return None
+    impl = impls[0]
+    kept = _DIRECT.get(hook)
+    if kept is not None and kept[0] is impl:
+        return kept[1]
+    if impl.hookwrapper or impl.wrapper:
+        return None
+    if len(_DIRECT) >= MAX_DIRECT:
+        _DIRECT.clear()  # managers come and go (tests build one each): bounded
+    firstresult = bool(hook.spec is not None and hook.spec.opts.get("firstresult"))
+    direct = (impl.function, tuple(impl.argnames), firstresult)
+    _DIRECT[hook] = (impl, direct)
+    return direct
+
+
+#: The per-send hooks' arguments, in their specs' order (for :func:`call_hook_args`).
+_REACH_ARGS = ("sender", "target", "addressed_by", "config")
+_SEND_ARGS = ("item", "now", "config")
+_NOTE_ARGS = ("item", "now")
+_ITEM_ARGS = ("item",)
+_DELIVERY_ARGS = ("item", "config")
+_BUDGET_ARGS = ("usage", "config")
 
 
 def sanitize_name(pm: pluggy.PluginManager, name: str) -> str:
@@ -80,7 +128,7 @@ def sanitize_name(pm: pluggy.PluginManager, name: str) -> str:
 def decide_reach(
     pm: pluggy.PluginManager, sender: PeerInfo, target: PeerInfo, addressed_by: str, config: Config
 ) -> ReachDecision:
-    answer = call_hook(pm.hook.roost_decide_reach, sender=sender, target=target, addressed_by=addressed_by, config=config)
+    answer = call_hook_args(pm.hook.roost_decide_reach, _REACH_ARGS, sender, target, addressed_by, config)
     if isinstance(answer, ReachDecision):
         return answer
     return ReachDecision(allowed=False, relation="external", reason="no reach policy allows this peer")
@@ -105,15 +153,18 @@ def decide_reach_many(
 
 def first_refusal(answers: list[object]) -> Refusal | None:
     """The first refusal a contribute hook's plugins gave, if any."""
-    return next((answer for answer in answers if isinstance(answer, Refusal)), None)
+    for answer in answers:
+        if isinstance(answer, Refusal):
+            return answer
+    return None
 
 
 def check_send(pm: pluggy.PluginManager, item: OutgoingItem, now: float, config: Config) -> Refusal | None:
-    return first_refusal(call_hook(pm.hook.roost_check_send, item=item, now=now, config=config))
+    return first_refusal(call_hook_args(pm.hook.roost_check_send, _SEND_ARGS, item, now, config))
 
 
 def note_sent(pm: pluggy.PluginManager, item: OutgoingItem, now: float) -> None:
-    call_hook(pm.hook.roost_note_sent, item=item, now=now)
+    call_hook_args(pm.hook.roost_note_sent, _NOTE_ARGS, item, now)
 
 
 def fallback_frame(item: OutgoingItem) -> str:
@@ -130,7 +181,7 @@ def fallback_frame(item: OutgoingItem) -> str:
 
 
 def frame_item(pm: pluggy.PluginManager, item: OutgoingItem) -> str:
-    answer = call_hook(pm.hook.roost_frame_item, item=item)
+    answer = call_hook_args(pm.hook.roost_frame_item, _ITEM_ARGS, item)
     return answer if isinstance(answer, str) and answer else fallback_frame(item)
 
 
@@ -217,7 +268,7 @@ def plan_broadcast(pm: pluggy.PluginManager, request: ScopeRequest, config: Conf
 
 def decide_delivery(pm: pluggy.PluginManager, item: OutgoingItem, config: Config) -> str:
     """``steer`` or ``followUp``; steer when no plugin answers (or answers nonsense)."""
-    answer = call_hook(pm.hook.roost_decide_delivery, item=item, config=config)
+    answer = call_hook_args(pm.hook.roost_decide_delivery, _DELIVERY_ARGS, item, config)
     if isinstance(answer, DeliveryDecision) and answer.mode in ("steer", "followUp"):
         return answer.mode
     return "steer"
@@ -231,4 +282,4 @@ def decide_watch(pm: pluggy.PluginManager, request: WatchRequest, config: Config
 
 
 def check_budget(pm: pluggy.PluginManager, usage: TreeUsage, config: Config) -> Refusal | None:
-    return first_refusal(call_hook(pm.hook.roost_check_budget, usage=usage, config=config))
+    return first_refusal(call_hook_args(pm.hook.roost_check_budget, _BUDGET_ARGS, usage, config))

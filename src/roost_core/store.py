@@ -175,27 +175,24 @@ class JournalError(RuntimeError):
 class WriterThread:
     """One long-lived thread for the journal's blocking writes (append+fsync, rewrite).
 
-    A write is handed over through a queue and answered through one
-    ``call_soon_threadsafe``: no thread pool, capacity limiter or cancel scope per commit,
-    as ``anyio.to_thread`` has. Writes run one at a time, in the order they were handed
-    over (the journal has at most one in flight). Like ``anyio.to_thread.run_sync``, a
-    wait is not cancelled halfway: the write is on its way, and its outcome is awaited."""
+    A write is handed over through a queue (:meth:`submit`) and answered through one
+    ``call_soon_threadsafe`` on the loop that handed it over: no thread pool, capacity
+    limiter, cancel scope or task per commit, as ``anyio.to_thread`` has. Writes run one
+    at a time, in the order they were handed over."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
 
-    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)`` on the thread; its result, or what it raised."""
+    def submit(self, fn: Callable[..., Any], arg: Any, done: Callable[[BaseException | None], None]) -> None:
+        """Run ``fn(arg)`` on the thread, then ``done(None)``, or ``done(exc)`` with what
+        it raised, on the running loop."""
         loop = asyncio.get_running_loop()
         if self._thread is None:
             self._thread = threading.Thread(target=self._main, name=self.name, daemon=True)
             self._thread.start()
-        future = loop.create_future()
-        self._jobs.put((fn, args, future, loop))
-        with anyio.CancelScope(shield=True):
-            return await future
+        self._jobs.put((fn, arg, done, loop))
 
     def close(self) -> None:
         """End the thread once the writes handed over are done."""
@@ -208,33 +205,30 @@ class WriterThread:
             job = self._jobs.get()
             if job is None:
                 return
-            fn, args, future, loop = job
+            fn, arg, done, loop = job
             try:
-                outcome = (fn(*args), None)
-            except BaseException as exc:  # noqa: BLE001 - handed to the waiter, raised there
-                outcome = (None, exc)
+                fn(arg)
+                outcome: BaseException | None = None
+            except BaseException as exc:  # noqa: BLE001 - handed to the loop, judged there
+                outcome = exc
             try:
-                loop.call_soon_threadsafe(_settle, future, outcome)
+                loop.call_soon_threadsafe(done, outcome)
             except RuntimeError:
                 return  # the loop is closed: nobody waits any more
-
-
-def _settle(future: asyncio.Future, outcome: tuple[Any, BaseException | None]) -> None:
-    if future.done():
-        return
-    result, exc = outcome
-    if exc is not None:
-        future.set_exception(exc)
-    else:
-        future.set_result(result)
 
 
 class Journal:
     """The shared append-only queue journal, with adaptive group commit.
 
-    ``run`` is the one committer task. ``append`` returns once its records are on disk
-    (fsynced when ``durable``). ``snapshot`` returns the live records used to compact the
-    file when it grows past :data:`COMPACT_AFTER_BYTES`.
+    ``add`` buffers records and returns the :class:`Commit` that will hold them. Commits
+    are driven by callbacks, as an asyncio ``Protocol``'s writes are: once ``run`` has
+    bound the journal to its loop, the first record of a loop pass schedules a commit at
+    the loop's next pass (so everything added in one pass shares it); one commit is in
+    flight at a time, on the writer thread (write, fsync when ``durable``), and its end
+    finishes it on the loop and starts the next with whatever arrived meanwhile. No task
+    is woken per commit. Without ``run`` (the op logic's tests) nothing is written until
+    :meth:`flush`. ``snapshot`` returns the live records used to compact the file when it
+    grows past :data:`COMPACT_AFTER_BYTES`.
 
     A commit that cannot be written (a full disk, an I/O error) fails as a whole: its
     ``Commit.error`` is set and none of its records may count as stored. What a failed
@@ -270,12 +264,16 @@ class Journal:
             except OSError as exc:
                 log.warning("journal %s: cannot end its torn last record (%s); the next commit rewrites it", path, exc)
                 self._rewrite = True
-        self._commit_lock = anyio.Lock()
         self._writer = WriterThread("roost-journal")
         self._buffer: list[bytes] = []
         self._commit_next = Commit()
-        self._wakeup = anyio.Event()
+        #: The commit (or compaction) being written now; at most one at a time.
+        self._in_flight: Commit | None = None
+        #: The loop commits start on by themselves (set by ``run``), and whether one is due.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._start_due = False
         self._closed = False
+        self._ended: anyio.Event | None = None
         self.commits = 0
         self.records = 0
 
@@ -307,56 +305,110 @@ class Journal:
         self.healthy = False
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Bind the journal to the running loop, so commits start by themselves, until
+        it is closed (or this task is cancelled)."""
+        self._loop = asyncio.get_running_loop()
+        self._ended = anyio.Event()
         task_status.started()
-        while not self._closed:
-            await self._wakeup.wait()
-            self._wakeup = anyio.Event()
-            await self._commit()
+        if self._buffer:
+            self._start_soon()
+        try:
+            await self._ended.wait()
+        finally:
+            self._loop = None
 
-    async def _commit(self) -> None:
-        async with self._commit_lock:
-            await self._commit_locked()
+    def add(self, *records: dict[str, Any]) -> Commit:
+        """Buffer ``records`` for the next commit and return that commit (see
+        :class:`Commit`); it is written as soon as the one in flight is done."""
+        if self._closed:
+            raise JournalError("journal is closed")
+        for record in records:
+            self._buffer.append(encode_record(record))
+        if self._in_flight is None and not self._start_due and self._loop is not None:
+            self._start_soon()
+        return self._commit_next
 
-    async def _commit_locked(self) -> None:
-        if not self._buffer:
+    def _start_soon(self) -> None:
+        assert self._loop is not None
+        self._start_due = True
+        self._loop.call_soon(self._start_due_commit)
+
+    def _start_due_commit(self) -> None:
+        self._start_due = False
+        if self._in_flight is None:
+            self._start()
+
+    def _start(self) -> None:
+        """Begin the next commit with everything buffered (nothing in flight)."""
+        if not self._buffer or self._closed:
             return
         lines, commit = self._buffer, self._commit_next
         self._buffer, self._commit_next = [], Commit()
+        self._in_flight = commit
         # After a write that could not be undone the file is rewritten whole: the snapshot,
-        # taken now (with no wait since the buffer was taken), holds every record of this
-        # commit already, since each only repeats a change made in memory before it.
+        # taken now, holds every record of this commit already, since each only repeats a
+        # change made in memory before it.
         rewrite = self._rewrite and self.snapshot is not None
         data = self.snapshot_bytes() if rewrite else b"".join(lines)
-        try:
-            if rewrite:
-                await self._writer.run(self.replace_with, data)
-            elif self.durable:
-                await self._writer.run(self._write, data)
-            else:
-                # Without fsync a write is a copy into the page cache: cheaper here than
-                # the hand-off to a thread and back.
+
+        def done(exc: BaseException | None) -> None:
+            self._committed(commit, len(lines), exc)
+
+        if rewrite:
+            self._writer.submit(self.replace_with, data, done)
+        elif self.durable:
+            self._writer.submit(self._write, data, done)
+        else:
+            # Without fsync a write is a copy into the page cache: cheaper here than the
+            # hand-off to a thread and back.
+            try:
                 self._write(data)
-        except OSError as exc:
+            except BaseException as exc:  # noqa: BLE001 - judged as the thread's outcome is
+                done(exc)
+            else:
+                done(None)
+
+    def _committed(self, commit: Commit, count: int, exc: BaseException | None) -> None:
+        """A commit's write is over (``exc``: what failed it): finish it, then compact or
+        start the next."""
+        self._in_flight = None
+        if exc is not None:
+            if not isinstance(exc, OSError):
+                log.error("journal %s: a commit failed unexpectedly", self.path, exc_info=exc)
             commit.error = JournalError(str(exc))
             if self.healthy:
-                log.warning("journal %s: a commit of %d records failed (%s); they are not stored", self.path, len(lines), exc)
+                log.warning("journal %s: a commit of %d records failed (%s); they are not stored", self.path, count, exc)
             self.healthy = False
             self.failures += 1
         else:
             if not self.healthy:
                 log.warning("journal %s: writing again after %d failed commits", self.path, self.failures)
             self.healthy = True
-            if self.snapshot is not None and self._size > self.compact_after:
-                # Replay ignores duplicates, so records still in the next buffer may
-                # repeat what the snapshot holds. A compaction that fails loses nothing:
-                # this commit is on disk, and the next one tries again.
-                try:
-                    await self._writer.run(self.replace_with, self.snapshot_bytes())
-                except OSError as exc:
-                    log.warning("journal %s: compaction failed (%s); it stays as it is", self.path, exc)
         self.commits += 1
-        self.records += len(lines)
+        self.records += count
         commit.finish()
+        if exc is None and self.snapshot is not None and self._size > self.compact_after and not self._closed:
+            self._compact()
+        elif self._loop is not None:
+            self._start()
+
+    def _compact(self) -> None:
+        """Rewrite the file as the live snapshot (taken now, on the loop). Replay ignores
+        duplicates, so records buffered meanwhile may repeat what the snapshot holds; a
+        compaction that fails loses nothing (every commit is on disk already), and the
+        next one tries again."""
+        marker = Commit()
+        self._in_flight = marker
+
+        def done(exc: BaseException | None) -> None:
+            if exc is not None:
+                log.warning("journal %s: compaction failed (%s); it stays as it is", self.path, exc)
+            self._in_flight = None
+            marker.finish()
+            if self._loop is not None:
+                self._start()
+
+        self._writer.submit(self.replace_with, self.snapshot_bytes(), done)
 
     def _write(self, data: bytes) -> None:
         """Append ``data`` (and fsync it); on failure cut the file back to where it was."""
@@ -389,19 +441,12 @@ class Journal:
             os.fsync(self._fd)
         self._rewrite = False
 
-    def add(self, *records: dict[str, Any]) -> Commit:
-        """Buffer ``records`` for the next commit and return that commit (see
-        :class:`Commit`); the committer task writes it as soon as the one in flight is done."""
-        if self._closed:
-            raise JournalError("journal is closed")
-        self._buffer.extend(encode_record(record) for record in records)
-        self._wakeup.set()
-        return self._commit_next
-
     async def append(self, *records: dict[str, Any]) -> None:
         """Write ``records`` and return once they are on disk (raises :class:`JournalError`
         when they could not be written)."""
         commit = self.add(*records)
+        if self._loop is None:
+            await self.flush()
         await commit.done.wait()
         if commit.error is not None:
             raise commit.error
@@ -409,14 +454,22 @@ class Journal:
     async def flush(self) -> None:
         """Write what is buffered now, and return once it is written (or failed); the
         commits it finishes answer their waiters first."""
-        await self._commit()
+        target = self._commit_next if self._buffer else self._in_flight
+        while target is not None and not target.done.is_set():
+            if self._in_flight is None:
+                self._start()
+            waiting = self._in_flight or target
+            await waiting.done.wait()
 
     async def aclose(self) -> None:
-        await self._commit()  # waits for a commit in flight, then flushes the rest
+        """Write everything buffered (after the commit in flight), then close."""
+        while self._buffer or self._in_flight is not None:
+            await self.flush()
         self._closed = True
-        self._wakeup.set()
         self._writer.close()
         os.close(self._fd)
+        if self._ended is not None:
+            self._ended.set()
 
 
 def _ends_with_newline(path: Path) -> bool:

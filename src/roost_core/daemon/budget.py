@@ -26,10 +26,14 @@ def tree_of(peer: PeerInfo) -> str:
 
 class BudgetOps(DaemonBase):
     _usage_cache: dict[str, TreeUsage] | None = None
+    #: Each tree's budget answer, kept until a usage or the set of jobs changes (asked
+    #: before every send: the answer follows from the usage and the config).
+    _refusals: dict[str, Refusal | None] | None = None
 
     def usage_changed(self) -> None:
         """A job's usage, or the set of jobs, changed: sums are made again when asked."""
         self._usage_cache = None
+        self._refusals = None
 
     def tree_usage(self, tree: str) -> TreeUsage:
         """What ``tree``'s jobs have spent, summed (kept until a usage changes)."""
@@ -45,7 +49,13 @@ class BudgetOps(DaemonBase):
         return self._usage_cache.get(tree) or TreeUsage(tree=tree)
 
     def budget_refusal(self, tree: str) -> Refusal | None:
-        return policy.check_budget(self.pm, self.tree_usage(tree), self.config)
+        refusals = self._refusals
+        if refusals is None:
+            refusals = self._refusals = {}
+        elif tree in refusals:
+            return refusals[tree]
+        refusal = refusals[tree] = policy.check_budget(self.pm, self.tree_usage(tree), self.config)
+        return refusal
 
     def budget_spent(self, tree: str) -> bool:
         return self.budget_refusal(tree) is not None
