@@ -8,6 +8,8 @@ first character alone therefore tells the two apart, and they can never collide.
 from __future__ import annotations
 
 import hashlib
+import os
+import random
 import re
 import secrets
 
@@ -49,10 +51,17 @@ def is_foreground_id(value: str) -> bool:
 _MESSAGE_ID = re.compile(r"^m[0-9a-f]{8}$")
 
 
+#: Message ids name a message for replies and quotes; they grant nothing, so they come
+#: from a generator seeded by the system's randomness (and seeded again in each forked
+#: child, so two processes never share its sequence), not from a syscall per message.
+_MESSAGE_IDS = random.Random()
+os.register_at_fork(after_in_child=_MESSAGE_IDS.seed)
+
+
 def new_message_id() -> str:
     """A message id: ``m`` + 8 hex (one per ``send`` call, so every receiver of a
     broadcast holds the same id and a reply to any of them names it)."""
-    return "m" + secrets.token_hex(4)
+    return f"m{_MESSAGE_IDS.getrandbits(32):08x}"
 
 
 def is_message_id(value: str) -> bool:

@@ -121,9 +121,9 @@ class JobQueue:
         if kind not in ITEM_KINDS:
             raise ValueError(f"unknown item kind {kind!r}")
         agent = kind in AGENT_KINDS
-        count = sum(1 for item in self.items if item.is_agent_item == agent)
         cap = MAX_AGENT_ITEMS if agent else MAX_USER_REPLIES
-        if count >= cap:
+        # Fewer items than the cap in all: no need to count them by kind (every send asks).
+        if len(self.items) >= cap and sum(1 for item in self.items if item.is_agent_item == agent) >= cap:
             who = "agent items" if agent else "user replies"
             raise ProtocolError(QUEUE_FULL, f"queue full: {cap} {who} already wait for this job")
         if self.reply_seq - self.durable >= MAX_UNDURABLE_SEQS:
@@ -163,7 +163,13 @@ class JobQueue:
         return done
 
     def pending(self, after: int = 0) -> list[Item]:
-        return [item for item in self.items if item.seq > after]
+        """The items with a seq above ``after``, in order (found from the end: usually
+        the newest one alone)."""
+        items = self.items
+        start = len(items)
+        while start and items[start - 1].seq > after:
+            start -= 1
+        return items[start:]
 
     def reapable(self) -> bool:
         """True when nothing waits: a worker may be ended without losing an item."""

@@ -12,6 +12,10 @@ from roost_core.config import load_user_config
 from roost_core.paths import Paths, resolve_paths
 
 
+#: Seconds the loop keeps the GIL while the journal thread waits for it (see run_daemon).
+SWITCH_INTERVAL = 0.0002
+
+
 def loop_options() -> dict[str, object]:
     """The event loop the daemon runs on: uvloop when it is installed (its loop does the
     same work with less CPU per wake-up; a dependency), asyncio's own without it or with
@@ -47,6 +51,10 @@ def run_daemon(paths: Paths | None = None, *, disabled: tuple[str, ...] = (), du
     pm = make_plugin_manager(config, disabled=disabled)
     # ROOST_DURABLE=0 skips fsync (benchmarks of the non-durable path; never the default).
     durable = durable and os.environ.get("ROOST_DURABLE", "1") != "0"
+    # The journal's thread needs the GIL back after each fsync to hand the commit to the
+    # loop; a busy loop holds it for up to the switch interval (5 ms by default) first,
+    # which made that wait, not the disk, the length of every commit under load.
+    sys.setswitchinterval(SWITCH_INTERVAL)
     try:
         anyio.run(lambda: serve(paths, config, pm, durable=durable), backend_options=loop_options())
     except DaemonRunning as exc:

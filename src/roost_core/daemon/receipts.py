@@ -19,7 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import attrs
 
 from roost_core import faults
 from roost_core.store import atomic_write, write_all
@@ -32,18 +31,36 @@ MAX_DEAD = 1000
 PREVIEW_CHARS = 80
 
 
-@attrs.define
 class Receipt:
-    sender: str
-    to: str
-    to_name: str
-    kind: str
-    state: str
-    seq: int | None = None
-    reason: str | None = None
-    preview: str = ""
-    created: float = attrs.field(factory=time.time)
-    updated: float = attrs.field(factory=time.time)
+    """What happened to one agent item, as its sender sees it. (A plain slotted class:
+    one is made per send.)"""
+
+    __slots__ = ("sender", "to", "to_name", "kind", "state", "seq", "reason", "preview", "created", "updated")
+
+    def __init__(
+        self,
+        sender: str,
+        to: str,
+        to_name: str,
+        kind: str,
+        state: str,
+        seq: int | None = None,
+        reason: str | None = None,
+        preview: str = "",
+        created: float | None = None,
+        updated: float | None = None,
+    ) -> None:
+        now = time.time() if created is None or updated is None else 0.0
+        self.sender, self.to, self.to_name, self.kind, self.state = sender, to, to_name, kind, state
+        self.seq, self.reason, self.preview = seq, reason, preview
+        self.created = now if created is None else created
+        self.updated = now if updated is None else updated
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Receipt) and self.to_json() == other.to_json()
+
+    def __repr__(self) -> str:
+        return f"Receipt({self.to_json()!r})"
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import gc
 import logging
 import os
 import signal
@@ -248,6 +249,10 @@ async def serve(
             sock_path.unlink()
         daemon = Daemon(paths, config, pm, durable=durable)
         daemon.load()
+        # What is loaded now lives as long as the daemon: the collector need not walk it
+        # again and again (every message makes young objects, and each young collection
+        # that reaches the oldest generation would walk it all).
+        gc.freeze()
         # The SIGTERM handler is in place before anyone can connect: a client that sees the
         # socket may stop the daemon at once, and must get a graceful stop, not a kill.
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

@@ -92,6 +92,8 @@ def sanitize_in_full(name: str) -> str:
 def neutralise(body: str) -> str:
     """``body`` with every ``<agent-message`` / ``</agent-message`` made inert (reversibly),
     in every spelling a lenient reader might take for one (see ``_TAG``)."""
+    if "<" not in body and "&" not in body:
+        return body  # no tag and no escaped tag can start without one of them
     return _RAW_TAG.sub("&lt;", _ESCAPED_TAG_AMP.sub("&amp;", body))
 
 

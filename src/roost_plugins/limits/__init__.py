@@ -58,7 +58,7 @@ class LimitsPlugin:
             # Reports are cut to size where they are made and are one per run, so neither
             # the size nor the rate limit applies.
             return None
-        if not item.text.strip():
+        if not item.text or item.text.isspace():  # what strip() would leave empty, with no copy
             return Refusal("empty_message", "the message is empty")
         limit = config.max_message_chars
         if len(item.text) > limit:
