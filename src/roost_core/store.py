@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
 import os
 import queue
 import threading
+from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -175,46 +177,52 @@ class JournalError(RuntimeError):
 class WriterThread:
     """One long-lived thread for the journal's blocking writes (append+fsync, rewrite).
 
-    A write is handed over through a queue (:meth:`submit`) and answered through one
-    ``call_soon_threadsafe`` on the loop that handed it over: no thread pool, capacity
-    limiter, cancel scope or task per commit, as ``anyio.to_thread`` has. Writes run one
-    at a time, in the order they were handed over."""
+    Work is handed over through a queue (:meth:`submit`); the thread takes everything
+    queued at once (waiting for the first) and does it with one call of ``work(batch)``,
+    so writes that queued up while one was on the disk share the next. No thread pool,
+    capacity limiter, cancel scope or task per write, as ``anyio.to_thread`` has; ``work``
+    answers the loop itself (``call_soon_threadsafe``)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, work: Callable[[list[Any]], None]) -> None:
         self.name = name
+        self.work = work
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
 
-    def submit(self, fn: Callable[..., Any], arg: Any, done: Callable[[BaseException | None], None]) -> None:
-        """Run ``fn(arg)`` on the thread, then ``done(None)``, or ``done(exc)`` with what
-        it raised, on the running loop."""
-        loop = asyncio.get_running_loop()
+    def submit(self, job: Any) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=self._main, name=self.name, daemon=True)
             self._thread.start()
-        self._jobs.put((fn, arg, done, loop))
+        self._jobs.put(job)
 
     def close(self) -> None:
-        """End the thread once the writes handed over are done."""
+        """End the thread once the work handed over is done."""
         if self._thread is not None:
             self._jobs.put(None)
             self._thread = None
 
     def _main(self) -> None:
+        jobs = self._jobs
         while True:
-            job = self._jobs.get()
-            if job is None:
+            batch = [jobs.get()]
+            while True:
+                try:
+                    batch.append(jobs.get_nowait())
+                except queue.Empty:
+                    break
+            end = batch.index(None) if None in batch else len(batch)
+            if end:
+                try:
+                    self.work(batch[:end])
+                except RuntimeError:
+                    return  # the loop is closed: nobody waits any more
+            if end < len(batch):
                 return
-            fn, arg, done, loop = job
-            try:
-                fn(arg)
-                outcome: BaseException | None = None
-            except BaseException as exc:  # noqa: BLE001 - handed to the loop, judged there
-                outcome = exc
-            try:
-                loop.call_soon_threadsafe(done, outcome)
-            except RuntimeError:
-                return  # the loop is closed: nobody waits any more
+
+
+#: An append handed to the writer finds the file's tail unknown (an earlier write that
+#: failed could not be cut off): it fails, and the journal is rewritten before the next.
+_TAIL_UNKNOWN = "an earlier write could not be undone; the journal is rewritten before the next one"
 
 
 class Journal:
@@ -222,20 +230,27 @@ class Journal:
 
     ``add`` buffers records and returns the :class:`Commit` that will hold them. Commits
     are driven by callbacks, as an asyncio ``Protocol``'s writes are: once ``run`` has
-    bound the journal to its loop, the first record of a loop pass schedules a commit at
-    the loop's next pass (so everything added in one pass shares it); one commit is in
-    flight at a time, on the writer thread (write, fsync when ``durable``), and its end
-    finishes it on the loop and starts the next with whatever arrived meanwhile. No task
-    is woken per commit. Without ``run`` (the op logic's tests) nothing is written until
-    :meth:`flush`. ``snapshot`` returns the live records used to compact the file when it
-    grows past :data:`COMPACT_AFTER_BYTES`.
+    bound the journal to its loop, the first record of a loop pass schedules the hand-over
+    of what is buffered at the loop's next pass (so everything added in one pass shares a
+    commit). Hand-overs do not wait for the commit in flight: the writer thread takes every
+    hand-over queued while it was on the disk into one write and one fsync, and answers the
+    loop with one ``call_soon_threadsafe`` for all of them; commits finish in order. So
+    the disk is never idle while the loop is busy, and no task is woken per commit.
+    Without ``run`` (the op logic's tests) nothing is written until :meth:`flush`. Without
+    ``durable`` (no fsync) writes are copies into the page cache, made on the loop.
+
+    ``snapshot`` returns the live records, used to compact the file when it grows past
+    :data:`COMPACT_AFTER_BYTES`. A rewrite (compaction, or after a failed write) is handed
+    over only when nothing else is in flight, and appends wait for it: a snapshot must
+    never hold the records of a commit that may still fail.
 
     A commit that cannot be written (a full disk, an I/O error) fails as a whole: its
     ``Commit.error`` is set and none of its records may count as stored. What a failed
     write left in the file (part of a record, or records whose fsync failed) is cut off
-    again; when even that fails, the next commit writes the whole file anew from
-    ``snapshot`` (the state in memory, which every record only repeats) instead of
-    appending. ``healthy`` is False from a failed commit until one succeeds.
+    again; when even that fails, appends already handed over fail too, and the next commit
+    writes the whole file anew from ``snapshot`` (the state in memory, which every record
+    only repeats) instead of appending. ``healthy`` is False from a failed commit until one
+    succeeds.
     """
 
     def __init__(
@@ -264,14 +279,16 @@ class Journal:
             except OSError as exc:
                 log.warning("journal %s: cannot end its torn last record (%s); the next commit rewrites it", path, exc)
                 self._rewrite = True
-        self._writer = WriterThread("roost-journal")
+        self._writer = WriterThread("roost-journal", self._work)
         self._buffer: list[bytes] = []
         self._commit_next = Commit()
-        #: The commit (or compaction) being written now; at most one at a time.
-        self._in_flight: Commit | None = None
-        #: The loop commits start on by themselves (set by ``run``), and whether one is due.
+        #: Commits (and compactions) handed to the writer and not finished, oldest first.
+        self._handed: deque[Commit] = deque()
+        #: A rewrite or a compaction is in flight: nothing else is handed over meanwhile.
+        self._exclusive = False
+        #: The loop hand-overs happen on by themselves (set by ``run``), and whether one is due.
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._start_due = False
+        self._hand_due = False
         self._closed = False
         self._ended: anyio.Event | None = None
         self.commits = 0
@@ -310,8 +327,7 @@ class Journal:
         self._loop = asyncio.get_running_loop()
         self._ended = anyio.Event()
         task_status.started()
-        if self._buffer:
-            self._start_soon()
+        self._hand_over()
         try:
             await self._ended.wait()
         finally:
@@ -319,59 +335,109 @@ class Journal:
 
     def add(self, *records: dict[str, Any]) -> Commit:
         """Buffer ``records`` for the next commit and return that commit (see
-        :class:`Commit`); it is written as soon as the one in flight is done."""
+        :class:`Commit`); it is handed to the writer at the loop's next pass."""
         if self._closed:
             raise JournalError("journal is closed")
         for record in records:
             self._buffer.append(encode_record(record))
-        if self._in_flight is None and not self._start_due and self._loop is not None:
-            self._start_soon()
+        if not self._hand_due and self._loop is not None:
+            self._hand_due = True
+            self._loop.call_soon(self._hand_due_records)
         return self._commit_next
 
-    def _start_soon(self) -> None:
-        assert self._loop is not None
-        self._start_due = True
-        self._loop.call_soon(self._start_due_commit)
+    def _hand_due_records(self) -> None:
+        self._hand_due = False
+        self._hand_over()
 
-    def _start_due_commit(self) -> None:
-        self._start_due = False
-        if self._in_flight is None:
-            self._start()
-
-    def _start(self) -> None:
-        """Begin the next commit with everything buffered (nothing in flight)."""
-        if not self._buffer or self._closed:
+    def _hand_over(self) -> None:
+        """Hand what is buffered to the writer: an append behind those in flight, or,
+        when the file must be rewritten, a rewrite once nothing is in flight."""
+        if not self._buffer or self._exclusive or self._closed:
             return
+        rewrite = self._rewrite and self.snapshot is not None
+        if rewrite and self._handed:
+            return  # after the appends in flight (they fail: the file's tail is unknown)
         lines, commit = self._buffer, self._commit_next
         self._buffer, self._commit_next = [], Commit()
-        self._in_flight = commit
-        # After a write that could not be undone the file is rewritten whole: the snapshot,
-        # taken now, holds every record of this commit already, since each only repeats a
-        # change made in memory before it.
-        rewrite = self._rewrite and self.snapshot is not None
-        data = self.snapshot_bytes() if rewrite else b"".join(lines)
-
-        def done(exc: BaseException | None) -> None:
-            self._committed(commit, len(lines), exc)
-
+        self._handed.append(commit)
         if rewrite:
-            self._writer.submit(self.replace_with, data, done)
-        elif self.durable:
-            self._writer.submit(self._write, data, done)
+            # The snapshot, taken now, holds every record of this commit already, since
+            # each only repeats a change made in memory before it.
+            self._exclusive = True
+            self._submit(("rewrite", self.snapshot_bytes(), commit, len(lines)))
+        else:
+            self._submit(("append", b"".join(lines), commit, len(lines)))
+
+    def _compact(self) -> None:
+        """Rewrite the file as the live snapshot (taken now, on the loop; nothing is in
+        flight). Replay ignores duplicates, so records buffered meanwhile may repeat what
+        the snapshot holds; a compaction that fails loses nothing (every commit is on disk
+        already), and the next one tries again."""
+        marker = Commit()
+        self._handed.append(marker)
+        self._exclusive = True
+        self._submit(("compact", self.snapshot_bytes(), marker, 0))
+
+    def _submit(self, job: tuple[str, bytes, Commit, int]) -> None:
+        if self.durable:
+            self._writer.submit((job, asyncio.get_running_loop()))
         else:
             # Without fsync a write is a copy into the page cache: cheaper here than the
             # hand-off to a thread and back.
-            try:
-                self._write(data)
-            except BaseException as exc:  # noqa: BLE001 - judged as the thread's outcome is
-                done(exc)
-            else:
-                done(None)
+            kind, data, commit, count = job
+            self._written(kind, [(commit, count)], self._attempt(kind, data))
 
-    def _committed(self, commit: Commit, count: int, exc: BaseException | None) -> None:
-        """A commit's write is over (``exc``: what failed it): finish it, then compact or
-        start the next."""
-        self._in_flight = None
+    def _work(self, batch: list[tuple[tuple[str, bytes, Commit, int], asyncio.AbstractEventLoop]]) -> None:
+        """On the writer thread: every job queued at once. Consecutive appends share one
+        write and one fsync; a rewrite or compaction is never queued beside another job
+        (it is handed over only when nothing is in flight)."""
+        start = 0
+        while start < len(batch):
+            (kind, data, commit, count), loop = batch[start]
+            end = start + 1
+            if kind == "append":
+                while end < len(batch) and batch[end][0][0] == "append":
+                    end += 1
+                data = b"".join(job[0][1] for job in batch[start:end])
+            entries = [(job[0][2], job[0][3]) for job in batch[start:end]]
+            loop.call_soon_threadsafe(self._written, kind, entries, self._attempt(kind, data))
+            start = end
+
+    def _attempt(self, kind: str, data: bytes) -> BaseException | None:
+        """Do one write job; what failed it, or None."""
+        try:
+            if kind == "append":
+                if self._rewrite and self.snapshot is not None:
+                    raise OSError(errno.EIO, _TAIL_UNKNOWN)
+                self._write(data)
+            else:
+                self.replace_with(data)
+        except BaseException as exc:  # noqa: BLE001 - judged on the loop
+            return exc
+        return None
+
+    def _written(self, kind: str, entries: list[tuple[Commit, int]], exc: BaseException | None) -> None:
+        """On the loop: the commits of one write are over (``exc``: what failed it), in
+        order; then compact, or hand over what waits."""
+        for commit, count in entries:
+            handed = self._handed.popleft()
+            assert handed is commit, "journal commits finish in the order they were handed over"
+            if kind == "compact":
+                if exc is not None:
+                    log.warning("journal %s: compaction failed (%s); it stays as it is", self.path, exc)
+            else:
+                self._finish_commit(commit, count, exc)
+            commit.finish()
+        if kind != "append":
+            self._exclusive = False
+        if self._closed:
+            return
+        if exc is None and not self._handed and self.snapshot is not None and self._size > self.compact_after:
+            self._compact()
+        elif self._loop is not None:
+            self._hand_over()
+
+    def _finish_commit(self, commit: Commit, count: int, exc: BaseException | None) -> None:
         if exc is not None:
             if not isinstance(exc, OSError):
                 log.error("journal %s: a commit failed unexpectedly", self.path, exc_info=exc)
@@ -386,29 +452,6 @@ class Journal:
             self.healthy = True
         self.commits += 1
         self.records += count
-        commit.finish()
-        if exc is None and self.snapshot is not None and self._size > self.compact_after and not self._closed:
-            self._compact()
-        elif self._loop is not None:
-            self._start()
-
-    def _compact(self) -> None:
-        """Rewrite the file as the live snapshot (taken now, on the loop). Replay ignores
-        duplicates, so records buffered meanwhile may repeat what the snapshot holds; a
-        compaction that fails loses nothing (every commit is on disk already), and the
-        next one tries again."""
-        marker = Commit()
-        self._in_flight = marker
-
-        def done(exc: BaseException | None) -> None:
-            if exc is not None:
-                log.warning("journal %s: compaction failed (%s); it stays as it is", self.path, exc)
-            self._in_flight = None
-            marker.finish()
-            if self._loop is not None:
-                self._start()
-
-        self._writer.submit(self.replace_with, self.snapshot_bytes(), done)
 
     def _write(self, data: bytes) -> None:
         """Append ``data`` (and fsync it); on failure cut the file back to where it was."""
@@ -454,16 +497,16 @@ class Journal:
     async def flush(self) -> None:
         """Write what is buffered now, and return once it is written (or failed); the
         commits it finishes answer their waiters first."""
-        target = self._commit_next if self._buffer else self._in_flight
+        target = self._commit_next if self._buffer else self._handed[-1] if self._handed else None
         while target is not None and not target.done.is_set():
-            if self._in_flight is None:
-                self._start()
-            waiting = self._in_flight or target
-            await waiting.done.wait()
+            self._hand_over()
+            if not self._handed:
+                return  # nothing can be handed over (the journal is closed)
+            await self._handed[0].done.wait()
 
     async def aclose(self) -> None:
-        """Write everything buffered (after the commit in flight), then close."""
-        while self._buffer or self._in_flight is not None:
+        """Write everything buffered (after what is in flight), then close."""
+        while self._buffer and not self._closed or self._handed:
             await self.flush()
         self._closed = True
         self._writer.close()
