@@ -11,7 +11,8 @@ It is driven by JSON lines on stdin and answers on stdout:
 3. ``{"cmd": "run", ...}``: every sender sends to its target, either ``count`` messages in
    lockstep (latency) or with ``window`` requests in flight until ``t_end`` (throughput),
    and it says what was sent;
-4. ``{"cmd": "finish"}``: it says what its receivers saw, and exits.
+4. ``{"cmd": "finish", "expect": N}``: once its receivers have read ``N`` deliveries (0
+   without ``expect``; a minute at most), it says what they saw, and exits.
 
 A message's text starts with the sender's ``perf_counter()`` taken just before the request
 is written; the receiver subtracts it from its own clock when the ``deliver`` event has
@@ -178,7 +179,12 @@ async def pairs(args: dict[str, Any]) -> None:
                         senders_tg.start_soon(slot, client, target, run.get("count"))
         say(stats)
 
-        await hear()  # finish
+        finish = await hear()
+        # ``expect``: how many deliveries the receivers must have read first (each one the
+        # sender was answered for is on its way here); a minute at most.
+        with anyio.move_on_after(60):
+            while sum(receiver.received for receiver in receivers) < finish.get("expect", 0):
+                await anyio.sleep(0.001)
         say(
             {
                 "latencies": [lat for receiver in receivers for lat in receiver.latencies],

@@ -39,7 +39,9 @@ def one_run(system: str, count: int, clients: str = "anyio") -> dict[str, float]
         receiver.hear()
         sender.tell({"cmd": "run", "targets": [target], "count": count, "window": 1})
         sent = sender.hear(timeout=300)
-        receiver.tell({"cmd": "finish"})
+        # Every answer the sender read is a delivery pushed, not one the receiver has read
+        # yet: it reports once it has seen all of them.
+        receiver.tell({"cmd": "finish", "expect": count})
         seen = receiver.hear()
         sender.tell({"cmd": "finish"})
         sender.hear()
@@ -49,6 +51,7 @@ def one_run(system: str, count: int, clients: str = "anyio") -> dict[str, float]
         server.close()
     latencies = seen["latencies"][count // 10 :]
     assert sent["sent"] == count, sent
+    assert seen["received"] == count, seen["received"]
     return {"p50": percentile(latencies, 50), "p99": percentile(latencies, 99), "n": len(latencies)}
 
 

@@ -326,7 +326,11 @@ def pairs(args: dict[str, Any]) -> None:
     stats.pop("issued")
     say(stats)
 
-    loop.command()  # finish
+    finish = loop.command()
+    # As bench.agents: the receivers first read the ``expect`` deliveries on their way.
+    deadline = time.perf_counter() + 60
+    loop.later(60, lambda: None)  # so the wait ends at the deadline even if nothing comes
+    loop.until(lambda: sum(receiver.received for receiver in receivers) >= finish.get("expect", 0) or time.perf_counter() > deadline)
     say({
         "latencies": [lat for receiver in receivers for lat in receiver.latencies],
         "received": sum(receiver.received for receiver in receivers),

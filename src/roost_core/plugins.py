@@ -59,19 +59,36 @@ class PluginError(RuntimeError):
 
 
 class RoostPluginManager(pluggy.PluginManager):
-    """A :class:`pluggy.PluginManager` for project ``roost`` with two additions.
+    """A :class:`pluggy.PluginManager` for project ``roost`` with three additions.
 
     * Only functions named ``roost_*`` (and marked with ``roost_core.hookimpl``) are hook
       implementations, as pytest does with ``pytest_``.
     * :attr:`distributions` maps the block name of every plugin loaded from an entry point
       to its :class:`importlib.metadata.Distribution` (``roost plugins`` shows its name and
       version). Plugins registered by hand are not in it.
+    * :attr:`generation` counts the changes to the hooks' implementations.
     """
 
     def __init__(self) -> None:
         super().__init__(PROJECT)
         #: block name -> distribution, for plugins loaded from entry points of group ``roost``.
         self.distributions: dict[str, metadata.Distribution] = {}
+        #: Moves whenever the hooks' implementations may have changed (a plugin registered,
+        #: unregistered or blocked, specs added): what is worked out from them once
+        #: (``policy.send_policy``) is worked out again.
+        self.generation = 0
+
+    def register(self, plugin: Any, name: str | None = None) -> str | None:
+        self.generation += 1
+        return super().register(plugin, name)
+
+    def unregister(self, plugin: Any = None, name: str | None = None) -> Any:
+        self.generation += 1
+        return super().unregister(plugin, name)
+
+    def add_hookspecs(self, module_or_class: Any) -> None:
+        self.generation += 1
+        super().add_hookspecs(module_or_class)
 
     def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
         if not name.startswith(HOOK_PREFIX):

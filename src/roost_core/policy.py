@@ -160,11 +160,11 @@ def first_refusal(answers: list[object]) -> Refusal | None:
 
 
 def check_send(pm: pluggy.PluginManager, item: OutgoingItem, now: float, config: Config) -> Refusal | None:
-    return first_refusal(call_hook_args(pm.hook.roost_check_send, _SEND_ARGS, item, now, config))
+    return send_policy(pm).check_send(item, now, config)
 
 
 def note_sent(pm: pluggy.PluginManager, item: OutgoingItem, now: float) -> None:
-    call_hook_args(pm.hook.roost_note_sent, _NOTE_ARGS, item, now)
+    send_policy(pm).note_sent(item, now)
 
 
 def fallback_frame(item: OutgoingItem) -> str:
@@ -181,8 +181,7 @@ def fallback_frame(item: OutgoingItem) -> str:
 
 
 def frame_item(pm: pluggy.PluginManager, item: OutgoingItem) -> str:
-    answer = call_hook_args(pm.hook.roost_frame_item, _ITEM_ARGS, item)
-    return answer if isinstance(answer, str) and answer else fallback_frame(item)
+    return send_policy(pm).frame_item(item)
 
 
 def render_entry(pm: pluggy.PluginManager, entry: TranscriptEntry) -> str:
@@ -268,10 +267,7 @@ def plan_broadcast(pm: pluggy.PluginManager, request: ScopeRequest, config: Conf
 
 def decide_delivery(pm: pluggy.PluginManager, item: OutgoingItem, config: Config) -> str:
     """``steer`` or ``followUp``; steer when no plugin answers (or answers nonsense)."""
-    answer = call_hook_args(pm.hook.roost_decide_delivery, _DELIVERY_ARGS, item, config)
-    if isinstance(answer, DeliveryDecision) and answer.mode in ("steer", "followUp"):
-        return answer.mode
-    return "steer"
+    return send_policy(pm).decide_delivery(item, config)
 
 
 def decide_watch(pm: pluggy.PluginManager, request: WatchRequest, config: Config) -> WatchDecision:
@@ -283,3 +279,87 @@ def decide_watch(pm: pluggy.PluginManager, request: WatchRequest, config: Config
 
 def check_budget(pm: pluggy.PluginManager, usage: TreeUsage, config: Config) -> Refusal | None:
     return first_refusal(call_hook_args(pm.hook.roost_check_budget, _BUDGET_ARGS, usage, config))
+
+
+class SendPolicy:
+    """The hooks every ``send`` asks, each ready to call with the spec's arguments in
+    order and giving the answer :func:`check_send`, :func:`note_sent`,
+    :func:`frame_item` and :func:`decide_delivery` give: a hook with one plain
+    implementation that names the spec's arguments in order is that function, wrapped
+    only to read its answer; any other goes through pluggy. Worked out once per
+    :attr:`~roost_core.plugins.RoostPluginManager.generation` (:func:`send_policy`)."""
+
+    __slots__ = ("generation", "check_send", "note_sent", "frame_item", "decide_delivery")
+
+    def __init__(self, pm: pluggy.PluginManager, generation: int | None) -> None:
+        self.generation = generation
+        self.check_send = _checker(pm.hook.roost_check_send)
+        self.note_sent = _noter(pm.hook.roost_note_sent)
+        self.frame_item = _framer(pm.hook.roost_frame_item)
+        self.decide_delivery = _delivery(pm.hook.roost_decide_delivery)
+
+
+def send_policy(pm: pluggy.PluginManager) -> SendPolicy:
+    """``pm``'s :class:`SendPolicy`, kept while its plugins stay as they are (made anew
+    per call for a manager that does not count its changes)."""
+    generation = getattr(pm, "generation", None)
+    kept: SendPolicy | None = getattr(pm, "_roost_send_policy", None)
+    if kept is not None and generation is not None and kept.generation == generation:
+        return kept
+    policy = SendPolicy(pm, generation)
+    if generation is not None:
+        pm._roost_send_policy = policy  # type: ignore[attr-defined]
+    return policy
+
+
+def _straight(hook: pluggy.HookCaller, names: tuple[str, ...]) -> Callable[..., Any] | None:
+    """``hook``'s one plain implementation when it takes ``names`` in that order."""
+    impls = hook.get_hookimpls()
+    if len(impls) == 1 and not (impls[0].hookwrapper or impls[0].wrapper) and tuple(impls[0].argnames) == names:
+        return impls[0].function
+    return None
+
+
+def _checker(hook: pluggy.HookCaller) -> Callable[[OutgoingItem, float, Config], Refusal | None]:
+    function = _straight(hook, _SEND_ARGS)
+    if function is None:
+        return lambda item, now, config: first_refusal(hook(item=item, now=now, config=config))
+
+    def check(item: OutgoingItem, now: float, config: Config) -> Refusal | None:
+        answer = function(item, now, config)
+        return answer if isinstance(answer, Refusal) else None
+
+    return check
+
+
+def _noter(hook: pluggy.HookCaller) -> Callable[[OutgoingItem, float], None]:
+    function = _straight(hook, _NOTE_ARGS)
+    if function is not None:
+        return function
+
+    def note(item: OutgoingItem, now: float) -> None:
+        hook(item=item, now=now)
+
+    return note
+
+
+def _framer(hook: pluggy.HookCaller) -> Callable[[OutgoingItem], str]:
+    function = _straight(hook, _ITEM_ARGS) or (lambda item: hook(item=item))
+
+    def frame(item: OutgoingItem) -> str:
+        answer = function(item)
+        return answer if isinstance(answer, str) and answer else fallback_frame(item)
+
+    return frame
+
+
+def _delivery(hook: pluggy.HookCaller) -> Callable[[OutgoingItem, Config], str]:
+    function = _straight(hook, _DELIVERY_ARGS) or (lambda item, config: hook(item=item, config=config))
+
+    def decide(item: OutgoingItem, config: Config) -> str:
+        answer = function(item, config)
+        if isinstance(answer, DeliveryDecision) and answer.mode in ("steer", "followUp"):
+            return answer.mode
+        return "steer"
+
+    return decide

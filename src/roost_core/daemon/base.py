@@ -124,6 +124,8 @@ class DaemonBase:
         # The peer tables, built by _build_tables at one generation of changes.
         self._tables_generation = -1
         self._reach = changes.KeptUntilChange(MAX_REACH_CACHE)
+        #: (sender id, ``to`` of a send) -> (target, reach decision), as reach decisions.
+        self._routes = changes.KeptUntilChange(MAX_REACH_CACHE)
         self._listed = changes.KeptUntilChange(MAX_LISTINGS_KEPT)
         self._newest: dict[str, Job] = {}
         self._records: dict[str, PeerInfo] = {}

@@ -31,6 +31,7 @@ from roost_core.records import (
     OutgoingItem,
     PeerInfo,
     ReachablePeer,
+    ReachDecision,
     ScopeRequest,
     SpawnRequest,
     ToolResult,
@@ -193,11 +194,7 @@ class MessagingOps(DaemonBase):
         self.check_budget_of(sender)
         if args["to"].startswith(SCOPE_MARK):
             return self.accept_broadcast(conn, sender, args["to"][len(SCOPE_MARK):], text, reply_to, args.get("urgent"))
-        # An id wins over a name; a name is matched among the peers the sender may reach.
-        target, addressed_by = routing.resolve_target(
-            args["to"], self.peer_table(), lambda peer: self.reach(sender, peer, "name").allowed
-        )
-        decision = self.reach(sender, target, addressed_by)
+        target, decision = self.route(sender, args["to"])
         if not decision.allowed:
             self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason="unreachable", text=text)
             raise ProtocolError(UNREACHABLE, decision.reason or f"peer {target.id} is not reachable")
@@ -228,6 +225,17 @@ class MessagingOps(DaemonBase):
         # is checked against it.
         policy.note_sent(self.pm, outgoing, self.clock())
         return answer
+
+    def route(self, sender: PeerInfo, to: str) -> tuple[PeerInfo, ReachDecision]:
+        """The peer ``to`` names for ``sender``, and the reach decision for it: an id wins
+        over a name, and a name is matched among the peers the sender may reach. Kept,
+        as reach decisions are, until the peer table changes (a ``to`` that names no one
+        raises, and is looked up again next time)."""
+        return self._routes.get((sender.id, to), lambda: self._make_route(sender, to))
+
+    def _make_route(self, sender: PeerInfo, to: str) -> tuple[PeerInfo, ReachDecision]:
+        target, addressed_by = routing.resolve_target(to, self.peer_table(), lambda peer: self.reach(sender, peer, "name").allowed)
+        return target, self.reach(sender, target, addressed_by)
 
     def accept_broadcast(
         self, conn: Connection, sender: PeerInfo, scope: str, text: str, reply_to: str | None, urgent: bool | None

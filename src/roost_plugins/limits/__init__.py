@@ -80,7 +80,7 @@ class LimitsPlugin:
         """Count an accepted message towards its sender's rate window."""
         if item.kind != "message":
             return
-        self._recent(item.sender.id, now)
+        # Its check (roost_check_send, just before) pruned the sender's window already.
         self._sent.setdefault(item.sender.id, deque()).append(now)
 
     @hookimpl
