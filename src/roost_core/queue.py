@@ -134,8 +134,12 @@ class JobQueue:
         self.durable = max(self.durable, seq)
 
     def enqueue(self, kind: str, content: str, **fields: Any) -> Item:
+        return self.enqueue_fields(kind, content, fields)
+
+    def enqueue_fields(self, kind: str, content: str, fields: dict[str, Any]) -> Item:
+        """:meth:`enqueue` with the item's other fields in one dict."""
         self.check_room(kind)
-        item = Item(seq=self.next_seq(), kind=kind, content=content, **fields)
+        item = Item(self.reply_seq + 1, kind, content, **fields)
         # The newest seq: its place is the end.
         self.reply_seq = item.seq
         self.items.append(item)

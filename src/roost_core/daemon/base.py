@@ -634,12 +634,17 @@ class DaemonBase:
         """The first half of :meth:`enqueue`, with no wait: queue the item, push it to a
         connected worker and hand its record to the journal; returns the item and the
         commit that will make it durable (raises ``queue_full`` at the cap)."""
+        return self.accept_item_fields(job, kind, content, wake, fields)
+
+    def accept_item_fields(self, job: Job, kind: str, content: str, wake: bool, fields: dict[str, Any]) -> tuple[Item, Commit]:
+        """:meth:`accept_item` with the item's other fields in one dict (a send's path:
+        no keyword arguments spread and gathered again on the way)."""
         if job.state == "stopped" and kind == "reply" and wake:
             # A user reply un-stops the job (messages never do); a worker still exiting
             # from the stop is then started again for it when it is gone.
             job.state = "idle"
             self.save(job)
-        item = job.queue.enqueue(kind, content, **fields)
+        item = job.queue.enqueue_fields(kind, content, fields)
         # Push before the fsync (the receiver acks only what is in its transcript, and
         # the restart seq gap keeps a lost undurable seq from ever being reused), but
         # answer only once the item is durable.
@@ -847,7 +852,7 @@ class DaemonBase:
         # (a user reply still starts one).
         wake = wake and not self.budget_spent(job.tree)
         try:
-            queued, commit = self.accept_item(job, item.kind, content, wake=wake, **fields)
+            queued, commit = self.accept_item_fields(job, item.kind, content, wake, fields)
         except ProtocolError as exc:
             if exc.code == QUEUE_FULL:
                 self.receipts.record(item.sender.id, target.id, target.name, item.kind, "dead", reason="queue full", text=item.text)

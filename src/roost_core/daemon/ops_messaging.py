@@ -205,25 +205,27 @@ class MessagingOps(DaemonBase):
             target=target,
             text=text,
             kind="message",
-            relation=inverse_relation(decision.relation),
+            relation=_INVERSE.get(decision.relation, decision.relation),
             hops=hops + 1,
             id=identity.new_message_id(),
             reply_to=reply_to,
             broadcast_chain=self.in_broadcast_chain(conn),
             urgent=args.get("urgent"),
         )
-        refusal = policy.check_send(self.pm, outgoing, self.clock(), self.config)
+        hooks = policy.send_policy(self.pm)
+        now = self.clock()
+        refusal = hooks.check_send(outgoing, now, self.config)
         if refusal is not None:
             self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=refusal.code, text=text)
             raise ProtocolError(refusal.code, refusal.message)
         if not target.accepts_messages:
             self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=NOT_ACCEPTED, text=text)
             raise ProtocolError(NOT_ACCEPTED, f"{target.id} is a {target.host} job; it takes no messages")
-        content = policy.frame_item(self.pm, outgoing)
+        content = hooks.frame_item(outgoing)
         answer = self.accept_delivery(target, outgoing, content, trace=trace, relation=decision.relation)
         # Counted once accepted, not once durable: a send pipelined right behind this one
         # is checked against it.
-        policy.note_sent(self.pm, outgoing, self.clock())
+        hooks.note_sent(outgoing, now)
         return answer
 
     def route(self, sender: PeerInfo, to: str) -> tuple[PeerInfo, ReachDecision]:
