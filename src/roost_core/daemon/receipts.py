@@ -21,6 +21,7 @@ from typing import Any
 
 
 from roost_core import faults
+from roost_core.protocol import encode
 from roost_core.store import atomic_write, write_all
 
 log = logging.getLogger("roost.daemon")
@@ -193,7 +194,7 @@ class Receipts:
         the next one (:meth:`flush`)."""
         letter = receipt.to_json()
         self.dead.append(letter)
-        self.unwritten.append(json.dumps(letter, ensure_ascii=False).encode("utf-8") + b"\n")
+        self.unwritten.append(encode(letter))
         if self.later is None:
             self.flush()
         elif not self._flush_due:
