@@ -64,9 +64,9 @@ def summarise(path: str, top: int = 30, messages: int | None = None, rate: int =
 BUCKETS: list[tuple[str, tuple[str, ...]]] = [
     ("teardown: the bench's receivers exit, their jobs' workers are gone (not per message)", ("worker_gone",)),
     ("worker liveness (monitor every 0.1 s: check_worker → psutil; per second, not per message)", ("DaemonBase.monitor",)),
-    ("accept_send: reach (sender_info, resolve_target, reach)", ("DaemonBase.reach", "resolve_target", "sender_info")),
-    ("accept_send: limits check and note (plugin hooks)", ("check_send", "note_sent")),
-    ("accept_send: framing (envelope hook)", ("frame_item",)),
+    ("accept_send: reach (sender_info, resolve_target, reach)", ("DaemonBase.reach", "resolve_target", "sender_info", "MessagingOps.route")),
+    ("accept_send: limits check and note (plugin hooks)", ("check_send", "note_sent", "_checker", "LimitsPlugin.roost_")),
+    ("accept_send: framing (envelope hook)", ("frame_item", "_framer")),
     ("accept_send: delivery (queue item, push deliver, receipts, journal add)", ("accept_delivery",)),
     ("accept_send: Pending record and closures", ("Pending", "DaemonBase.__init__.<locals>.<lambda>")),
     ("accept_send: the rest", ("accept_send",)),
@@ -77,7 +77,7 @@ BUCKETS: list[tuple[str, tuple[str, ...]]] = [
     ("socket send (Connection._flush / writer)", ("Connection._flush", "Connection.writer", "_write_loop")),
     ("socket receive (Connection.receive, per-wait add/remove reader)", ("Connection.receive", "_readable", "Connection._read_ready")),
     ("the event loop itself (epoll, callbacks; uvloop's C code shows as Runner.run)", ("=EpollSelector.select", "=Runner.run", "=BaseEventLoop._run_once", "=Handle._run")),
-    ("journal hand-off on the loop (Journal.run/_commit, to_thread or its writer thread)", ("Journal.run", "Journal._commit", "run_sync", "WriterThread.run")),
+    ("journal hand-off on the loop (hand-over to the writer thread and its answers; before: Journal.run/_commit, to_thread)", ("Journal.run", "Journal._commit", "Journal._hand", "Journal._submit", "Journal._written", "run_sync", "WriterThread.run", "WriterThread.submit")),
     ("registration (peer_register, worker_hello)", ("op_peer_register", "op_worker_hello", "after_register", "after_hello")),
     ("handle_frame itself and the rest of the loop", ("",)),
 ]

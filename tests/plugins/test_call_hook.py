@@ -82,3 +82,33 @@ def test_the_policy_functions_keep_their_fallbacks():
     assert policy.decide_delivery(pm, item, make_config()) == "steer"
     refused = policy.check_send(make_manager(Refuser()), item, 1.0, make_config())
     assert refused is not None and refused.code == "nope"
+
+
+@pytest.mark.parametrize(("plugins", "hook", "extra"), [case[1:] for case in CASES], ids=[case[0] for case in CASES])
+def test_the_send_policy_answers_as_pluggy_does(plugins, hook, extra):
+    """``policy.SendPolicy`` (what every send asks, worked out once per manager
+    generation) gives the answer the policy functions give through pluggy's own call."""
+    pm = make_manager(*plugins)
+    item, config = make_item(text="hello"), make_config()
+    sent = policy.send_policy(pm)
+    if hook == "roost_frame_item":
+        expected = pm.hook.roost_frame_item(item=item)
+        assert sent.frame_item(item) == (expected if isinstance(expected, str) and expected else policy.fallback_frame(item))
+    elif hook == "roost_check_send":
+        assert sent.check_send(item, 1.0, config) == policy.first_refusal(pm.hook.roost_check_send(item=item, now=1.0, config=config))
+    else:
+        expected = pm.hook.roost_decide_delivery(item=item, config=config)
+        assert sent.decide_delivery(item, config) == (expected.mode if isinstance(expected, DeliveryDecision) else "steer")
+
+
+def test_a_plugin_registered_or_blocked_after_the_first_send_is_asked_from_the_next():
+    pm = make_manager(Silent())
+    item, config = make_item(text="hello"), make_config()
+    assert policy.check_send(pm, item, 1.0, config) is None
+    pm.register(Refuser(), name="refuser")
+    refused = policy.check_send(pm, item, 1.0, config)
+    assert refused is not None and refused.code == "nope"
+    pm.set_blocked("refuser")
+    assert policy.check_send(pm, item, 1.0, config) is None
+    pm.register(Framer(), name="framer")
+    assert policy.frame_item(pm, item) == "framed hello"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 
@@ -79,3 +80,20 @@ def test_tokens_are_long_and_unique():
     tokens = {new_token() for _ in range(100)}
     assert len(tokens) == 100
     assert all(len(token) >= 40 for token in tokens)
+
+
+def test_message_ids_differ_between_a_forked_child_and_its_parent():
+    """Message ids come from a seeded generator (no syscall per send); a forked child (a
+    worker from the fork server) is seeded anew, so it never repeats its parent's ids."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.write(write, " ".join(identity.new_message_id() for _ in range(4)).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    child = os.read(read, 1000).decode().split()
+    os.close(read)
+    parent = [identity.new_message_id() for _ in range(4)]
+    assert len(child) == 4 and all(identity.is_message_id(value) for value in child + parent)
+    assert child != parent

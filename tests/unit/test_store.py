@@ -9,6 +9,7 @@ import stat
 import time
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from roost_core import faults
@@ -346,3 +347,120 @@ def test_a_failed_atomic_write_keeps_the_old_file_and_leaves_no_temp_file(tmp_pa
         failing(point, None)
         assert json.loads(path.read_text()) == {"v": 1}
         assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["job.json"]
+
+
+# --------------------------------------------------------------------------- hand-overs in flight
+
+
+class GatedDisk:
+    """``os.fsync`` (or the journal's ``write_all``) that holds its first call on the
+    writer thread until the test opens the gate: a commit stays on the disk while the
+    test hands more over."""
+
+    def __init__(self, monkeypatch, *, fail_first: bool = False) -> None:
+        import threading
+
+        from roost_core import store
+
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+        self.calls = 0
+        self.fail_first = fail_first
+        if fail_first:
+            real = store.write_all
+
+            def write_all(fd, data):
+                self.calls += 1
+                if self.calls == 1:
+                    self.entered.set()
+                    self.gate.wait(30)
+                    raise OSError(errno.EIO, "Input/output error")
+                real(fd, data)
+
+            monkeypatch.setattr(store, "write_all", write_all)
+        else:
+            real_fsync = os.fsync
+
+            def fsync(fd):
+                self.calls += 1
+                if self.calls == 1:
+                    self.entered.set()
+                    self.gate.wait(30)
+                real_fsync(fd)
+
+            monkeypatch.setattr(os, "fsync", fsync)
+
+    async def wait_entered(self) -> None:
+        await anyio.to_thread.run_sync(self.entered.wait, 30)
+
+
+async def handed_over(journal: Journal, count: int) -> None:
+    """Until ``count`` commits wait on the writer (each hand-over is made at a loop pass)."""
+    while len(journal._handed) < count:
+        await anyio.lowlevel.checkpoint()
+
+
+def test_hand_overs_queued_while_a_commit_is_on_the_disk_share_the_next_write(tmp_path, monkeypatch):
+    """The loop does not wait for the commit in flight to hand the next records over; the
+    writer takes every hand-over queued meanwhile into one write and one fsync, and the
+    commits finish in the order they were handed over."""
+    path = tmp_path / "queue.journal"
+    journal = Journal(path, durable=True)
+    disk = GatedDisk(monkeypatch)
+    finished: list[str] = []
+
+    async def body():
+        commits = {"a": journal.add({"op": "item", "n": "a"})}
+        await disk.wait_entered()  # a is in fsync, on the writer thread
+        commits["b"] = journal.add({"op": "item", "n": "b"})
+        await handed_over(journal, 2)
+        commits["c"] = journal.add({"op": "item", "n": "c"})
+        await handed_over(journal, 3)
+        for name, commit in commits.items():
+            commit.when_done(lambda _c, name=name: finished.append(name))
+        disk.gate.set()
+        await commits["c"].done.wait()
+        assert all(commit.error is None for commit in commits.values())
+
+    anyio.run(_with_journal, journal, body)
+    assert finished == ["a", "b", "c"]
+    assert [r["n"] for r in read_journal(path)] == ["a", "b", "c"]
+    assert journal.commits == 3 and journal.records == 3
+    assert disk.calls == 2  # a alone, then b and c in one fsync
+
+
+def test_appends_handed_over_behind_a_write_that_could_not_be_undone_fail_and_the_next_rewrites(tmp_path, monkeypatch):
+    """A write fails and its cut fails too, while another append waits on the writer:
+    that append cannot go after the unknown tail, so it fails as well (its sender is told,
+    its records are dropped), and the next commit writes the file anew from the snapshot,
+    taken once nothing is in flight."""
+    path = tmp_path / "queue.journal"
+    live = [{"op": "seq", "n": 0}]
+    journal = Journal(path, durable=True, snapshot=lambda: list(live))
+    disk = GatedDisk(monkeypatch, fail_first=True)
+    real_truncate = os.ftruncate
+    truncates = []
+
+    def no_truncate(fd, size):
+        truncates.append(size)
+        raise OSError(errno.EIO, "Input/output error")
+
+    async def body():
+        first = journal.add({"op": "item", "n": 1, "pad": "y" * 100})
+        await disk.wait_entered()
+        second = journal.add({"op": "item", "n": 2})
+        await handed_over(journal, 2)
+        monkeypatch.setattr(os, "ftruncate", no_truncate)
+        disk.gate.set()
+        await second.done.wait()
+        monkeypatch.setattr(os, "ftruncate", real_truncate)
+        assert first.error is not None and second.error is not None
+        assert "rewritten" in str(second.error)
+        assert not journal.healthy
+        live.append({"op": "item", "n": 3})  # what the daemon holds now (1 and 2 were dropped)
+        await journal.append({"op": "item", "n": 3})
+        assert journal.healthy
+
+    anyio.run(_with_journal, journal, body)
+    assert truncates  # the cut was tried, and failed
+    assert list(read_journal(path)) == [{"op": "seq", "n": 0}, {"op": "item", "n": 3}]
