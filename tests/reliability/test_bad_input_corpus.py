@@ -249,7 +249,7 @@ def test_what_python_accepts_but_json_does_not(shared, record):
 
 
 def _server_ops():
-    from roost_core.daemon.server import OPS
+    from roost_core.daemon.dispatch import OPS
 
     return OPS
 

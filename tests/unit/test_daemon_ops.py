@@ -22,7 +22,7 @@ from roost_core import identity
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.core import Daemon
 from roost_core.daemon.jobs import Job
-from roost_core.daemon.server import accept_frame, handle_frame
+from roost_core.daemon.dispatch import accept_frame, handle_frame
 from roost_core.paths import Paths, resolve_paths
 from roost_core.plugins import make_plugin_manager
 from roost_core.store import JobFiles

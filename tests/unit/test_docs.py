@@ -20,7 +20,7 @@ import pytest
 from roost_core import hookspecs, protocol
 from roost_core.daemon.core import Daemon
 from roost_core.daemon.jobs import Job
-from roost_core.daemon.server import OPS
+from roost_core.daemon.dispatch import OPS
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGINS_DOC = ROOT / "docs" / "plugins.md"

@@ -332,7 +332,7 @@ def _outcome(check, *args):
 def test_every_ops_compiled_check_answers_as_validate_args_does(data):
     """What the daemon runs per request (the op's schema compiled) accepts, cleans and
     refuses exactly what ``validate_args`` does, with the same error, for any arguments."""
-    from roost_core.daemon.server import OPS
+    from roost_core.daemon.dispatch import OPS
 
     name = data.draw(st.sampled_from(sorted(OPS)))
     op = OPS[name]

@@ -580,6 +580,8 @@ class DaemonBase:
         with anyio.move_on_after(stop_flush_seconds()):
             for conn in list(self.connections):
                 await conn.flushed.wait()
+        for conn in list(self.connections):
+            conn.abort()  # a client that does not read its last answers is not waited for
         self.receipts.flush()  # letters buried in the last pass of the loop
         if self.journal is not None:
             await self.journal.aclose()

@@ -3,7 +3,9 @@
 :mod:`~roost_core.daemon.handback`, with watches (:mod:`~roost_core.daemon.watches`) and
 tree budgets (:mod:`~roost_core.daemon.budget`). Ops are plain async methods that take a connection and
 checked arguments and return a result dict or raise ``ProtocolError``;
-:mod:`roost_core.daemon.server` does the I/O and holds the dispatch table.
+:mod:`roost_core.daemon.dispatch` holds the dispatch table and does one request,
+:mod:`roost_core.daemon.wire` does the socket I/O, :mod:`roost_core.daemon.server` the
+daemon's life.
 """
 
 from __future__ import annotations

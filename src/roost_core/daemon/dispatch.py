@@ -1,0 +1,287 @@
+"""The dispatch table, from op name to handler, argument schema and who may call it, and
+how one request is done and answered in request order. No I/O: requests come in as
+decoded frames, answers leave through :meth:`Connection.send` (``daemon.wire`` reads and
+writes the socket).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+
+from roost_core.daemon.base import Pending
+from roost_core.daemon.connection import Connection
+from roost_core.daemon.core import Daemon
+from roost_core.protocol import (
+    INTERNAL,
+    UNAUTHORIZED,
+    UNKNOWN_OP,
+    Field,
+    ProtocolError,
+    compile_args,
+    error,
+    ok,
+    request_envelope,
+)
+
+log = logging.getLogger("roost.daemon")
+
+NAME = 200
+TEXT = 1_000_000
+PATH = 4096
+#: Requests of one connection that may wait for their commit at once; the next one waits
+#: for those answers (bounds what a client that never reads answers can make us hold).
+MAX_PIPELINED = 256
+
+
+@attrs.frozen
+class Op:
+    handler: str
+    schema: dict[str, Field]
+    #: "any" (CLI), "bound" (worker or foreground peer), "worker"
+    who: str = "any"
+    after: str | None = None
+    #: A method that does the op with no wait and may return a ``Pending`` result: the
+    #: connection's next requests go on while it waits for its journal commit.
+    accept: str | None = None
+    #: ``schema`` compiled (``protocol.compile_args``): the arguments, checked, from the frame.
+    check: Callable[[dict[str, Any]], dict[str, Any]] = attrs.field(init=False, eq=False, repr=False)
+
+    def bind(self, name: str) -> Op:
+        """This op with its schema compiled for op ``name``."""
+        object.__setattr__(self, "check", compile_args(self.schema, name))
+        return self
+
+
+OPS: dict[str, Op] = {
+    "daemon_status": Op("op_daemon_status", {}),
+    "daemon_stop": Op("op_daemon_stop", {}),
+    "tools": Op("op_tools", {}),
+    "test_clock": Op("op_test_clock", {"advance": Field(float, required=True, check=lambda v: None if v >= 0 else "must be >= 0")}),
+    "start": Op(
+        "op_start",
+        {
+            "task": Field(str, required=True, max_len=TEXT),
+            "name": Field(str, max_len=NAME),
+            "cwd": Field(str, max_len=PATH),
+            "host": Field(str, max_len=NAME),
+            "scenario": Field((str, dict), max_len=TEXT),
+            "model": Field(str, max_len=NAME),
+            "thinking": Field(str, max_len=NAME),
+            "trace": Field(str, max_len=NAME),
+            "session": Field(str, max_len=PATH),
+        },
+    ),
+    "jobs": Op("op_jobs", {}),
+    "agents": Op("op_agents", {}),
+    "watch": Op("op_watch", {}),
+    "dead": Op("op_dead", {}),
+    "reply": Op("op_reply", {"job": Field(str, required=True, max_len=NAME), "text": Field(str, required=True, max_len=TEXT)}),
+    "stop": Op("op_stop", {"job": Field(str, required=True, max_len=NAME)}),
+    "remove": Op("op_remove", {"job": Field(str, required=True, max_len=NAME)}),
+    "log": Op("op_log", {"job": Field(str, required=True, max_len=NAME), "entries": Field(bool)}),
+    "worker_hello": Op(
+        "op_worker_hello",
+        {"job": Field(str, required=True, max_len=NAME), "token": Field(str, required=True, max_len=NAME), "pid": Field(int)},
+        after="after_hello",
+    ),
+    "warm_hello": Op(
+        "op_warm_hello",
+        {"job": Field(str, required=True, max_len=NAME), "token": Field(str, required=True, max_len=NAME), "pid": Field(int)},
+    ),
+    "warm_ready": Op("op_warm_ready", {}),
+    "job_status": Op(
+        "op_job_status",
+        {
+            "state": Field(str, check=lambda v: None if v in ("running", "idle", "needs_input", "done", "failed") else "is not a job state"),
+            "status": Field((str, type(None)), max_len=NAME * 5),
+            "summary": Field((str, type(None)), max_len=2000),
+            "question": Field((str, type(None)), max_len=8000),
+            "error": Field((str, type(None)), max_len=8000),
+            "dialog": Field(bool),
+            "settled": Field(bool),
+            "trace": Field((str, type(None)), max_len=NAME),
+            "hops": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
+            "causes": Field(list, max_len=1000),
+            "hostPid": Field((int, type(None)), check=lambda v: None if v is None or 0 < v < 2**31 else "is not a process id"),
+            "broadcastChain": Field(bool),
+            "usage": Field(dict, max_len=10),
+        },
+        who="worker",
+    ),
+    "ack": Op("op_ack", {"seq": Field(int, required=True, check=lambda v: None if v >= 0 else "must be >= 0")}, who="bound", accept="accept_ack"),
+    "peer_register": Op(
+        "op_peer_register",
+        {
+            "session": Field((str, type(None)), max_len=PATH),
+            "name": Field(str, max_len=NAME),
+            "cwd": Field((str, type(None)), max_len=PATH),
+            "pid": Field(int, required=True, check=lambda v: None if 0 < v < 2**31 else "is not a process id"),
+            "sessionId": Field(str, max_len=NAME),
+            "lastSeq": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
+            "host": Field(str, max_len=NAME),
+        },
+        after="after_register",
+    ),
+    "peers": Op("op_peers", {"watch": Field(str, max_len=NAME)}, who="bound"),
+    "tool_call": Op(
+        "op_tool_call",
+        {
+            "name": Field(str, required=True, max_len=NAME),
+            "args": Field(dict, required=True),
+            "hops": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
+            "broadcastChain": Field(bool),
+        },
+        who="bound",
+    ),
+    "spawn": Op(
+        "op_spawn",
+        {
+            "task": Field(str, required=True, max_len=TEXT),
+            "name": Field(str, max_len=NAME),
+            "cwd": Field(str, max_len=PATH),
+            "model": Field(str, max_len=NAME),
+            "thinking": Field(str, max_len=NAME),
+            "host": Field(str, max_len=NAME),
+            "scenario": Field((str, dict), max_len=TEXT),
+        },
+        who="bound",
+    ),
+    "handback": Op(
+        "op_handback",
+        {
+            "result": Field((str, type(None)), max_len=TEXT),
+            "state": Field(str, required=True, check=lambda v: None if v in ("done", "idle", "needs_input", "failed") else "is not a settled state"),
+            "question": Field((str, type(None)), max_len=8000),
+            "error": Field((str, type(None)), max_len=8000),
+            "causes": Field(list, required=True, max_len=1000),
+            "run": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
+        },
+        who="worker",
+    ),
+    "send": Op(
+        "op_send",
+        {
+            "to": Field(str, required=True, max_len=NAME),
+            "message": Field(str, required=True, max_len=TEXT),
+            "reply_to": Field(str, max_len=NAME),
+            "urgent": Field(bool),
+        },
+        who="bound",
+        accept="accept_send",
+    ),
+}
+
+
+OPS = {name: op.bind(name) for name, op in OPS.items()}
+
+
+def _request_id(frame: dict[str, Any]) -> Any:
+    """The id to answer an invalid request with (None when it has no usable one)."""
+    request_id = frame.get("id")
+    return request_id if isinstance(request_id, (int, str)) and not isinstance(request_id, bool) else None
+
+
+def _checked(conn: Connection, name: str, op: Op | None, frame: dict[str, Any]) -> dict[str, Any]:
+    """The request's arguments, once the op exists, this connection may call it, and
+    they are valid (else the ``ProtocolError`` to answer)."""
+    if op is None:
+        raise ProtocolError(UNKNOWN_OP, f"unknown op {name!r}")
+    if op.who == "worker" and conn.job is None:
+        raise ProtocolError(UNAUTHORIZED, f"{name} is for an authenticated worker connection")
+    if op.who == "bound" and not conn.bound:
+        raise ProtocolError(UNAUTHORIZED, f"{name} needs a bound connection (peer_register or worker hello)")
+    return op.check(frame)
+
+
+def accept_frame(daemon: Daemon, conn: Connection, frame: dict[str, Any] | ProtocolError) -> bool:
+    """Do a request that needs no wait, now, and answer it in request order; False, and
+    nothing done, when it needs one (an op without an ``accept`` method, or a client with
+    :data:`MAX_PIPELINED` answers waiting): it goes to :func:`handle_frame` then."""
+    if isinstance(frame, ProtocolError):
+        conn.answer(error(None, frame))
+        return True
+    request_id = _request_id(frame)
+    try:
+        request_id, name = request_envelope(frame)
+        op = OPS.get(name)
+        if op is not None and (op.accept is None or conn.pending >= MAX_PIPELINED):
+            return False
+        args = _checked(conn, name, op, frame)
+        assert op is not None and op.accept is not None
+        answer = getattr(daemon, op.accept)(conn, args)
+        if isinstance(answer, Pending):
+            _answer_when_durable(conn, request_id, answer)
+        else:
+            conn.answer(ok(request_id, answer))
+    except ProtocolError as exc:
+        conn.answer(error(request_id, exc))
+    except Exception as exc:  # noqa: BLE001 - an op bug answers `internal`, the daemon stays up
+        log.exception("op failed")
+        conn.answer(error(request_id, ProtocolError(INTERNAL, f"internal error: {type(exc).__name__}")))
+    return True
+
+
+async def handle_frame(daemon: Daemon, conn: Connection, frame: dict[str, Any] | ProtocolError) -> None:
+    """Do one request and answer it.
+
+    Requests of one connection take effect in the order they came, and are answered in
+    that order: an op with an ``accept`` method runs at once and, if its result waits for
+    a journal commit, is answered from that commit's callback while the next requests go
+    on (consecutive sends of one client share a commit); any other op first waits until
+    those answers are out."""
+    if isinstance(frame, ProtocolError):
+        await conn.drained()
+        conn.send(error(None, frame))
+        return
+    request_id = _request_id(frame)
+    try:
+        request_id, name = request_envelope(frame)
+        op = OPS.get(name)
+        args = _checked(conn, name, op, frame)
+        assert op is not None
+        if op.accept is not None:
+            if conn.pending >= MAX_PIPELINED:
+                await conn.drained()
+            answer = getattr(daemon, op.accept)(conn, args)
+            if isinstance(answer, Pending):
+                _answer_when_durable(conn, request_id, answer)
+                return
+            await conn.drained()
+            conn.send(ok(request_id, answer))
+            return
+        await conn.drained()
+        handler: Callable[[Connection, dict[str, Any]], Awaitable[dict[str, Any]]] = getattr(daemon, op.handler)
+        result = await handler(conn, args)
+        conn.send(ok(request_id, result))
+        if op.after:
+            getattr(daemon, op.after)(conn)
+    except ProtocolError as exc:
+        await conn.drained()
+        conn.send(error(request_id, exc))
+    except Exception as exc:  # noqa: BLE001 - an op bug answers `internal`, the daemon stays up
+        log.exception("op failed")
+        await conn.drained()
+        conn.send(error(request_id, ProtocolError(INTERNAL, f"internal error: {type(exc).__name__}")))
+
+
+def _answer_when_durable(conn: Connection, request_id: Any, answer: Pending) -> None:
+    """Answer ``answer`` from its commit's callback (commits finish in order, and a
+    commit's callbacks run in the order they were added, so answers keep request order)."""
+    conn.wait_for(answer.commit)
+
+    def done(_commit: Any) -> None:
+        try:
+            conn.send(ok(request_id, answer.finish()))
+        except ProtocolError as exc:
+            conn.send(error(request_id, exc))
+        except Exception as exc:  # noqa: BLE001 - as in handle_frame
+            log.exception("op failed")
+            conn.send(error(request_id, ProtocolError(INTERNAL, f"internal error: {type(exc).__name__}")))
+        finally:
+            conn.answered_pending()
+
+    answer.commit.when_done(done)
