@@ -748,10 +748,7 @@ class DaemonBase:
         """The reach plugins' decision, asked once per (sender, target, how addressed)
         while the peer table stays as it is: both records come from it, and a reach
         decision is a function of the two records and the config (``roost_decide_reach``)."""
-        return self._reach.get(
-            (sender.id, target.id, addressed_by),
-            lambda: policy.decide_reach(self.pm, sender, target, addressed_by, self.config),
-        )
+        return self._reach.get((sender.id, target.id, addressed_by), policy.decide_reach, self.pm, sender, target, addressed_by, self.config)
 
     def peer_row(self, peer: PeerInfo, relation: str) -> dict[str, Any]:
         job = self.jobs.get(peer.id) if peer.kind == "job" else None

@@ -40,12 +40,13 @@ class KeptUntilChange:
         self._values: dict[Hashable, Any] = {}
         self._generation = -1
 
-    def get(self, key: Hashable, make: Callable[[], Any]) -> Any:
-        """The value kept for ``key``, or ``make()`` kept for it."""
+    def get(self, key: Hashable, make: Callable[..., Any], *args: Any) -> Any:
+        """The value kept for ``key``, or ``make(*args)`` kept for it (the arguments
+        passed, not a closure, so that a value found costs no allocation)."""
         if _generation != self._generation or len(self._values) >= self.limit:
             self._values = {}
             self._generation = _generation
         value = self._values.get(key)
         if value is None:
-            value = self._values[key] = make()
+            value = self._values[key] = make(*args)
         return value

@@ -164,7 +164,7 @@ class MessagingOps(DaemonBase):
         session, parent first, then by relation. Made once per sender while the peer
         table stays as it is (what it is made from is the table and reach decisions,
         which follow from it: ``DaemonBase.reach``)."""
-        return self._listed.get(sender.id, lambda: self._make_listed(sender))
+        return self._listed.get(sender.id, self._make_listed, sender)
 
     def _make_listed(self, sender: PeerInfo) -> list[dict[str, Any]]:
         listing = self.peer_listing()
@@ -233,7 +233,7 @@ class MessagingOps(DaemonBase):
         over a name, and a name is matched among the peers the sender may reach. Kept,
         as reach decisions are, until the peer table changes (a ``to`` that names no one
         raises, and is looked up again next time)."""
-        return self._routes.get((sender.id, to), lambda: self._make_route(sender, to))
+        return self._routes.get((sender.id, to), self._make_route, sender, to)
 
     def _make_route(self, sender: PeerInfo, to: str) -> tuple[PeerInfo, ReachDecision]:
         target, addressed_by = routing.resolve_target(to, self.peer_table(), lambda peer: self.reach(sender, peer, "name").allowed)

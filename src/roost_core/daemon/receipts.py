@@ -163,8 +163,10 @@ class Receipts:
             log.error("dead letters: %d lines of %s are no letters: set aside in %s, the rest is served", len(bad), self.dead_file.name, aside.name)
 
     def record(self, sender: str, to: str, to_name: str, kind: str, state: str, *, seq: int | None = None, reason: str | None = None, text: str = "") -> Receipt:
-        receipt = Receipt(sender=sender, to=to, to_name=to_name, kind=kind, state=state, seq=seq, reason=reason, preview=text[:PREVIEW_CHARS])
-        box = self._by_sender.setdefault(sender, deque(maxlen=PER_SENDER))
+        receipt = Receipt(sender, to, to_name, kind, state, seq, reason, text[:PREVIEW_CHARS])
+        box = self._by_sender.get(sender)
+        if box is None:  # (not setdefault: that would make a deque per call)
+            box = self._by_sender[sender] = deque(maxlen=PER_SENDER)
         if len(box) == box.maxlen and box[0].seq is not None:
             self._by_item.pop((box[0].to, box[0].seq), None)
         box.append(receipt)
