@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 
 from conftest import wait_until
 from reliability.kit import Raw
@@ -134,4 +135,27 @@ def test_a_client_writing_more_than_the_daemon_holds_waits_and_loses_nothing(dae
     assert {answer["error"]["code"] for answer in to_kid[20:]} == {"queue_full"}
     assert [answer.get("result", answer.get("error")) for answer in to_fg if not answer["ok"] or answer["result"]["result"] != "delivered"] == []
     assert [event["text"] for event in pushed] == [f"m{answer['id']}" for answer in to_fg]
+    assert daemon.job(kid)["pending"] == 20
+
+
+def test_a_client_that_ends_its_writes_still_reads_every_answer(daemon):
+    """A client that writes its requests and shuts its write side at once (as ``socat``
+    or a shell pipe does) gets every answer, in order, then the end of the stream: ops
+    that wait in the connection's lane and sends waiting for the disk finish first."""
+    with bound(daemon) as conn:
+        kid = stopped_child(daemon, conn)
+        frames = [
+            {"id": n, "op": "peers"} if n % 10 == 0 else {"id": n, "op": "send", "to": kid, "message": f"m{n}"}
+            for n in range(1, 101)
+        ]
+        write_all(conn, frames)
+        conn.sock.shutdown(socket.SHUT_WR)
+        answers = [conn.read() for _ in range(100)]
+        assert conn.sock.recv(1) == b"", "the daemon closes once every answer is out"
+    assert [answer["id"] for answer in answers] == list(range(1, 101))
+    assert all(answer["ok"] for answer in answers if answer["id"] % 10 == 0)
+    sends = [answer for answer in answers if answer["id"] % 10 != 0]
+    # The kid's queue takes 20 agent items; the rest are refused, every one answered.
+    assert [answer["ok"] for answer in sends] == [True] * 20 + [False] * (len(sends) - 20)
+    assert {answer["error"]["code"] for answer in sends[20:]} == {"queue_full"}
     assert daemon.job(kid)["pending"] == 20
