@@ -5,7 +5,8 @@ clients are detached connections (``Connection.detached``): what the daemon send
 stays queued, so each test reads exactly the answers and events a request made, in the
 order they would leave. The journal's committer is not running: a durable answer appears
 only once the test flushes the journal, which is how the tests see that answers wait for
-the disk and that pushes to a receiver do not.
+the disk and that pushes to a receiver do not. Worker starts go to a spawner that records
+them and makes no process.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ from roost_core.testing import make_config
 CONFIG = {"agentExternalMessages": True}
 
 
-def stopped_job(paths: Paths) -> str:
-    """A job record (stopped: it is never woken by a message) written before the daemon
-    loads, as after a restart."""
+def stopped_job(paths: Paths, state: str = "stopped") -> str:
+    """A job record written before the daemon loads, as after a restart: stopped (it is
+    never woken by a message) unless ``state`` says otherwise; it has no worker."""
     job_id = identity.new_job_id(set())
     now = time.time()
     job = Job(
@@ -44,7 +45,7 @@ def stopped_job(paths: Paths) -> str:
         session=str(paths.sessions_dir / f"{job_id}.jsonl"),
         token=identity.new_token(),
         task="wait",
-        state="stopped",
+        state=state,
         created=now,
         updated=now,
     )
@@ -52,12 +53,12 @@ def stopped_job(paths: Paths) -> str:
     return job_id
 
 
-def run(tmp_path, story, *, jobs: int = 0) -> None:
-    """Build a daemon on ``tmp_path`` (``jobs`` stopped job records first) and run
+def run(tmp_path, story, *, jobs: int = 0, state: str = "stopped") -> None:
+    """Build a daemon on ``tmp_path`` (``jobs`` job records in ``state`` first) and run
     ``story(daemon, job_ids)`` on anyio."""
     paths = resolve_paths({"ROOST_HOME": str(tmp_path / "home")})
     paths.ensure()
-    job_ids = [stopped_job(paths) for _ in range(jobs)]
+    job_ids = [stopped_job(paths, state) for _ in range(jobs)]
     config = make_config(CONFIG)
 
     async def main() -> None:
@@ -206,3 +207,54 @@ def test_a_burst_of_refusals_writes_its_dead_letters_together_at_the_next_pass(t
         assert codes == ["stopped"] * 20 + ["queue_full"] * 5
 
     run(tmp_path, story, jobs=1)
+
+
+class RecordedWorker:
+    """What a recording spawner hands back for a start: a process that is not there (a
+    pid above Linux's largest, so nothing can ever be signalled by mistake)."""
+
+    pid = 2**22 + 4321
+    create_time = 0.0
+
+
+class RecordingSpawner:
+    """The daemon's spawner, recording each worker start as a value instead of making a
+    process: what the op logic asked for can be read with no process started."""
+
+    server = None
+
+    def __init__(self) -> None:
+        self.starts: list[dict[str, str]] = []
+
+    def start_worker(self, env: dict[str, str], cwd: str, log_path: str) -> RecordedWorker:
+        self.starts.append({"job": env["ROOST_JOB"], "token": env["PI_JOB_TOKEN"], "cwd": cwd})
+        return RecordedWorker()
+
+    async def aclose(self) -> None:
+        """Nothing to stop."""
+
+
+def test_a_message_to_an_idle_job_asks_for_one_worker_start_once_it_is_durable(tmp_path):
+    """Process starts leave the op logic as values too: a message to an idle job with no
+    worker asks the spawner for one start, with the job's id, token and folder, only
+    once the item is on disk, and is answered ``started``; a second message while that
+    worker has not said hello yet is ``queued`` and starts nothing more."""
+
+    async def story(daemon: Daemon, jobs: list[str]) -> None:
+        (job_id,) = jobs
+        spawner = RecordingSpawner()
+        daemon.spawner = spawner  # type: ignore[assignment]
+        alice, _ = await registered(daemon, 1, "alice")
+        accept_frame(daemon, alice, send(job_id, "wake up", 1))
+        assert spawner.starts == [], "nothing starts for an item that is not durable yet"
+        await daemon.journal.flush()
+        accept_frame(daemon, alice, send(job_id, "and this too", 2))
+        await daemon.journal.flush()
+        answers = alice.take_sent()
+        assert [answer["result"]["result"] for answer in answers] == ["started", "queued"]
+        job = daemon.jobs[job_id]
+        assert spawner.starts == [{"job": job_id, "token": job.token, "cwd": job.cwd}]
+        assert job.worker_pid == RecordedWorker.pid
+        assert [item.text for item in job.queue.items] == ["wake up", "and this too"]
+
+    run(tmp_path, story, jobs=1, state="idle")
