@@ -10,6 +10,7 @@ import json
 import os
 import socket
 
+import pytest
 from conftest import wait_until
 from reliability.kit import Raw
 
@@ -159,3 +160,37 @@ def test_a_client_that_ends_its_writes_still_reads_every_answer(daemon):
     assert [answer["ok"] for answer in sends] == [True] * 20 + [False] * (len(sends) - 20)
     assert {answer["error"]["code"] for answer in sends[20:]} == {"queue_full"}
     assert daemon.job(kid)["pending"] == 20
+
+
+def test_a_client_that_never_reads_is_dropped_and_the_daemon_goes_on(daemon_factory, write_config):
+    """A foreground session that stops reading (hung, or suspended) while messages keep
+    coming is not kept without bound: once more than 64 MiB wait for it, its connection
+    is dropped; its sender is told ``not running`` from then on, and the daemon serves
+    everyone else."""
+    write_config({"agentMessagesPerMinute": 1_000_000, "agentExternalMessages": True})
+    daemon = daemon_factory().start()
+    body = "x" * 7_900
+    with bound(daemon) as conn, Raw(daemon.paths.socket) as sleeper:
+        registered = sleeper.request({"id": "reg", "op": "peer_register", "pid": os.getpid(), "name": "sleeper"})
+        assert registered["ok"], registered
+        target = registered["result"]["id"]
+        results: list[str] = []
+        while "not running" not in results:
+            # Each deliver event carries the text twice (framed and plain): 64 MiB is about
+            # 4,200 of them; far more means nothing bounds what waits for this client.
+            assert len(results) < 12_000, "the daemon kept far more than 64 MiB for a client that never reads"
+            first = len(results)
+            write_all(conn, [{"id": first + k, "op": "send", "to": target, "message": body} for k in range(100)])
+            results += [conn.read()["result"]["result"] for _ in range(100)]
+        delivered = results.index("not running")
+        assert set(results[:delivered]) == {"delivered"}
+        assert set(results[delivered:]) == {"not running"}
+        # What was pushed before the drop passed the bound (an event is at most twice the
+        # text and 1 KiB of envelope and fields).
+        assert delivered * (2 * len(body) + 1024) > 64 * 1024 * 1024
+        # The sleeper's end of the stream comes after what the kernel still held for it.
+        with pytest.raises((EOFError, ConnectionResetError)):
+            while True:
+                sleeper.read()
+        assert conn.request({"id": "after", "op": "peers"})["ok"]
+    assert "reads too slowly" in daemon.paths.daemon_log.read_text()

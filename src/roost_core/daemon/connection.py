@@ -181,11 +181,7 @@ class Connection:
         log.warning("connection %s reads too slowly (over %d bytes unread): dropped", self.number, MAX_OUTBOX_BYTES)
         self._outbox.clear()
         self._outbox_bytes = 0
-        self.closed = True
-        if self.transport is not None:
-            self.transport.abort()
-        else:
-            self.flushed.set()
+        self.abort()
 
     def close(self) -> None:
         """No more output after what is queued; the transport closes once it is written."""
