@@ -72,6 +72,7 @@ class Connection:
         #: Requests accepted and waiting for their journal commit to be answered.
         self.pending = 0
         self._drained: anyio.Event | None = None
+        self._close_when_answered = False
         #: The commit the newest pending answer waits for (answers leave in request order).
         self.last_commit: Commit | None = None
         self.read_ended = False
@@ -123,8 +124,19 @@ class Connection:
 
     def answered_pending(self) -> None:
         self.pending -= 1
-        if self.pending == 0 and self._drained is not None:
-            self._drained.set()
+        if self.pending == 0:
+            if self._drained is not None:
+                self._drained.set()
+            if self._close_when_answered:
+                self.close()
+
+    def close_when_answered(self) -> None:
+        """Close once every request waiting for its commit is answered: a client that
+        ended its writes (a shell pipe, ``socat``) still reads every answer."""
+        if self.pending == 0:
+            self.close()
+        else:
+            self._close_when_answered = True
 
     def wait_for(self, commit: Commit) -> None:
         """One more answer of this connection waits for ``commit``."""

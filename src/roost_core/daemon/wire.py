@@ -103,13 +103,13 @@ class ClientProtocol(asyncio.Protocol):
             conn.close()
 
     def eof_received(self) -> bool:
-        """The client's stream ended: close once its lane is done (answers already
-        queued are written first). True keeps the transport open for those writes."""
+        """The client's stream ended: close once its lane is done and every answer that
+        waits for a commit is out. True keeps the transport open for those writes."""
         self.conn.read_ended = True
         if self.refused_bytes is not None:
             return False
         if not self.lane_running:
-            self.conn.close()
+            self.conn.close_when_answered()
         return True
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -147,7 +147,7 @@ class ClientProtocol(asyncio.Protocol):
             if self.gone:
                 self._forget()
             elif conn.read_ended:
-                conn.close()
+                conn.close_when_answered()
             elif self.paused and self.transport is not None:
                 self.paused = False
                 self.transport.resume_reading()
