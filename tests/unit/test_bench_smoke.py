@@ -43,3 +43,16 @@ def test_every_benchmark_runs_its_smallest_configuration(tmp_path):
             assert row["roost"] and row["roost"] != "n/a", row
         # Every benchmark compares with its same-run baseline.
         assert any(row["ratio"] is not None for row in rows), name
+
+
+def test_the_op_logic_diagnostic_runs():
+    """``python -m bench.oplogic`` (the op logic's CPU per message, no socket) still runs
+    and names each step; its figures are not checked."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ROOST_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.oplogic", "--messages", "50", "--repeat", "1"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    steps = [line.split("µs", 1)[1].strip() for line in done.stdout.splitlines() if "µs  " in line]
+    assert steps == ["send to a foreground peer", "send to a job", "the job's ack", "the commit and its answers"], done.stdout
