@@ -233,16 +233,17 @@ def bench_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def write_job_records(daemon: RoostDaemon, count: int, *, state: str = "done",
+def write_job_records(paths: Any, count: int, *, state: str = "done",
                       workers: list[tuple[int, float]] | None = None) -> list[Any]:
-    """``count`` job records written before ``daemon`` starts (it loads them as after a
+    """``count`` job records written in the home of ``paths`` (a daemon's
+    :class:`~roost_core.paths.Paths`) before its daemon starts (it loads them as after a
     restart); ``workers[n]`` (pid, create time) names record n's worker process. Returns
     the :class:`~roost_core.daemon.jobs.Job` records."""
     from roost_core import identity
     from roost_core.daemon.jobs import Job
     from roost_core.store import JobFiles
 
-    files = JobFiles(daemon.paths.jobs_dir, durable=False)
+    files = JobFiles(paths.jobs_dir, durable=False)
     taken: set[str] = set()
     now = time.time()
     jobs = []
@@ -254,8 +255,8 @@ def write_job_records(daemon: RoostDaemon, count: int, *, state: str = "done",
             id=job_id,
             name=f"job {n}",
             host="scripted",
-            cwd=str(daemon.home),
-            session=str(daemon.paths.sessions_dir / f"{job_id}.jsonl"),
+            cwd=str(paths.home),
+            session=str(paths.sessions_dir / f"{job_id}.jsonl"),
             token=identity.new_token(),
             task=f"task {n}",
             state=state,

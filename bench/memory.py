@@ -50,12 +50,12 @@ def measure(peers: int, jobs: int, item_jobs: int, items_per_job: int = 20, sett
         out["empty_daemon"] = base_empty
         out["fork_server"] = fork_server_bytes(empty.pid)
     with RoostDaemon(label="memj") as loaded:
-        write_job_records(loaded, jobs)
+        write_job_records(loaded.paths, jobs)
         loaded.start()
         out["per_job_record"] = (settled(loaded.pid, settle) - base_empty) / jobs
 
     with RoostDaemon(label="mem") as daemon:
-        stopped = [job.id for job in write_job_records(daemon, item_jobs, state="stopped")]
+        stopped = [job.id for job in write_job_records(daemon.paths, item_jobs, state="stopped")]
         daemon.start()
         m0 = settled(daemon.pid, settle)
         conns = register_foreground(daemon.socket, peers)

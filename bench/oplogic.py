@@ -27,7 +27,7 @@ import tempfile
 import time
 from typing import Any
 
-from bench.common import BENCH_CONFIG
+from bench.common import BENCH_CONFIG, write_job_records
 
 SEND_TEXT = "a message of the usual size, a line or two of what the sender wants to say"
 
@@ -37,26 +37,20 @@ def measure(messages: int) -> dict[str, float]:
     import anyio
     import psutil
 
-    from roost_core import identity
     from roost_core.daemon.connection import Connection
     from roost_core.daemon.core import Daemon
     from roost_core.daemon.dispatch import accept_frame, handle_frame
-    from roost_core.daemon.jobs import Job
     from roost_core.paths import resolve_paths
     from roost_core.plugins import make_plugin_manager
     from roost_core.protocol import FrameDecoder, encode
-    from roost_core.store import JobFiles
     from roost_core.testing import make_config
 
     home = tempfile.mkdtemp(prefix="rb-oplogic-")
     paths = resolve_paths({"ROOST_HOME": home})
     paths.ensure()
-    job_id, token, now = identity.new_job_id(set()), identity.new_token(), time.time()
     # A job whose worker is this process, as the throughput bench's receivers are.
-    job = Job(id=job_id, name="receiver", host="scripted", cwd=home, session=str(paths.sessions_dir / f"{job_id}.jsonl"),
-              token=token, task="receive", state="idle", created=now, updated=now,
-              worker_pid=os.getpid(), worker_create_time=psutil.Process().create_time())
-    JobFiles(paths.jobs_dir, durable=False).save(job_id, job.to_json())
+    (job,) = write_job_records(paths, 1, state="idle", workers=[(os.getpid(), psutil.Process().create_time())])
+    job_id, token = job.id, job.token
     config = make_config(BENCH_CONFIG)
     clock = time.thread_time
 

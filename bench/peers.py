@@ -124,7 +124,7 @@ def roost_peers(n: int, reps: int) -> dict[str, Any]:
     daemon = RoostDaemon(label="peers")
     conns: list[RawConn] = []
     try:
-        write_job_records(daemon, jobs)
+        write_job_records(daemon.paths, jobs)
         daemon.start()
         folder = daemon.home / "fg"
         folder.mkdir()

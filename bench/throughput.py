@@ -82,7 +82,7 @@ def pairs_run(system: str, *, receivers: str, durable: bool, seconds: float, war
             specs: list[dict[str, Any]] = [{"kind": "fg"}] * pairs
             if receivers == "job":
                 # One idle job record per receiver, its worker being the receiver's process.
-                jobs = write_job_records(server, pairs, state="idle",
+                jobs = write_job_records(server.paths, pairs, state="idle",
                                          workers=[(hellos[p]["pid"], hellos[p]["create_time"]) for p in owner_of])
                 specs = [{"kind": "job", "job": job.id, "token": job.token} for job in jobs]
             server.start()
