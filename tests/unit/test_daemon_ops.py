@@ -32,7 +32,7 @@ from roost_core.testing import make_config
 CONFIG = {"agentExternalMessages": True}
 
 
-def stopped_job(paths: Paths, state: str = "stopped") -> str:
+def job_record(paths: Paths, state: str = "stopped") -> str:
     """A job record written before the daemon loads, as after a restart: stopped (it is
     never woken by a message) unless ``state`` says otherwise; it has no worker."""
     job_id = identity.new_job_id(set())
@@ -58,7 +58,7 @@ def run(tmp_path, story, *, jobs: int = 0, state: str = "stopped") -> None:
     ``story(daemon, job_ids)`` on anyio."""
     paths = resolve_paths({"ROOST_HOME": str(tmp_path / "home")})
     paths.ensure()
-    job_ids = [stopped_job(paths, state) for _ in range(jobs)]
+    job_ids = [job_record(paths, state) for _ in range(jobs)]
     config = make_config(CONFIG)
 
     async def main() -> None:
