@@ -145,6 +145,14 @@ class JobQueue:
         self.items.append(item)
         return item
 
+    def append(self, item: Item) -> None:
+        """Queue ``item``, made with the next seq (raises ``queue_full`` at the cap)."""
+        self.check_room(item.kind)
+        if item.seq != self.reply_seq + 1:
+            raise ValueError(f"item seq {item.seq} is not the next one ({self.reply_seq + 1})")
+        self.reply_seq = item.seq
+        self.items.append(item)
+
     def drop(self, seq: int) -> None:
         """Take back an item that could not be made durable (its sender is told so)."""
         self.items = [item for item in self.items if item.seq != seq]

@@ -22,11 +22,12 @@ from typing import Any
 import anyio
 import attrs
 
-from roost_core import faults, locks, policy, routing
+from roost_core import locks, policy, routing
 from roost_core.config import Config
 from roost_core.daemon import changes
 from roost_core.daemon.accept import Refuser
 from roost_core.daemon.connection import Connection
+from roost_core.daemon.delivery import MAX_CRASH_RESTARTS, Mailroom, Pending, not_stored, settle
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.pool import WarmKey, WarmPool, WarmSlot
@@ -37,8 +38,6 @@ from roost_core.paths import Paths
 from roost_core.protocol import (
     BAD_ARGS,
     NOT_FOUND,
-    NOT_STORED,
-    QUEUE_FULL,
     UNAUTHORIZED,
     ProtocolError,
 )
@@ -49,7 +48,7 @@ from roost_core.records import (
     PeerInfo,
     ReachDecision,
 )
-from roost_core.store import Commit, JobFiles, Journal, read_journal
+from roost_core.store import JobFiles, Journal, read_journal
 from roost_core.worker import proctree
 from roost_core.worker.spawner import Spawner, popen_worker
 
@@ -59,8 +58,6 @@ log = logging.getLogger("roost.daemon")
 #: pushed to a worker but not yet durable when the daemon died can never share a seq with
 #: a new one (the queue caps bound such items far below it).
 SEQ_RESTART_GAP = 1000
-#: A worker that crashes with work pending is started again at most this many times.
-MAX_CRASH_RESTARTS = 3
 #: How long a stopped worker gets to exit before its process group is killed.
 STOP_GRACE_SECONDS = 3.0
 MONITOR_INTERVAL = 0.1
@@ -100,7 +97,6 @@ class DaemonBase:
             for spec in contributed or ():
                 self.hosts[spec.name] = spec
         self.hosts.update({spec.name: spec for spec in builtin_hosts()})
-        self.journal: Journal | None = None
         self.pool = WarmPool(
             enabled=config.pi_pool,
             size=config.pi_pool_size,
@@ -115,6 +111,8 @@ class DaemonBase:
         self.receipts = Receipts(paths.state_dir / "dead.jsonl", durable=durable, later=call_soon)
         self.refuser = Refuser()
         self.messages = MessageQuotes()
+        #: The op logic of every item's path (no I/O): it asks the daemon only to start workers.
+        self.mailroom = Mailroom(self.receipts, self.messages, self.try_start_worker)
         self.watch = Watchers(self.agent_rows)
         #: The daemon's clock for rate windows, reaping and stop deadlines. ``test_clock``
         #: stops it (``clock_frozen``) and moves it by hand, so a test of a window never
@@ -141,6 +139,15 @@ class DaemonBase:
         #: routed again by the monitor (once the journal writes again).
         self.reports_to_retry = False
         self._monitor_errors: set[str] = set()
+
+    @property
+    def journal(self) -> Journal | None:
+        """The journal, once :meth:`load` has read it (the mailroom buffers into it)."""
+        return self.mailroom.journal  # type: ignore[return-value]
+
+    @journal.setter
+    def journal(self, journal: Journal | None) -> None:
+        self.mailroom.journal = journal
 
     def load(self) -> None:
         """Job records, then the journal's items; then every seq counter jumps a gap.
@@ -607,81 +614,24 @@ class DaemonBase:
         return spec.takes_messages if spec else False
 
     def push_pending(self, job: Job) -> None:
-        """Send every item the current worker connection has not had yet, in seq order.
-
-        Items go out before they are durable (answers wait for that), except while the
-        journal fails: then only durable ones, so an item whose sender is told it was not
-        stored does not reach the receiver either."""
-        if job.conn is None:
-            return
-        journal_ok = self.journal is None or self.journal.healthy
-        for item in job.queue.pending(after=job.sent):
-            if not journal_ok and item.seq > job.queue.durable:
-                break
-            job.conn.send(deliver_event(item))
-            job.sent = item.seq
-            if item.is_agent_item:
-                self.receipts.move(job.id, item.seq, "delivered")
+        """Send every item the current worker connection has not had yet (see
+        :meth:`Mailroom.push_pending`)."""
+        self.mailroom.push_pending(job)
 
     async def enqueue(self, job: Job, kind: str, content: str, *, wake: bool = True, **fields: Any) -> tuple[Item, str]:
         """Queue an item durably and hand it on; returns the item and what happened:
         ``delivered`` (pushed to a connected worker), ``queued`` (kept; the worker is
         starting or reconnecting, or ``wake`` is False), ``started`` (a worker was started
         for it) or ``stopped`` (kept; a stopped job is not woken)."""
-        item, commit = self.accept_item(job, kind, content, wake=wake, **fields)
-        await commit.done.wait()
-        return item, self.item_outcome(job, item, commit, wake=wake)
-
-    def accept_item(self, job: Job, kind: str, content: str, *, wake: bool = True, **fields: Any) -> tuple[Item, Commit]:
-        """The first half of :meth:`enqueue`, with no wait: queue the item, push it to a
-        connected worker and hand its record to the journal; returns the item and the
-        commit that will make it durable (raises ``queue_full`` at the cap)."""
-        return self.accept_item_fields(job, kind, content, wake, fields)
-
-    def accept_item_fields(self, job: Job, kind: str, content: str, wake: bool, fields: dict[str, Any]) -> tuple[Item, Commit]:
-        """:meth:`accept_item` with the item's other fields in one dict (a send's path:
-        no keyword arguments spread and gathered again on the way)."""
         if job.state == "stopped" and kind == "reply" and wake:
             # A user reply un-stops the job (messages never do); a worker still exiting
             # from the stop is then started again for it when it is gone.
             job.state = "idle"
             self.save(job)
-        item = job.queue.enqueue_fields(kind, content, fields)
-        # Push before the fsync (the receiver acks only what is in its transcript, and
-        # the restart seq gap keeps a lost undurable seq from ever being reused), but
-        # answer only once the item is durable.
-        faults.point("daemon.after_accept_before_persist")
-        try:
-            self.push_pending(job)
-            assert self.journal is not None
-            commit = self.journal.add({"op": "item", "job": job.id, "item": item.to_json()})
-        except Exception:
-            job.queue.drop(item.seq)
-            raise
-        return item, commit
-
-    def item_outcome(self, job: Job, item: Item, commit: Commit, *, wake: bool = True) -> str:
-        """The second half of :meth:`enqueue`, once ``commit`` is over: what happened to
-        ``item`` (raises ``not_stored``, the item dropped, if it is not durable)."""
-        if commit.error is not None:
-            job.queue.drop(item.seq)
-            raise not_stored(commit.error, "the message")
-        job.queue.mark_durable(item.seq)
-        faults.point("daemon.after_persist_before_answer")
-        if job.conn is not None:
-            if job.sent < item.seq:
-                self.push_pending(job)  # held back while the journal failed
-            return "delivered"
-        if job.state == "stopped" and item.kind != "reply":
-            return "stopped"
-        if job.worker_pid is not None:
-            return "queued"
-        if not wake:
-            return "queued"
-        if job.crashes > MAX_CRASH_RESTARTS:
-            job.crashes = 0
-        # The item is stored: it is queued even when no worker can be started right now.
-        return "started" if self.try_start_worker(job) else "queued"
+        item = Item(job.queue.reply_seq + 1, kind, content, **fields)
+        commit = self.mailroom.queue(job, item)
+        await commit.done.wait()
+        return item, self.mailroom.outcome(job, item, commit, wake=wake)
 
     def tree_record(self, session: str | None) -> Job | None:
         """The job record that carries tree links for ``session``, if any: the newest job
@@ -816,84 +766,17 @@ class DaemonBase:
         result at once), or queued on the target job (a :class:`Pending` result, made once
         the item's commit is over). The result's ``relation`` is ``relation`` (the target
         as the sender sees it) when given, else the item's."""
-        base = {"to": target.id, "name": target.name, "relation": relation or item.relation}
-        fields = {
-            "text": item.text,
-            "sender": item.sender.id,
-            "sender_name": item.sender.name,
-            "relation": item.relation,
-            "trace": trace,
-            "hops": item.hops,
-            "msg_id": item.id,
-            "reply_to": item.reply_to,
-            "scope": item.scope,
-            "broadcast_chain": item.broadcast_chain,
-            "delivery": policy.decide_delivery(self.pm, item, self.config),
-            "reply_quote": self.messages.quote(item.reply_to),
-        }
-        self.messages.remember(item.id, item.text)
+        answer = {"to": target.id, "name": target.name, "relation": relation or item.relation}
         if item.id is not None:
-            base["id"] = item.id
+            answer["id"] = item.id
+        delivery = policy.decide_delivery(self.pm, item, self.config)
         if target.kind == "foreground":
-            peer = self.foreground[target.id]
-            if peer.conn is None:
-                self.receipts.record(item.sender.id, target.id, target.name, item.kind, "dead", reason="receiver not running", text=item.text)
-                return {**base, "result": "not running"}
-            peer.last_message = time.time()
-            peer.seq += 1
-            self.receipts.record(item.sender.id, target.id, target.name, item.kind, "delivered", seq=peer.seq, text=item.text)
-            event = deliver_event(Item(seq=peer.seq, kind=item.kind, content=content, **fields))
-            peer.in_flight[peer.seq] = event
-            peer.conn.send(event)
-            return {**base, "result": "delivered", "seq": peer.seq}
+            return self.mailroom.to_peer(self.foreground[target.id], target, item, content, delivery, answer, trace=trace)
         job = self.jobs[target.id]
         # A tree whose budget is spent is not woken by agents: only running runs go on
         # (a user reply still starts one).
         wake = wake and not self.budget_spent(job.tree)
-        try:
-            queued, commit = self.accept_item_fields(job, item.kind, content, wake, fields)
-        except ProtocolError as exc:
-            if exc.code == QUEUE_FULL:
-                self.receipts.record(item.sender.id, target.id, target.name, item.kind, "dead", reason="queue full", text=item.text)
-            raise
-
-        def finish() -> dict[str, Any]:
-            outcome = self.item_outcome(job, queued, commit, wake=wake)
-            job.last_message = time.time()
-            state = "delivered" if outcome == "delivered" else "queued"
-            self.receipts.record(item.sender.id, target.id, target.name, item.kind, state, seq=queued.seq, text=item.text)
-            if queued.seq <= job.queue.acked:
-                # Pushed before the fsync, the worker acked it while it was being made
-                # durable (its ack found no receipt to move yet).
-                self.receipts.move(target.id, queued.seq, "acknowledged")
-            result = {**base, "result": outcome, "seq": queued.seq}
-            if job.dialog and outcome in ("delivered", "queued"):
-                result["waiting"] = "waiting on a dialog"
-            return result
-
-        return Pending(commit, finish)
-
-
-class Pending:
-    """An op's result that waits for a journal commit: ``finish()`` makes it once
-    ``commit`` is over (and raises what the op would have raised then). The server
-    answers it from the commit's callback, so requests pipelined on one connection join
-    one commit; :func:`settle` awaits it where an op needs the result itself. (A plain
-    slotted class: one is made per durable send.)"""
-
-    __slots__ = ("commit", "finish")
-
-    def __init__(self, commit: Commit, finish: Callable[[], dict[str, Any]]) -> None:
-        self.commit = commit
-        self.finish = finish
-
-
-async def settle(answer: dict[str, Any] | Pending) -> dict[str, Any]:
-    """An op's result, waiting for its commit if it is :class:`Pending`."""
-    if isinstance(answer, Pending):
-        await answer.commit.done.wait()
-        return answer.finish()
-    return answer
+        return self.mailroom.to_job(job, target, item, content, delivery, answer, trace=trace, wake=wake)
 
 
 @attrs.frozen
@@ -959,33 +842,6 @@ async def _logged(fn: Any, *args: Any) -> None:
 def call_soon(fn: Callable[[], None]) -> None:
     """Run ``fn`` at the running loop's next pass."""
     asyncio.get_running_loop().call_soon(fn)
-
-
-def not_stored(exc: BaseException, what: str) -> ProtocolError:
-    """The answer to an op whose change could not be made durable: nothing of it stays."""
-    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-    return ProtocolError(NOT_STORED, f"not stored: the daemon could not write {what} to disk ({reason}); nothing was kept, try again later")
-
-
-def deliver_event(item: Item) -> dict[str, Any]:
-    return {
-        "event": "deliver",
-        "seq": item.seq,
-        "kind": item.kind,
-        "content": item.content,
-        "text": item.text,
-        "from": item.sender,
-        "fromName": item.sender_name,
-        "relation": item.relation,
-        "trace": item.trace,
-        "hops": item.hops,
-        "id": item.msg_id,
-        "replyTo": item.reply_to,
-        "scope": item.scope,
-        "broadcastChain": item.broadcast_chain,
-        "delivery": item.delivery,
-        "replyQuote": item.reply_quote,
-    }
 
 
 def default_name(task: str) -> str:

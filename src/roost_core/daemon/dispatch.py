@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from roost_core.daemon.base import Pending
+from roost_core.daemon.delivery import Pending
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.core import Daemon
 from roost_core.protocol import (

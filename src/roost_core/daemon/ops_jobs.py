@@ -17,13 +17,11 @@ from roost_core.daemon.budget import tree_of
 from roost_core.daemon.base import (
     STOP_GRACE_SECONDS,
     DaemonBase,
-    Pending,
     check_scenario,
     check_session_path,
     default_name,
-    not_stored,
-    settle,
 )
+from roost_core.daemon.delivery import Pending, not_stored, settle
 from roost_core.daemon import changes
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.jobs import Job
@@ -35,7 +33,7 @@ from roost_core.protocol import (
     UNAUTHORIZED,
     ProtocolError,
 )
-from roost_core.store import Commit, JournalError
+from roost_core.store import JournalError
 from roost_core.transcript import read_entries, seqs_in
 
 log = logging.getLogger("roost.daemon")
@@ -468,40 +466,14 @@ class JobOps(DaemonBase):
 
     def accept_ack(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any] | Pending:
         """``ack`` with no wait: a worker's ack is answered once its record is durable."""
-        seq = args["seq"]
         if conn.job is not None:
-            job = conn.job
-            if seq > job.queue.reply_seq:
-                raise ProtocolError(BAD_ARGS, f"ack: seq {seq} was never queued")
-            done = job.queue.ack(seq)
-            for item in done:
-                if item.is_agent_item:
-                    self.receipts.move(job.id, item.seq, "acknowledged")
-            result = {"acked": job.queue.acked}
-            if not done:
-                return result
-            self.watch.touch()
-            assert self.journal is not None
-            try:
-                commit = self.journal.add({"op": "ack", "job": job.id, "seq": job.queue.acked})
-            except JournalError as exc:
-                raise not_stored(exc, "the ack") from exc
-            return Pending(commit, lambda: ack_stored(commit, result))
+            answer = self.mailroom.ack_job(conn.job, args["seq"])
+            if isinstance(answer, Pending):
+                self.watch.touch()
+            return answer
         if conn.peer is not None:
-            for key in [s for s in conn.peer.in_flight if s <= seq]:
-                conn.peer.in_flight.pop(key)
-                self.receipts.move(conn.peer.id, key, "acknowledged")
-            return {"acked": seq}
+            return self.mailroom.ack_peer(conn.peer, args["seq"])
         raise ProtocolError(UNAUTHORIZED, "ack needs a bound connection")
-
-
-def ack_stored(commit: Commit, result: dict[str, Any]) -> dict[str, Any]:
-    """An ack's answer once its record's commit is over."""
-    if commit.error is not None:
-        # The items are in the transcript either way; a restart before the next stored
-        # ack only pushes them again, and the worker drops them.
-        raise not_stored(commit.error, "the ack")
-    return result
 
 
 def loop_name() -> str:

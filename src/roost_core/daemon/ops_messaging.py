@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from roost_core import identity, locks, policy, routing
-from roost_core.daemon.base import DaemonBase, Pending, PeerListing, check_scenario, check_session_path, settle
+from roost_core.daemon.base import DaemonBase, PeerListing, check_scenario, check_session_path
+from roost_core.daemon.delivery import Pending, settle
 from roost_core.daemon import changes
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.jobs import Job

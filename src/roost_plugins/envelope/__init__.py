@@ -76,6 +76,14 @@ def sanitize(name: str) -> str:
     return sanitize_in_full(name)
 
 
+def sanitize_id(value: str) -> str:
+    """:func:`sanitize` for a message id: each is new, so it is not cached (it would only
+    push the names, which repeat, out of the cache)."""
+    if len(value) <= MAX_NAME_CHARS and _PLAIN_NAME.fullmatch(value):
+        return value
+    return sanitize(value)
+
+
 def sanitize_in_full(name: str) -> str:
     """:func:`sanitize` with no shortcut for a name that needs no change."""
     cleaned = _sanitize_once(name)
@@ -105,10 +113,10 @@ def restore(body: str) -> str:
 def frame(name: str, peer_id: str, relation: str, kind: str, body: str, msg: str | None = None, reply_to: str | None = None) -> str:
     """The framed text of one agent item (the spec's Envelope), with the message's id
     (``msg``) and the id it answers (``reply-to``) when it has them."""
-    ids = f' msg="{sanitize(msg)}"' if msg else ""
+    ids = f' msg="{sanitize_id(msg)}"' if msg else ""
     if reply_to:
         # The sender wrote this id: sanitised like a name, so it cannot close the tag.
-        ids += f' reply-to="{sanitize(reply_to)}"'
+        ids += f' reply-to="{sanitize_id(reply_to)}"'
     return (
         f'<agent-message from="{sanitize(name)}" id="{sanitize(peer_id)}" '
         f'relation="{sanitize(relation)}" kind="{sanitize(kind)}"{ids}>\n'

@@ -1,0 +1,290 @@
+"""Delivery of agent items: the op logic every message takes, with no I/O.
+
+:class:`Mailroom` hands an accepted item to its receiver and settles what follows (the
+commit that makes it durable, the receiver's ack). What goes in is an item and the record
+of who receives it; what comes out are values: the events queued on connections
+(``Connection.send`` only queues them; the wire layer writes), the journal records
+(``journal.add`` only buffers them; the journal's writer thread writes), the receipts, and
+the answer. Starting a worker for an item is the one effect it asks of its owner: it calls
+``start(job)``, which the daemon answers by starting one (a test records the wish).
+
+It is the hot path of the daemon: one send is :meth:`to_peer` (a foreground receiver) or
+:meth:`to_job` then :meth:`outcome` (a job, once the commit is over), and one ack is
+:meth:`ack_job` or :meth:`ack_peer`. Each builds the item's record once: the queue item (a
+job's), and from it the ``deliver`` event and the journal record.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from roost_core import faults
+from roost_core.daemon.jobs import Job
+from roost_core.daemon.peers import ForegroundPeer
+from roost_core.daemon.receipts import MessageQuotes, Receipts
+from roost_core.protocol import BAD_ARGS, NOT_STORED, QUEUE_FULL, ProtocolError
+from roost_core.queue import Item
+from roost_core.records import OutgoingItem, PeerInfo
+from roost_core.store import Commit, JournalError
+
+#: A worker that crashes with work pending is started again at most this many times.
+MAX_CRASH_RESTARTS = 3
+
+
+class JournalSink(Protocol):
+    """What the mailroom needs of the journal: buffer a record for the next commit."""
+
+    healthy: bool
+
+    def add(self, *records: dict[str, Any]) -> Commit: ...
+
+
+class Pending:
+    """An op's result that waits for a journal commit: ``finish()`` makes it once
+    ``commit`` is over (and raises what the op would have raised then). The server
+    answers it from the commit's callback, so requests pipelined on one connection join
+    one commit; :func:`settle` awaits it where an op needs the result itself. (A plain
+    slotted class: one is made per durable send.)"""
+
+    __slots__ = ("commit", "finish")
+
+    def __init__(self, commit: Commit, finish: Callable[[], dict[str, Any]]) -> None:
+        self.commit = commit
+        self.finish = finish
+
+
+async def settle(answer: dict[str, Any] | Pending) -> dict[str, Any]:
+    """An op's result, waiting for its commit if it is :class:`Pending`."""
+    if isinstance(answer, Pending):
+        await answer.commit.done.wait()
+        return answer.finish()
+    return answer
+
+
+class Mailroom:
+    """Hands agent items on and settles them (see the module docstring).
+
+    ``journal`` is set once the daemon has loaded its journal; ``start(job)`` starts a
+    worker for ``job`` and says whether it did."""
+
+    def __init__(self, receipts: Receipts, quotes: MessageQuotes, start: Callable[[Job], bool]) -> None:
+        self.receipts = receipts
+        self.quotes = quotes
+        self.start = start
+        self.journal: JournalSink | None = None
+
+    def to_peer(
+        self, peer: ForegroundPeer, target: PeerInfo, item: OutgoingItem, content: str, delivery: str, answer: dict[str, Any], *, trace: str | None
+    ) -> dict[str, Any]:
+        """Push ``item`` to a foreground peer, which has no mailbox: ``delivered`` (it
+        waits in the peer's ``in_flight`` until acked) or ``not running``. ``answer`` is
+        the start of the sender's answer (who and how related)."""
+        sender = item.sender
+        quote = self.quotes.quote(item.reply_to)
+        self.quotes.remember(item.id, item.text)
+        if peer.conn is None:
+            self.receipts.record(sender.id, target.id, target.name, item.kind, "dead", reason="receiver not running", text=item.text)
+            answer["result"] = "not running"
+            return answer
+        peer.last_message = time.time()
+        seq = peer.seq = peer.seq + 1
+        self.receipts.record(sender.id, target.id, target.name, item.kind, "delivered", seq=seq, text=item.text)
+        event = {
+            "event": "deliver",
+            "seq": seq,
+            "kind": item.kind,
+            "content": content,
+            "text": item.text,
+            "from": sender.id,
+            "fromName": sender.name,
+            "relation": item.relation,
+            "trace": trace,
+            "hops": item.hops,
+            "id": item.id,
+            "replyTo": item.reply_to,
+            "scope": item.scope,
+            "broadcastChain": item.broadcast_chain,
+            "delivery": delivery,
+            "replyQuote": quote,
+        }
+        peer.in_flight[seq] = event
+        peer.conn.send(event)
+        answer["result"] = "delivered"
+        answer["seq"] = seq
+        return answer
+
+    def to_job(self, job: Job, target: PeerInfo, item: OutgoingItem, content: str, delivery: str, answer: dict[str, Any], *, trace: str | None, wake: bool) -> Pending:
+        """Queue ``item`` on ``job`` (pushed at once to a connected worker, its record to
+        the journal); the sender's answer once the record's commit is over: what
+        :meth:`outcome` says, with the seq (raises ``queue_full`` at the cap)."""
+        sender = item.sender
+        queue = job.queue
+        queued = Item(
+            queue.reply_seq + 1,
+            item.kind,
+            content,
+            item.text,
+            sender.id,
+            sender.name,
+            item.relation,
+            time.time(),
+            trace,
+            item.hops,
+            item.id,
+            item.reply_to,
+            item.scope,
+            item.broadcast_chain,
+            delivery,
+            self.quotes.quote(item.reply_to),
+        )
+        self.quotes.remember(item.id, item.text)
+        try:
+            commit = self.queue(job, queued)
+        except ProtocolError as exc:
+            if exc.code == QUEUE_FULL:
+                self.receipts.record(sender.id, target.id, target.name, item.kind, "dead", reason="queue full", text=item.text)
+            raise
+
+        def finish() -> dict[str, Any]:
+            outcome = self.outcome(job, queued, commit, wake=wake)
+            job.last_message = time.time()
+            self.receipts.record(sender.id, target.id, target.name, item.kind, "delivered" if outcome == "delivered" else "queued", seq=queued.seq, text=item.text)
+            if queued.seq <= queue.acked:
+                # Pushed before the fsync, the worker acked it while it was being made
+                # durable (its ack found no receipt to move yet).
+                self.receipts.move(target.id, queued.seq, "acknowledged")
+            answer["result"] = outcome
+            answer["seq"] = queued.seq
+            if job.dialog and outcome in ("delivered", "queued"):
+                answer["waiting"] = "waiting on a dialog"
+            return answer
+
+        return Pending(commit, finish)
+
+    def queue(self, job: Job, item: Item) -> Commit:
+        """Queue ``item`` (its seq the queue's next), push it to a connected worker and
+        hand its record to the journal; the commit that will make it durable (raises
+        ``queue_full`` at the cap, nothing queued)."""
+        job.queue.append(item)
+        # Push before the fsync (the receiver acks only what is in its transcript, and
+        # the restart seq gap keeps a lost undurable seq from ever being reused), but
+        # answer only once the item is durable.
+        faults.point("daemon.after_accept_before_persist")
+        try:
+            self.push_pending(job)
+            assert self.journal is not None
+            return self.journal.add({"op": "item", "job": job.id, "item": item.to_json()})
+        except Exception:
+            job.queue.drop(item.seq)
+            raise
+
+    def push_pending(self, job: Job) -> None:
+        """Send every item the current worker connection has not had yet, in seq order.
+
+        Items go out before they are durable (answers wait for that), except while the
+        journal fails: then only durable ones, so an item whose sender is told it was not
+        stored does not reach the receiver either."""
+        conn = job.conn
+        if conn is None:
+            return
+        journal_ok = self.journal is None or self.journal.healthy
+        queue = job.queue
+        for item in queue.pending(after=job.sent):
+            if not journal_ok and item.seq > queue.durable:
+                break
+            conn.send(deliver_event(item))
+            job.sent = item.seq
+            if item.is_agent_item:
+                self.receipts.move(job.id, item.seq, "delivered")
+
+    def outcome(self, job: Job, item: Item, commit: Commit, *, wake: bool = True) -> str:
+        """What happened to ``item`` once ``commit`` is over: ``delivered`` (pushed to a
+        connected worker), ``queued`` (kept; the worker is starting or reconnecting, or
+        ``wake`` is False), ``started`` (a worker was started for it) or ``stopped``
+        (kept; a stopped job is not woken). Raises ``not_stored``, the item dropped, if
+        it is not durable."""
+        if commit.error is not None:
+            job.queue.drop(item.seq)
+            raise not_stored(commit.error, "the message")
+        job.queue.mark_durable(item.seq)
+        faults.point("daemon.after_persist_before_answer")
+        if job.conn is not None:
+            if job.sent < item.seq:
+                self.push_pending(job)  # held back while the journal failed
+            return "delivered"
+        if job.state == "stopped" and item.kind != "reply":
+            return "stopped"
+        if job.worker_pid is not None or not wake:
+            return "queued"
+        if job.crashes > MAX_CRASH_RESTARTS:
+            job.crashes = 0
+        # The item is stored: it is queued even when no worker can be started right now.
+        return "started" if self.start(job) else "queued"
+
+    def ack_job(self, job: Job, seq: int) -> dict[str, Any] | Pending:
+        """A worker's cumulative ack: the items up to ``seq`` leave the queue (their
+        receipts say ``acknowledged``); answered once its record is durable, at once when
+        it acks nothing new."""
+        queue = job.queue
+        if seq > queue.reply_seq:
+            raise ProtocolError(BAD_ARGS, f"ack: seq {seq} was never queued")
+        done = queue.ack(seq)
+        for item in done:
+            if item.is_agent_item:
+                self.receipts.move(job.id, item.seq, "acknowledged")
+        result = {"acked": queue.acked}
+        if not done:
+            return result
+        assert self.journal is not None
+        try:
+            commit = self.journal.add({"op": "ack", "job": job.id, "seq": queue.acked})
+        except JournalError as exc:
+            raise not_stored(exc, "the ack") from exc
+        return Pending(commit, lambda: ack_stored(commit, result))
+
+    def ack_peer(self, peer: ForegroundPeer, seq: int) -> dict[str, Any]:
+        """A foreground peer's cumulative ack: what it holds leaves ``in_flight``."""
+        in_flight = peer.in_flight
+        for key in [s for s in in_flight if s <= seq]:
+            in_flight.pop(key)
+            self.receipts.move(peer.id, key, "acknowledged")
+        return {"acked": seq}
+
+
+def ack_stored(commit: Commit, result: dict[str, Any]) -> dict[str, Any]:
+    """An ack's answer once its record's commit is over."""
+    if commit.error is not None:
+        # The items are in the transcript either way; a restart before the next stored
+        # ack only pushes them again, and the worker drops them.
+        raise not_stored(commit.error, "the ack")
+    return result
+
+
+def not_stored(exc: BaseException, what: str) -> ProtocolError:
+    """The answer to an op whose change could not be made durable: nothing of it stays."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return ProtocolError(NOT_STORED, f"not stored: the daemon could not write {what} to disk ({reason}); nothing was kept, try again later")
+
+
+def deliver_event(item: Item) -> dict[str, Any]:
+    """The ``deliver`` event that carries a queued item to its worker."""
+    return {
+        "event": "deliver",
+        "seq": item.seq,
+        "kind": item.kind,
+        "content": item.content,
+        "text": item.text,
+        "from": item.sender,
+        "fromName": item.sender_name,
+        "relation": item.relation,
+        "trace": item.trace,
+        "hops": item.hops,
+        "id": item.msg_id,
+        "replyTo": item.reply_to,
+        "scope": item.scope,
+        "broadcastChain": item.broadcast_chain,
+        "delivery": item.delivery,
+        "replyQuote": item.reply_quote,
+    }

@@ -1,0 +1,247 @@
+"""The mailroom (``roost_core.daemon.delivery``): the op logic of every message's path,
+run with no daemon, no socket and no disk write of the journal.
+
+Its outputs are what the tests read: the events queued on detached connections, the
+journal records it buffers (a recording journal stands in for the writer: the records it
+was given are the output, and the test ends each commit, as the writer thread would, with
+or without an error), the receipts and dead letters, the answers, and the workers it asks
+its owner to start."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import pytest
+
+from roost_core.daemon.connection import Connection
+from roost_core.daemon.delivery import Mailroom, Pending
+from roost_core.daemon.jobs import Job
+from roost_core.daemon.peers import ForegroundPeer
+from roost_core.daemon.receipts import MessageQuotes, Receipts
+from roost_core.protocol import BAD_ARGS, NOT_STORED, QUEUE_FULL, ProtocolError
+from roost_core.queue import MAX_AGENT_ITEMS
+from roost_core.records import OutgoingItem, PeerInfo
+from roost_core.store import Commit, JournalError
+
+SENDER = PeerInfo(id="f-sender", name="sender", kind="foreground", state="connected", live=True)
+
+
+class RecordingJournal:
+    """The journal as the mailroom sees it: records buffered for the next commit. The
+    test ends a commit (``commit_over``) as the writer thread would."""
+
+    def __init__(self) -> None:
+        self.healthy = True
+        self.records: list[dict[str, Any]] = []
+        self.next = Commit()
+
+    def add(self, *records: dict[str, Any]) -> Commit:
+        self.records.extend(records)
+        return self.next
+
+    def commit_over(self, error: Exception | None = None) -> None:
+        commit, self.next = self.next, Commit()
+        commit.error = error
+        commit.finish()
+
+
+class Room:
+    """A mailroom with its journal, its receipts on ``tmp_path`` and a record of the
+    workers it asked to start (``can_start`` says whether a start succeeds)."""
+
+    def __init__(self, tmp_path) -> None:
+        self.dead_file = tmp_path / "dead.jsonl"
+        self.receipts = Receipts(self.dead_file, durable=False)
+        self.started: list[str] = []
+        self.can_start = True
+        self.journal = RecordingJournal()
+        self.mailroom = Mailroom(self.receipts, MessageQuotes(), self.start)
+        self.mailroom.journal = self.journal
+
+    def start(self, job: Job) -> bool:
+        self.started.append(job.id)
+        return self.can_start
+
+    def receipts_of(self, sender: str = SENDER.id) -> list[tuple[Any, ...]]:
+        return [(r["to"], r["seq"], r["state"], r["reason"]) for r in self.receipts.sent_by(sender)]
+
+    def dead_letters(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.dead_file.read_text().splitlines()] if self.dead_file.exists() else []
+
+
+def run(story: Callable[[], Awaitable[None]]) -> None:
+    anyio.run(story)
+
+
+def a_job(job_id: str = "j-receiver", **fields: Any) -> Job:
+    return Job(id=job_id, name="receiver", host="scripted", cwd="/", session=f"/s/{job_id}.jsonl", token="t", task="wait", **fields)
+
+
+def target_of(job: Job) -> PeerInfo:
+    return PeerInfo(id=job.id, name=job.name, kind="job", state=job.state, session=job.session)
+
+
+def message(target: PeerInfo, text: str = "hello", *, msg_id: str = "m00000001", reply_to: str | None = None) -> OutgoingItem:
+    return OutgoingItem(sender=SENDER, target=target, text=text, kind="message", relation="peer", hops=1, id=msg_id, reply_to=reply_to)
+
+
+def worker_conn() -> Connection:
+    return Connection.detached(1, pid=os.getpid(), uid=os.getuid())
+
+
+def send_to_job(room: Room, job: Job, item: OutgoingItem | None = None, *, wake: bool = True) -> Pending:
+    target = target_of(job)
+    answer = room.mailroom.to_job(job, target, item or message(target), "<framed>", "steer", {"to": job.id}, trace="t-1", wake=wake)
+    assert isinstance(answer, Pending)
+    return answer
+
+
+def test_a_send_to_a_connected_worker_is_pushed_before_it_is_durable_and_answered_after(tmp_path):
+    async def story() -> None:
+        room, job = Room(tmp_path), a_job()
+        job.conn = worker_conn()
+        pending = send_to_job(room, job)
+        # Out at once: the deliver event (before the fsync) and the journal record.
+        (event,) = job.conn.take_sent()
+        assert event["event"] == "deliver" and event["seq"] == 1 and event["content"] == "<framed>"
+        assert event["from"] == SENDER.id and event["trace"] == "t-1" and event["id"] == "m00000001"
+        assert [r["op"] for r in room.journal.records] == ["item"]
+        assert room.journal.records[0]["item"]["seq"] == 1 and room.journal.records[0]["item"]["text"] == "hello"
+        assert not pending.commit.done.is_set()
+        room.journal.commit_over()
+        assert pending.finish() == {"to": job.id, "result": "delivered", "seq": 1}
+        assert room.receipts_of() == [(job.id, 1, "delivered", None)]
+        assert job.queue.durable == 1 and room.started == []
+
+    run(story)
+
+
+@pytest.mark.parametrize(
+    ("state", "worker_pid", "wake", "can_start", "outcome", "asked"),
+    [
+        ("idle", None, True, True, "started", True),
+        ("idle", None, True, False, "queued", True),
+        ("idle", None, False, True, "queued", False),
+        ("idle", 4242, True, True, "queued", False),
+        ("stopped", None, True, True, "stopped", False),
+    ],
+)
+def test_a_send_to_a_job_with_no_worker_is_kept_and_starts_one_only_when_it_may(tmp_path, state, worker_pid, wake, can_start, outcome, asked):
+    async def story() -> None:
+        room, job = Room(tmp_path), a_job(state=state, worker_pid=worker_pid)
+        room.can_start = can_start
+        pending = send_to_job(room, job, wake=wake)
+        assert room.started == []  # never before the item is durable
+        room.journal.commit_over()
+        assert pending.finish()["result"] == outcome
+        assert room.started == ([job.id] if asked else [])
+        assert [item.seq for item in job.queue.items] == [1]
+        assert room.receipts_of() == [(job.id, 1, "queued", None)]
+
+    run(story)
+
+
+def test_an_item_whose_commit_fails_is_dropped_and_its_sender_told_not_stored(tmp_path):
+    async def story() -> None:
+        room, job = Room(tmp_path), a_job()
+        pending = send_to_job(room, job)
+        room.journal.commit_over(JournalError("disk full"))
+        with pytest.raises(ProtocolError) as refused:
+            pending.finish()
+        assert refused.value.code == NOT_STORED
+        assert job.queue.items == [] and room.started == []
+
+    run(story)
+
+
+def test_while_the_journal_fails_a_worker_gets_only_durable_items(tmp_path):
+    async def story() -> None:
+        room, job = Room(tmp_path), a_job()
+        job.conn = worker_conn()
+        room.journal.healthy = False
+        pending = send_to_job(room, job)
+        assert job.conn.take_sent() == []  # held back: its sender may yet hear not_stored
+        room.journal.healthy = True
+        room.journal.commit_over()
+        assert pending.finish()["result"] == "delivered"
+        assert [event["seq"] for event in job.conn.take_sent()] == [1]
+
+    run(story)
+
+
+def test_a_full_queue_refuses_with_queue_full_and_buries_a_dead_letter(tmp_path):
+    async def story() -> None:
+        room, job = Room(tmp_path), a_job()
+        for n in range(MAX_AGENT_ITEMS):
+            send_to_job(room, job, message(target_of(job), f"m{n}", msg_id=f"m{n:08x}"))
+        with pytest.raises(ProtocolError) as refused:
+            send_to_job(room, job, message(target_of(job), "one too many", msg_id="mffffffff"))
+        assert refused.value.code == QUEUE_FULL
+        assert len(job.queue.items) == MAX_AGENT_ITEMS and len(room.journal.records) == MAX_AGENT_ITEMS
+        (letter,) = room.dead_letters()
+        assert (letter["to"], letter["state"], letter["reason"], letter["preview"]) == (job.id, "dead", "queue full", "one too many")
+
+    run(story)
+
+
+def test_a_reply_carries_a_quote_of_the_message_it_answers(tmp_path):
+    async def story() -> None:
+        room, job = Room(tmp_path), a_job()
+        job.conn = worker_conn()
+        send_to_job(room, job, message(target_of(job), "the question", msg_id="m0000000a"))
+        send_to_job(room, job, message(target_of(job), "the answer", msg_id="m0000000b", reply_to="m0000000a"))
+        first, second = job.conn.take_sent()
+        assert (first["replyQuote"], second["replyQuote"], second["replyTo"]) == (None, "the question", "m0000000a")
+
+    run(story)
+
+
+def test_acks_take_items_off_the_queue_and_only_new_ones_make_a_record(tmp_path):
+    async def story() -> None:
+        room, job = Room(tmp_path), a_job()
+        job.conn = worker_conn()
+        for n in range(3):
+            send_to_job(room, job, message(target_of(job), f"m{n}", msg_id=f"m{n:08x}"))
+        room.journal.commit_over()
+        with pytest.raises(ProtocolError) as refused:
+            room.mailroom.ack_job(job, 4)
+        assert refused.value.code == BAD_ARGS
+        answer = room.mailroom.ack_job(job, 2)
+        assert isinstance(answer, Pending)
+        assert room.journal.records[-1] == {"op": "ack", "job": job.id, "seq": 2}
+        room.journal.commit_over()
+        assert answer.finish() == {"acked": 2}
+        assert [item.seq for item in job.queue.items] == [3]
+        records = len(room.journal.records)
+        assert room.mailroom.ack_job(job, 1) == {"acked": 2}  # nothing new: at once, no record
+        assert len(room.journal.records) == records
+
+    run(story)
+
+
+def test_a_foreground_peer_gets_a_numbered_event_it_holds_until_acked(tmp_path):
+    async def story() -> None:
+        room = Room(tmp_path)
+        peer = ForegroundPeer(id="f-peer", name="peer", session=None, cwd=None, pid=os.getpid())
+        target = PeerInfo(id=peer.id, name=peer.name, kind="foreground", state="connected")
+        answer = room.mailroom.to_peer(peer, target, message(target), "<framed>", "followUp", {"to": peer.id}, trace=None)
+        assert answer == {"to": peer.id, "result": "not running"}
+        (letter,) = room.dead_letters()
+        assert (letter["to"], letter["reason"]) == (peer.id, "receiver not running")
+        peer.conn = worker_conn()
+        for n in range(2):
+            answer = room.mailroom.to_peer(peer, target, message(target, f"m{n}"), "<framed>", "followUp", {"to": peer.id}, trace=None)
+            assert answer == {"to": peer.id, "result": "delivered", "seq": n + 1}
+        events = peer.conn.take_sent()
+        assert [(e["seq"], e["delivery"], e["text"]) for e in events] == [(1, "followUp", "m0"), (2, "followUp", "m1")]
+        assert sorted(peer.in_flight) == [1, 2]
+        assert room.mailroom.ack_peer(peer, 1) == {"acked": 1}
+        assert sorted(peer.in_flight) == [2]
+        assert room.receipts_of()[-2:] == [(peer.id, 1, "acknowledged", None), (peer.id, 2, "delivered", None)]
+        assert room.journal.records == []  # a foreground peer has no mailbox: nothing is journaled
+
+    run(story)
