@@ -43,6 +43,11 @@ def measure(messages: int) -> dict[str, float]:
     from roost_core.paths import resolve_paths
     from roost_core.plugins import make_plugin_manager
     from roost_core.protocol import FrameDecoder, encode
+
+    try:
+        from roost_core.daemon.dispatch import request_decoder
+    except ImportError:  # an older checkout (the "before" of a comparison)
+        request_decoder = None
     from roost_core.testing import make_config
 
     home = tempfile.mkdtemp(prefix="rb-oplogic-")
@@ -66,7 +71,8 @@ def measure(messages: int) -> dict[str, float]:
             peer_id = receiver.take_sent()[0]["result"]["id"]
             for conn in conns:
                 conn.take_sent()
-            decoder = FrameDecoder()
+            # The daemon's own reader of request lines (its wire layer's), when it has one.
+            decoder = request_decoder() if request_decoder is not None else FrameDecoder()
             totals = {"send to a foreground peer": 0.0, "send to a job": 0.0, "the job's ack": 0.0, "the commit and its answers": 0.0}
             for n in range(messages):
                 line = encode({"id": n, "op": "send", "to": peer_id, "message": SEND_TEXT})

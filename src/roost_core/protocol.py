@@ -106,6 +106,10 @@ class FrameDecoder:
         return len(self._buffer)
 
     def feed(self, data: bytes) -> list[dict[str, Any] | ProtocolError]:
+        if not self._buffer and not self._discarding and len(data) <= self.max_frame and data.endswith(b"\n"):
+            # Whole lines and nothing held (a client's usual write): no line is too long.
+            decode = self.decode
+            return [decode(line) for line in data.split(b"\n")[:-1] if line.strip()]
         out: list[dict[str, Any] | ProtocolError] = []
         start = 0
         while True:

@@ -761,15 +761,18 @@ class DaemonBase:
         trace: str | None = None,
         wake: bool = True,
         relation: str | None = None,
+        delivery: str | None = None,
     ) -> dict[str, Any] | Pending:
         """Hand an agent item on, with no wait: pushed to a connected foreground peer (the
         result at once), or queued on the target job (a :class:`Pending` result, made once
         the item's commit is over). The result's ``relation`` is ``relation`` (the target
-        as the sender sees it) when given, else the item's."""
+        as the sender sees it) when given, else the item's; ``delivery`` is the delivery
+        plugin's answer for the item when the caller has asked it already."""
         answer = {"to": target.id, "name": target.name, "relation": relation or item.relation}
         if item.id is not None:
             answer["id"] = item.id
-        delivery = policy.decide_delivery(self.pm, item, self.config)
+        if delivery is None:
+            delivery = policy.decide_delivery(self.pm, item, self.config)
         if target.kind == "foreground":
             return self.mailroom.to_peer(self.foreground[target.id], target, item, content, delivery, answer, trace=trace)
         job = self.jobs[target.id]

@@ -150,11 +150,13 @@ class Mailroom:
         def finish() -> dict[str, Any]:
             outcome = self.outcome(job, queued, commit, wake=wake)
             job.last_message = time.time()
-            self.receipts.record(sender.id, target.id, target.name, item.kind, "delivered" if outcome == "delivered" else "queued", seq=queued.seq, text=item.text)
             if queued.seq <= queue.acked:
                 # Pushed before the fsync, the worker acked it while it was being made
                 # durable (its ack found no receipt to move yet).
-                self.receipts.move(target.id, queued.seq, "acknowledged")
+                state = "acknowledged"
+            else:
+                state = "delivered" if outcome == "delivered" else "queued"
+            self.receipts.record(sender.id, target.id, target.name, item.kind, state, seq=queued.seq, text=item.text)
             answer["result"] = outcome
             answer["seq"] = queued.seq
             if job.dialog and outcome in ("delivered", "queued"):
@@ -173,8 +175,16 @@ class Mailroom:
         # answer only once the item is durable.
         faults.point("daemon.after_accept_before_persist")
         try:
-            self.push_pending(job)
             assert self.journal is not None
+            conn = job.conn
+            if conn is not None and job.sent == item.seq - 1 and self.journal.healthy:
+                # The usual case, push_pending's in short: the worker has every earlier
+                # item, so this one alone goes (and has no receipt to move yet: that is
+                # made once it is durable).
+                conn.send(deliver_event(item))
+                job.sent = item.seq
+            else:
+                self.push_pending(job)
             return self.journal.add({"op": "item", "job": job.id, "item": item.to_json()})
         except Exception:
             job.queue.drop(item.seq)

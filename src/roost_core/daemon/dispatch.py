@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from roost_core.daemon.delivery import Pending
+from roost_core.daemon.fastdecode import FastDecoder
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.core import Daemon
 from roost_core.protocol import (
@@ -20,6 +21,7 @@ from roost_core.protocol import (
     UNAUTHORIZED,
     UNKNOWN_OP,
     Field,
+    FrameDecoder,
     ProtocolError,
     compile_args,
     error,
@@ -190,28 +192,63 @@ def _checked(conn: Connection, name: str, op: Op | None, frame: dict[str, Any]) 
     they are valid (else the ``ProtocolError`` to answer)."""
     if op is None:
         raise ProtocolError(UNKNOWN_OP, f"unknown op {name!r}")
+    _allowed(conn, name, op)
+    return op.check(frame)
+
+
+def _allowed(conn: Connection, name: str, op: Op) -> None:
+    """Refuse an op this connection may not call (``unauthorized``)."""
     if op.who == "worker" and conn.job is None:
         raise ProtocolError(UNAUTHORIZED, f"{name} is for an authenticated worker connection")
     if op.who == "bound" and not conn.bound:
         raise ProtocolError(UNAUTHORIZED, f"{name} needs a bound connection (peer_register or worker hello)")
-    return op.check(frame)
 
 
-def accept_frame(daemon: Daemon, conn: Connection, frame: dict[str, Any] | ProtocolError) -> bool:
+#: Reads the requests of the ops with an ``accept`` method (every message's path) in one
+#: step; the daemon reads every request line with it (:func:`request_decoder`).
+FAST = FastDecoder({name: op.schema for name, op in OPS.items() if op.accept is not None})
+#: A request read by FAST -> its op's name and its op.
+FAST_OPS: dict[type, tuple[str, Op]] = {struct: (name, OPS[name]) for struct, (name, _checks) in FAST.ops.items()}
+
+
+def request_decoder() -> FrameDecoder:
+    """What the daemon reads a connection's bytes with: whole request lines, each a frame
+    dict, a ``ProtocolError``, or a request of :data:`FAST`."""
+    return FrameDecoder(decode=FAST)
+
+
+def accept_frame(daemon: Daemon, conn: Connection, frame: Any) -> bool:
     """Do a request that needs no wait, now, and answer it in request order; False, and
     nothing done, when it needs one (an op without an ``accept`` method, or a client with
     :data:`MAX_PIPELINED` answers waiting): it goes to :func:`handle_frame` then."""
     if isinstance(frame, ProtocolError):
         conn.answer(error(None, frame))
         return True
-    request_id = _request_id(frame)
-    try:
-        request_id, name = request_envelope(frame)
-        op = OPS.get(name)
-        if op is not None and (op.accept is None or conn.pending >= MAX_PIPELINED):
+    if isinstance(frame, dict):
+        request_id = _request_id(frame)
+        try:
+            request_id, name = request_envelope(frame)
+            op = OPS.get(name)
+            if op is not None and (op.accept is None or conn.pending >= MAX_PIPELINED):
+                return False
+            args = _checked(conn, name, op, frame)
+        except ProtocolError as exc:
+            conn.answer(error(request_id, exc))
+            return True
+    else:
+        # Read and checked in one step (FAST): its op has an accept method.
+        if conn.pending >= MAX_PIPELINED:
             return False
-        args = _checked(conn, name, op, frame)
-        assert op is not None and op.accept is not None
+        request_id = frame.id
+        name, op = FAST_OPS[type(frame)]
+        try:
+            _allowed(conn, name, op)
+            args = FAST.args(frame)
+        except ProtocolError as exc:
+            conn.answer(error(request_id, exc))
+            return True
+    assert op is not None and op.accept is not None
+    try:
         answer = getattr(daemon, op.accept)(conn, args)
         if isinstance(answer, Pending):
             _answer_when_durable(conn, request_id, answer)
@@ -237,6 +274,8 @@ async def handle_frame(daemon: Daemon, conn: Connection, frame: dict[str, Any] |
         await conn.drained()
         conn.send(error(None, frame))
         return
+    if not isinstance(frame, dict):
+        frame = FAST.as_frame(frame)
     request_id = _request_id(frame)
     try:
         request_id, name = request_envelope(frame)

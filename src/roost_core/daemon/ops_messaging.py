@@ -199,19 +199,13 @@ class MessagingOps(DaemonBase):
         if not decision.allowed:
             self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason="unreachable", text=text)
             raise ProtocolError(UNREACHABLE, decision.reason or f"peer {target.id} is not reachable")
-        trace, hops = self.chain_of(conn)
+        job = conn.job
+        # The chain the calling session is in (chain_of, in_broadcast_chain), read once.
+        trace, hops, broadcast_chain = (job.run_trace, job.run_hops, job.run_broadcast_chain) if job is not None else (None, 0, False)
         # The envelope names the sender as the receiver sees it: my child sees "parent".
         outgoing = OutgoingItem(
-            sender=sender,
-            target=target,
-            text=text,
-            kind="message",
-            relation=_INVERSE.get(decision.relation, decision.relation),
-            hops=hops + 1,
-            id=identity.new_message_id(),
-            reply_to=reply_to,
-            broadcast_chain=self.in_broadcast_chain(conn),
-            urgent=args.get("urgent"),
+            sender, target, text, "message", _INVERSE.get(decision.relation, decision.relation), hops + 1,
+            identity.new_message_id(), reply_to, None, broadcast_chain, args.get("urgent"),
         )
         hooks = policy.send_policy(self.pm)
         now = self.clock()
@@ -223,7 +217,7 @@ class MessagingOps(DaemonBase):
             self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=NOT_ACCEPTED, text=text)
             raise ProtocolError(NOT_ACCEPTED, f"{target.id} is a {target.host} job; it takes no messages")
         content = hooks.frame_item(outgoing)
-        answer = self.accept_delivery(target, outgoing, content, trace=trace, relation=decision.relation)
+        answer = self.accept_delivery(target, outgoing, content, trace=trace, relation=decision.relation, delivery=hooks.decide_delivery(outgoing, self.config))
         # Counted once accepted, not once durable: a send pipelined right behind this one
         # is checked against it.
         hooks.note_sent(outgoing, now)

@@ -51,11 +51,13 @@ class Receipt:
         created: float | None = None,
         updated: float | None = None,
     ) -> None:
-        now = time.time() if created is None or updated is None else 0.0
         self.sender, self.to, self.to_name, self.kind, self.state = sender, to, to_name, kind, state
         self.seq, self.reason, self.preview = seq, reason, preview
-        self.created = now if created is None else created
-        self.updated = now if updated is None else updated
+        if created is None or updated is None:
+            now = time.time()
+            created = now if created is None else created
+            updated = now if updated is None else updated
+        self.created, self.updated = created, updated
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Receipt) and self.to_json() == other.to_json()
@@ -163,14 +165,16 @@ class Receipts:
             log.error("dead letters: %d lines of %s are no letters: set aside in %s, the rest is served", len(bad), self.dead_file.name, aside.name)
 
     def record(self, sender: str, to: str, to_name: str, kind: str, state: str, *, seq: int | None = None, reason: str | None = None, text: str = "") -> Receipt:
-        receipt = Receipt(sender, to, to_name, kind, state, seq, reason, text[:PREVIEW_CHARS])
+        now = time.time()
+        receipt = Receipt(sender, to, to_name, kind, state, seq, reason, text[:PREVIEW_CHARS], now, now)
         box = self._by_sender.get(sender)
         if box is None:  # (not setdefault: that would make a deque per call)
             box = self._by_sender[sender] = deque(maxlen=PER_SENDER)
         if len(box) == box.maxlen and box[0].seq is not None:
             self._by_item.pop((box[0].to, box[0].seq), None)
         box.append(receipt)
-        if seq is not None:
+        if seq is not None and state != "acknowledged":
+            # Kept by item until it is acknowledged (or dead): what ``move`` finds.
             self._by_item[(to, seq)] = receipt
         if state == "dead":
             self.bury(receipt)

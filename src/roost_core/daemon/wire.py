@@ -26,8 +26,8 @@ from typing import Any
 
 from roost_core.daemon.connection import Connection, Flusher
 from roost_core.daemon.core import Daemon
-from roost_core.daemon.dispatch import accept_frame, handle_frame
-from roost_core.protocol import UNAUTHORIZED, FrameDecoder, ProtocolError, error
+from roost_core.daemon.dispatch import accept_frame, handle_frame, request_decoder
+from roost_core.protocol import UNAUTHORIZED, ProtocolError, error
 
 log = logging.getLogger("roost.daemon")
 
@@ -67,7 +67,7 @@ class ClientProtocol(asyncio.Protocol):
         self.conn = conn
         self.flusher = flusher
         self.transport: asyncio.Transport | None = None
-        self.decoder = FrameDecoder()
+        self.decoder = request_decoder()
         self.lane_running = False
         self.paused = False
         self.gone = False  # the transport is lost

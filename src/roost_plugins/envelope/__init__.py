@@ -117,11 +117,14 @@ def frame(name: str, peer_id: str, relation: str, kind: str, body: str, msg: str
     if reply_to:
         # The sender wrote this id: sanitised like a name, so it cannot close the tag.
         ids += f' reply-to="{sanitize_id(reply_to)}"'
-    return (
-        f'<agent-message from="{sanitize(name)}" id="{sanitize(peer_id)}" '
-        f'relation="{sanitize(relation)}" kind="{sanitize(kind)}"{ids}>\n'
-        f"{neutralise(body)}\n</agent-message>\n{NO_USER_AUTHORITY}"
-    )
+    return f"{_opening(name, peer_id, relation, kind)}{ids}>\n{neutralise(body)}\n</agent-message>\n{NO_USER_AUTHORITY}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _opening(name: str, peer_id: str, relation: str, kind: str) -> str:
+    """The envelope's opening tag up to its ids: the same for every item of one sender
+    and kind to one relation, so it is made once."""
+    return f'<agent-message from="{sanitize(name)}" id="{sanitize(peer_id)}" relation="{sanitize(relation)}" kind="{sanitize(kind)}"'
 
 
 def parse_envelopes(text: str) -> list[dict[str, str | None]]:
