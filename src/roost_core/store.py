@@ -490,7 +490,7 @@ class Journal:
         commit = self.add(*records)
         if self._loop is None:
             await self.flush()
-        await commit.done.wait()
+        await commit.wait()
         if commit.error is not None:
             raise commit.error
 
@@ -498,11 +498,11 @@ class Journal:
         """Write what is buffered now, and return once it is written (or failed); the
         commits it finishes answer their waiters first."""
         target = self._commit_next if self._buffer else self._handed[-1] if self._handed else None
-        while target is not None and not target.done.is_set():
+        while target is not None and not target.over:
             self._hand_over()
             if not self._handed:
                 return  # nothing can be handed over (the journal is closed)
-            await self._handed[0].done.wait()
+            await self._handed[0].wait()
 
     async def aclose(self) -> None:
         """Write everything buffered (after what is in flight), then close."""
@@ -524,22 +524,32 @@ def _ends_with_newline(path: Path) -> bool:
 class Commit:
     """One group commit of the journal: the records buffered until its write began.
 
-    ``done`` is set, and every ``when_done`` callback called in the order they were
-    added, once the write is over: on disk, or failed with ``error`` set. Callbacks let a
-    request whose answer waits for its record be answered without a task of its own."""
+    Once the write is over (on disk, or failed with ``error`` set), every ``when_done``
+    callback is called in the order they were added, then ``over`` is True and
+    :meth:`wait` returns. Callbacks let a request whose answer waits for its record be
+    answered without a task of its own; most commits are never awaited, so the event
+    :meth:`wait` needs is made only for one that is."""
 
-    __slots__ = ("done", "error", "_callbacks")
+    __slots__ = ("over", "error", "_callbacks", "_event")
 
     def __init__(self) -> None:
-        self.done = anyio.Event()
+        self.over = False
         self.error: Exception | None = None
         self._callbacks: list[Callable[[Commit], None]] = []
+        self._event: anyio.Event | None = None
 
     def when_done(self, callback: Callable[[Commit], None]) -> None:
-        if self.done.is_set():
+        if self.over:
             callback(self)
         else:
             self._callbacks.append(callback)
+
+    async def wait(self) -> None:
+        """Until the commit is over."""
+        if not self.over:
+            if self._event is None:
+                self._event = anyio.Event()
+            await self._event.wait()
 
     def finish(self) -> None:
         callbacks, self._callbacks = self._callbacks, []
@@ -548,4 +558,6 @@ class Commit:
                 callback(self)
             except Exception:  # noqa: BLE001 - one waiter's bug must not strand the others
                 log.exception("journal commit callback failed")
-        self.done.set()
+        self.over = True
+        if self._event is not None:
+            self._event.set()

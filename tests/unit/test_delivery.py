@@ -111,7 +111,7 @@ def test_a_send_to_a_connected_worker_is_pushed_before_it_is_durable_and_answere
         assert event["from"] == SENDER.id and event["trace"] == "t-1" and event["id"] == "m00000001"
         assert [r["op"] for r in room.journal.records] == ["item"]
         assert room.journal.records[0]["item"]["seq"] == 1 and room.journal.records[0]["item"]["text"] == "hello"
-        assert not pending.commit.done.is_set()
+        assert not pending.commit.over
         room.journal.commit_over()
         assert pending.finish() == {"to": job.id, "result": "delivered", "seq": 1}
         assert room.receipts_of() == [(job.id, 1, "delivered", None)]

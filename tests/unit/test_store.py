@@ -419,7 +419,7 @@ def test_hand_overs_queued_while_a_commit_is_on_the_disk_share_the_next_write(tm
         for name, commit in commits.items():
             commit.when_done(lambda _c, name=name: finished.append(name))
         disk.gate.set()
-        await commits["c"].done.wait()
+        await commits["c"].wait()
         assert all(commit.error is None for commit in commits.values())
 
     anyio.run(_with_journal, journal, body)
@@ -452,7 +452,7 @@ def test_appends_handed_over_behind_a_write_that_could_not_be_undone_fail_and_th
         await handed_over(journal, 2)
         monkeypatch.setattr(os, "ftruncate", no_truncate)
         disk.gate.set()
-        await second.done.wait()
+        await second.wait()
         monkeypatch.setattr(os, "ftruncate", real_truncate)
         assert first.error is not None and second.error is not None
         assert "rewritten" in str(second.error)

@@ -630,7 +630,7 @@ class DaemonBase:
             self.save(job)
         item = Item(job.queue.reply_seq + 1, kind, content, **fields)
         commit = self.mailroom.queue(job, item)
-        await commit.done.wait()
+        await commit.wait()
         return item, self.mailroom.outcome(job, item, commit, wake=wake)
 
     def tree_record(self, session: str | None) -> Job | None:

@@ -3,9 +3,9 @@
 The collapsed peer table (``routing.collapse`` of every job and foreground peer) is read by
 every ``peers`` listing, every ``send`` and every report route, and changes far less often
 than it is read. The daemon keeps it built and builds it again only when this counter has
-moved since. The fields a table shows are attrs fields with :func:`changed` as their
-``on_setattr`` hook, so no code path can change one and forget to say so; adding or
-removing a record calls :func:`changed` by hand.
+moved since. The records it is made from are :class:`NotesChanges`: setting a field a
+table shows calls :func:`changed`, so no code path can change one and forget to say so;
+adding or removing a record calls :func:`changed` by hand.
 
 The counter is process-wide, not per daemon: a change anywhere only makes a table be built
 again sooner than needed, never kept when it is stale.
@@ -14,16 +14,30 @@ again sooner than needed, never kept when it is stale.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, ClassVar
 
 _generation = 0
 
 
-def changed(_instance: Any = None, _attribute: Any = None, value: Any = None) -> Any:
-    """Note a change (an attrs ``on_setattr`` hook, or a plain call); returns ``value``."""
+def changed() -> None:
+    """Note a change."""
     global _generation
     _generation += 1
-    return value
+
+
+class NotesChanges:
+    """The base of a record the peer tables are made from: setting one of its fields in
+    ``shown`` (what a table shows) notes a change. (Not attrs' ``on_setattr`` hooks:
+    with them every other field's set, such as a counter moved per message, paid for a
+    failed lookup too.)"""
+
+    __slots__ = ()
+    shown: ClassVar[frozenset[str]] = frozenset()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self.shown:
+            changed()
+        object.__setattr__(self, name, value)
 
 
 def generation() -> int:

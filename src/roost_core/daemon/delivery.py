@@ -58,7 +58,7 @@ class Pending:
 async def settle(answer: dict[str, Any] | Pending) -> dict[str, Any]:
     """An op's result, waiting for its commit if it is :class:`Pending`."""
     if isinstance(answer, Pending):
-        await answer.commit.done.wait()
+        await answer.commit.wait()
         return answer.finish()
     return answer
 

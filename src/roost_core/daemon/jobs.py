@@ -4,11 +4,11 @@ and the runtime links (worker process, connection) that are never persisted."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
-from roost_core.daemon.changes import changed
+from roost_core.daemon.changes import NotesChanges
 from roost_core.queue import JobQueue
 from roost_core.records import PeerInfo
 
@@ -23,34 +23,36 @@ PERSISTED = (
 
 
 @attrs.define(eq=False)
-class Job:
+class Job(NotesChanges):
     """One background session. Fields that peer listings show (``peer_info``, ``dialog``)
     note every change (:mod:`~roost_core.daemon.changes`), so the daemon's peer table is
     built again after any of them moves."""
 
+    shown: ClassVar[frozenset[str]] = frozenset({"name", "host", "cwd", "session", "state", "status", "summary", "question", "parent_session", "parent_peer", "root_session", "worker_pid", "dialog"})
+
     id: str
-    name: str = attrs.field(on_setattr=changed)
-    host: str = attrs.field(on_setattr=changed)
-    cwd: str = attrs.field(on_setattr=changed)
-    session: str = attrs.field(on_setattr=changed)
+    name: str
+    host: str
+    cwd: str
+    session: str
     token: str
     task: str
     scenario: Any = None
     model: str | None = None
     thinking: str | None = None
-    state: str = attrs.field(default="idle", on_setattr=changed)
-    status: str | None = attrs.field(default=None, on_setattr=changed)
-    summary: str | None = attrs.field(default=None, on_setattr=changed)
-    question: str | None = attrs.field(default=None, on_setattr=changed)
+    state: str = "idle"
+    status: str | None = None
+    summary: str | None = None
+    question: str | None = None
     error: str | None = None
     created: float = attrs.field(factory=time.time)
     updated: float = attrs.field(factory=time.time)
-    parent_session: str | None = attrs.field(default=None, on_setattr=changed)
-    parent_peer: str | None = attrs.field(default=None, on_setattr=changed)
-    root_session: str | None = attrs.field(default=None, on_setattr=changed)
+    parent_session: str | None = None
+    parent_peer: str | None = None
+    root_session: str | None = None
     depth: int = 0
     spawned: bool = False
-    worker_pid: int | None = attrs.field(default=None, on_setattr=changed)
+    worker_pid: int | None = None
     worker_create_time: float | None = None
     #: The mark in the environment of everything the current worker starts (see
     #: :mod:`roost_core.worker.proctree`): what to kill once that worker is dead.
@@ -59,7 +61,7 @@ class Job:
     host_pid: int | None = None
     crashes: int = 0
     undelivered_report: dict[str, Any] | None = None
-    dialog: bool = attrs.field(default=False, on_setattr=changed)
+    dialog: bool = False
     run_trace: str | None = None
     run_hops: int = 0
     parent_streak: int = 0

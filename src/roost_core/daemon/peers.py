@@ -8,23 +8,25 @@ not connected answers ``not running``. Items pushed to a connected peer wait in
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
-from roost_core.daemon.changes import changed
+from roost_core.daemon.changes import NotesChanges
 from roost_core.records import PeerInfo
 
 
 @attrs.define(eq=False)
-class ForegroundPeer:
-    id: str
+class ForegroundPeer(NotesChanges):
     # What a peer listing shows notes every change (see roost_core.daemon.changes).
-    name: str = attrs.field(on_setattr=changed)
-    session: str | None = attrs.field(on_setattr=changed)
-    cwd: str | None = attrs.field(on_setattr=changed)
+    shown: ClassVar[frozenset[str]] = frozenset({"name", "session", "cwd", "conn"})
+
+    id: str
+    name: str
+    session: str | None
+    cwd: str | None
     pid: int
-    conn: Any = attrs.field(default=None, on_setattr=changed)
+    conn: Any = None
     seq: int = 0
     registered: float = attrs.field(factory=time.time)
     in_flight: dict[int, dict[str, Any]] = attrs.field(factory=dict)
