@@ -55,13 +55,26 @@ _MESSAGE_ID = re.compile(r"^m[0-9a-f]{8}$")
 #: from a generator seeded by the system's randomness (and seeded again in each forked
 #: child, so two processes never share its sequence), not from a syscall per message.
 _MESSAGE_IDS = random.Random()
-os.register_at_fork(after_in_child=_MESSAGE_IDS.seed)
+#: Ids made ahead, a batch at a time (one draw and one format for all of them).
+_NEXT_IDS: list[str] = []
+_ID_BATCH = 256
+
+
+def _forked() -> None:
+    _MESSAGE_IDS.seed()
+    _NEXT_IDS.clear()  # the parent's ids stay the parent's
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def new_message_id() -> str:
     """A message id: ``m`` + 8 hex (one per ``send`` call, so every receiver of a
     broadcast holds the same id and a reply to any of them names it)."""
-    return f"m{_MESSAGE_IDS.getrandbits(32):08x}"
+    if not _NEXT_IDS:
+        digits = f"{_MESSAGE_IDS.getrandbits(32 * _ID_BATCH):0{8 * _ID_BATCH}x}"
+        _NEXT_IDS.extend("m" + digits[start : start + 8] for start in range(0, 8 * _ID_BATCH, 8))
+    return _NEXT_IDS.pop()
 
 
 def is_message_id(value: str) -> bool:

@@ -81,7 +81,10 @@ class LimitsPlugin:
         if item.kind != "message":
             return
         # Its check (roost_check_send, just before) pruned the sender's window already.
-        self._sent.setdefault(item.sender.id, deque()).append(now)
+        stamps = self._sent.get(item.sender.id)
+        if stamps is None:  # (not setdefault: that would make a deque per call)
+            stamps = self._sent[item.sender.id] = deque()
+        stamps.append(now)
 
     @hookimpl
     def roost_check_spawn(self, request: SpawnRequest, now: float, config: Config) -> Refusal | None:
