@@ -75,6 +75,9 @@ class Connection:
         self._close_when_answered = False
         #: The commit the newest pending answer waits for (answers leave in request order).
         self.last_commit: Commit | None = None
+        #: The answers that wait for ``last_commit``, made and sent by one callback of
+        #: it, in order (``dispatch``); None once that callback is added to no more.
+        self.batch: list[Any] | None = None
         self.read_ended = False
         #: Requests that wait for an op that awaits, in order; while any waits, later
         #: requests join them so that none overtakes another (``wire`` runs them).
@@ -122,8 +125,8 @@ class Connection:
             self._drained = anyio.Event()
             await self._drained.wait()
 
-    def answered_pending(self) -> None:
-        self.pending -= 1
+    def answered_pending(self, count: int = 1) -> None:
+        self.pending -= count
         if self.pending == 0:
             if self._drained is not None:
                 self._drained.set()
@@ -138,11 +141,6 @@ class Connection:
         else:
             self._close_when_answered = True
 
-    def wait_for(self, commit: Commit) -> None:
-        """One more answer of this connection waits for ``commit``."""
-        self.pending += 1
-        self.last_commit = commit
-
     def answer(self, frame: dict[str, Any]) -> None:
         """Send an answer that needs no wait of its own, after every answer still waiting
         for a commit (a commit's callbacks run in the order they were added, and commits
@@ -151,6 +149,7 @@ class Connection:
             self.send(frame)
             return
         self.pending += 1
+        self.batch = None  # an answer after this one waits behind it, not in that batch
 
         def send_now(_commit: Any) -> None:
             try:

@@ -308,19 +308,31 @@ async def handle_frame(daemon: Daemon, conn: Connection, frame: dict[str, Any] |
 
 
 def _answer_when_durable(conn: Connection, request_id: Any, answer: Pending) -> None:
-    """Answer ``answer`` from its commit's callback (commits finish in order, and a
-    commit's callbacks run in the order they were added, so answers keep request order)."""
-    conn.wait_for(answer.commit)
+    """Answer ``answer`` once its commit is over, in one callback of that commit with the
+    connection's other answers that wait for it (commits finish in order, and a commit's
+    callbacks run in the order they were added, so answers keep request order)."""
+    conn.pending += 1
+    if conn.batch is not None and conn.last_commit is answer.commit:
+        conn.batch.append((request_id, answer.finish))
+        return
+    batch = conn.batch = [(request_id, answer.finish)]
+    conn.last_commit = answer.commit
+    # (Called at once if the commit is over already: the batch holds this answer first.)
+    answer.commit.when_done(lambda _commit: _answer_batch(conn, batch))
 
-    def done(_commit: Any) -> None:
-        try:
-            conn.send(ok(request_id, answer.finish()))
-        except ProtocolError as exc:
-            conn.send(error(request_id, exc))
-        except Exception as exc:  # noqa: BLE001 - as in handle_frame
-            log.exception("op failed")
-            conn.send(error(request_id, ProtocolError(INTERNAL, f"internal error: {type(exc).__name__}")))
-        finally:
-            conn.answered_pending()
 
-    answer.commit.when_done(done)
+def _answer_batch(conn: Connection, batch: list[tuple[Any, Callable[[], dict[str, Any]]]]) -> None:
+    """Make and send the answers of ``batch``, in order: their commit is over."""
+    if conn.batch is batch:
+        conn.batch = None
+    try:
+        for request_id, finish in batch:
+            try:
+                conn.send(ok(request_id, finish()))
+            except ProtocolError as exc:
+                conn.send(error(request_id, exc))
+            except Exception as exc:  # noqa: BLE001 - as in handle_frame
+                log.exception("op failed")
+                conn.send(error(request_id, ProtocolError(INTERNAL, f"internal error: {type(exc).__name__}")))
+    finally:
+        conn.answered_pending(len(batch))
