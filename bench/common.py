@@ -160,6 +160,12 @@ def machine_description() -> str:
         codec = "orjson available"
     except ImportError:
         codec = "no orjson"
+    try:
+        import msgspec  # noqa: F401
+
+        codec += ", msgspec available"
+    except ImportError:
+        codec += ", no msgspec"
     import anyio  # noqa: F401
     from importlib.metadata import version
 
