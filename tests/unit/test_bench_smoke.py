@@ -56,3 +56,19 @@ def test_the_op_logic_diagnostic_runs():
     assert done.returncode == 0, done.stderr[-4000:]
     steps = [line.split("µs", 1)[1].strip() for line in done.stdout.splitlines() if "µs  " in line]
     assert steps == ["send to a foreground peer", "send to a job", "the job's ack", "the commit and its answers"], done.stdout
+
+
+def test_the_opcode_count_diagnostic_runs():
+    """``python -m bench.opcount`` counts the op logic's bytecodes for each step (a step
+    that ran nothing would count 0) and names the functions that ran them."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ROOST_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.opcount", "--iterations", "20", "--top", "5"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    lines = done.stdout.splitlines()
+    steps = {line.split(None, 1)[1]: float(line.split()[0]) for line in lines[1:5]}
+    assert list(steps) == ["send to a foreground peer", "send to a job", "the job's ack", "the commit and its answers"], done.stdout
+    assert all(count > 100 for count in steps.values()), done.stdout
+    assert any("accept_send" in line for line in lines[6:]), done.stdout
