@@ -138,11 +138,8 @@ class JobQueue:
 
     def enqueue_fields(self, kind: str, content: str, fields: dict[str, Any]) -> Item:
         """:meth:`enqueue` with the item's other fields in one dict."""
-        self.check_room(kind)
         item = Item(self.reply_seq + 1, kind, content, **fields)
-        # The newest seq: its place is the end.
-        self.reply_seq = item.seq
-        self.items.append(item)
+        self.append(item)
         return item
 
     def append(self, item: Item) -> None:
@@ -150,6 +147,7 @@ class JobQueue:
         self.check_room(item.kind)
         if item.seq != self.reply_seq + 1:
             raise ValueError(f"item seq {item.seq} is not the next one ({self.reply_seq + 1})")
+        # The newest seq: its place is the end.
         self.reply_seq = item.seq
         self.items.append(item)
 

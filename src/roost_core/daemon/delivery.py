@@ -82,33 +82,15 @@ class Mailroom:
         waits in the peer's ``in_flight`` until acked) or ``not running``. ``answer`` is
         the start of the sender's answer (who and how related)."""
         sender = item.sender
-        quote = self.quotes.quote(item.reply_to)
-        self.quotes.remember(item.id, item.text)
+        pushed = self.item_of(peer.seq + 1, item, content, delivery, trace)
         if peer.conn is None:
             self.receipts.record(sender.id, target.id, target.name, item.kind, "dead", reason="receiver not running", text=item.text)
             answer["result"] = "not running"
             return answer
-        peer.last_message = time.time()
-        seq = peer.seq = peer.seq + 1
+        peer.last_message = pushed.created
+        seq = peer.seq = pushed.seq
         self.receipts.record(sender.id, target.id, target.name, item.kind, "delivered", seq=seq, text=item.text)
-        event = {
-            "event": "deliver",
-            "seq": seq,
-            "kind": item.kind,
-            "content": content,
-            "text": item.text,
-            "from": sender.id,
-            "fromName": sender.name,
-            "relation": item.relation,
-            "trace": trace,
-            "hops": item.hops,
-            "id": item.id,
-            "replyTo": item.reply_to,
-            "scope": item.scope,
-            "broadcastChain": item.broadcast_chain,
-            "delivery": delivery,
-            "replyQuote": quote,
-        }
+        event = deliver_event(pushed)
         peer.in_flight[seq] = event
         peer.conn.send(event)
         answer["result"] = "delivered"
@@ -121,25 +103,7 @@ class Mailroom:
         :meth:`outcome` says, with the seq (raises ``queue_full`` at the cap)."""
         sender = item.sender
         queue = job.queue
-        queued = Item(
-            queue.reply_seq + 1,
-            item.kind,
-            content,
-            item.text,
-            sender.id,
-            sender.name,
-            item.relation,
-            time.time(),
-            trace,
-            item.hops,
-            item.id,
-            item.reply_to,
-            item.scope,
-            item.broadcast_chain,
-            delivery,
-            self.quotes.quote(item.reply_to),
-        )
-        self.quotes.remember(item.id, item.text)
+        queued = self.item_of(queue.reply_seq + 1, item, content, delivery, trace)
         try:
             commit = self.queue(job, queued)
         except ProtocolError as exc:
@@ -164,6 +128,18 @@ class Mailroom:
             return answer
 
         return Pending(commit, finish)
+
+    def item_of(self, seq: int, item: OutgoingItem, content: str, delivery: str, trace: str | None) -> Item:
+        """The queue item (numbered ``seq``) that carries ``item`` to its receiver, with
+        the first words of the message it answers; its own words are kept for the replies
+        to come."""
+        sender = item.sender
+        quote = self.quotes.quote(item.reply_to)
+        self.quotes.remember(item.id, item.text)
+        return Item(
+            seq, item.kind, content, item.text, sender.id, sender.name, item.relation, time.time(), trace, item.hops,
+            item.id, item.reply_to, item.scope, item.broadcast_chain, delivery, quote,
+        )
 
     def queue(self, job: Job, item: Item) -> Commit:
         """Queue ``item`` (its seq the queue's next), push it to a connected worker and

@@ -79,9 +79,9 @@ def sanitize(name: str) -> str:
 def sanitize_id(value: str) -> str:
     """:func:`sanitize` for a message id: each is new, so it is not cached (it would only
     push the names, which repeat, out of the cache)."""
-    if len(value) <= MAX_NAME_CHARS and (value.isascii() and value.isalnum() or _PLAIN_NAME.fullmatch(value)):
+    if len(value) <= MAX_NAME_CHARS and value.isascii() and value.isalnum():
         return value  # (ASCII letters and digits, as the daemon's ids are: kept as they are)
-    return sanitize(value)
+    return sanitize.__wrapped__(value)
 
 
 def sanitize_in_full(name: str) -> str:
