@@ -245,3 +245,16 @@ def test_a_foreground_peer_gets_a_numbered_event_it_holds_until_acked(tmp_path):
         assert room.journal.records == []  # a foreground peer has no mailbox: nothing is journaled
 
     run(story)
+
+
+def test_quotes_keep_the_newest_messages_and_their_first_words(monkeypatch):
+    monkeypatch.setattr("roost_core.daemon.receipts.MAX_QUOTES", 3)
+    quotes = MessageQuotes()
+    for n in range(5):
+        quotes.remember(f"m{n:08x}", f"message {n} " + "x" * 200)
+    quotes.remember("m00000004", "remembered once: a second text for the same id is ignored")
+    quotes.remember(None, "no id, nothing kept")
+    assert [quotes.quote(f"m{n:08x}") for n in range(2)] == [None, None]
+    assert quotes.quote("m00000004") == ("message 4 " + "x" * 200)[:80]
+    assert [bool(quotes.quote(f"m{n:08x}")) for n in range(2, 5)] == [True, True, True]
+    assert quotes.quote(None) is None

@@ -221,10 +221,24 @@ def accept_frame(daemon: Daemon, conn: Connection, frame: Any) -> bool:
     """Do a request that needs no wait, now, and answer it in request order; False, and
     nothing done, when it needs one (an op without an ``accept`` method, or a client with
     :data:`MAX_PIPELINED` answers waiting): it goes to :func:`handle_frame` then."""
-    if isinstance(frame, ProtocolError):
+    fast = FAST_OPS.get(type(frame))
+    if fast is not None:
+        # Read and checked in one step (FAST; every message's path): its op has an
+        # accept method.
+        if conn.pending >= MAX_PIPELINED:
+            return False
+        request_id = frame.id
+        name, op = fast
+        try:
+            _allowed(conn, name, op)
+            args = FAST.args(frame)
+        except ProtocolError as exc:
+            conn.answer(error(request_id, exc))
+            return True
+    elif isinstance(frame, ProtocolError):
         conn.answer(error(None, frame))
         return True
-    if isinstance(frame, dict):
+    else:
         request_id = _request_id(frame)
         try:
             request_id, name = request_envelope(frame)
@@ -232,18 +246,6 @@ def accept_frame(daemon: Daemon, conn: Connection, frame: Any) -> bool:
             if op is not None and (op.accept is None or conn.pending >= MAX_PIPELINED):
                 return False
             args = _checked(conn, name, op, frame)
-        except ProtocolError as exc:
-            conn.answer(error(request_id, exc))
-            return True
-    else:
-        # Read and checked in one step (FAST): its op has an accept method.
-        if conn.pending >= MAX_PIPELINED:
-            return False
-        request_id = frame.id
-        name, op = FAST_OPS[type(frame)]
-        try:
-            _allowed(conn, name, op)
-            args = FAST.args(frame)
         except ProtocolError as exc:
             conn.answer(error(request_id, exc))
             return True
