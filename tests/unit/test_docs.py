@@ -21,6 +21,7 @@ from roost_core import hookspecs, protocol
 from roost_core.daemon.core import Daemon
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.dispatch import OPS
+from roost_core.daemon.tables import PeerTables
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGINS_DOC = ROOT / "docs" / "plugins.md"
@@ -274,7 +275,7 @@ def test_the_rows_list_every_field(protocol_doc: str) -> None:
     expected = {
         "job": largest_dict_keys(Job.row) | {"parent"},  # op_jobs adds the live parent
         "agent": largest_dict_keys(Daemon.agent_rows),
-        "peer": largest_dict_keys(Daemon.peer_row),
+        "peer": largest_dict_keys(PeerTables.peer_row),
         "receipt": largest_dict_keys(Receipt.to_json),
     }
     for name, keys in expected.items():

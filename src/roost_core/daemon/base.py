@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import attrs
 
 from roost_core import locks, policy, routing
 from roost_core.config import Config
@@ -32,6 +31,7 @@ from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.pool import WarmKey, WarmPool, WarmSlot
 from roost_core.daemon.receipts import MessageQuotes, Receipts
+from roost_core.daemon.tables import PeerListing, PeerTables
 from roost_core.daemon.watch import Watchers
 from roost_core.hosts import builtin_hosts
 from roost_core.paths import Paths
@@ -64,11 +64,6 @@ MONITOR_INTERVAL = 0.1
 REPORT_CHARS = 6000
 #: How often job records that could not be written (a full disk) are tried again.
 SAVE_RETRY_SECONDS = 1.0
-#: Reach decisions kept between two changes of the peer table (then asked again).
-MAX_REACH_CACHE = 100_000
-#: Senders whose ``peers`` rows are kept between two changes of the peer table (a list
-#: of references to shared rows each; past this, all are made again).
-MAX_LISTINGS_KEPT = 64
 #: How long a graceful stop waits for slow clients to take their last answers.
 STOP_FLUSH_SECONDS = 1.0
 
@@ -119,16 +114,8 @@ class DaemonBase:
         #: depends on how long its own steps take.
         self.clock_frozen: float | None = None
         self.clock = lambda: time.monotonic() if self.clock_frozen is None else self.clock_frozen
-        # The peer tables, built by _build_tables at one generation of changes.
-        self._tables_generation = -1
-        self._reach = changes.KeptUntilChange(MAX_REACH_CACHE)
-        #: (sender id, ``to`` of a send) -> (target, reach decision), as reach decisions.
-        self._routes = changes.KeptUntilChange(MAX_REACH_CACHE)
-        self._listed = changes.KeptUntilChange(MAX_LISTINGS_KEPT)
-        self._newest: dict[str, Job] = {}
-        self._records: dict[str, PeerInfo] = {}
-        self._table = routing.PeerTable(holders={}, aliases={})
-        self._listing: PeerListing | None = None
+        #: The peer tables (no I/O): they read ``jobs`` and ``foreground`` as they are now.
+        self.tables = PeerTables(self.jobs, self.foreground, pm, config, self.host_takes_messages)
         #: Jobs whose record could not be written (disk full, I/O error): written again
         #: by the monitor; the record in memory is the truth meanwhile.
         self.unsaved: set[str] = set()
@@ -633,106 +620,46 @@ class DaemonBase:
         await commit.wait()
         return item, self.mailroom.outcome(job, item, commit, wake=wake)
 
+    # The peer tables' readers, for the ops (see roost_core.daemon.tables).
+
     def tree_record(self, session: str | None) -> Job | None:
-        """The job record that carries tree links for ``session``, if any: the newest job
-        of that session (the first one made, when two were made at the same time)."""
-        if session is None:
-            return None
-        self._build_tables()
-        return self._newest.get(session)
+        """:meth:`PeerTables.tree_record`."""
+        return self.tables.tree_record(session)
 
     def peer_table(self) -> routing.PeerTable:
-        """Every record (each job, each foreground peer with its session's tree links)
-        collapsed by session (``routing.collapse``); kept between changes."""
-        self._build_tables()
-        return self._table
+        """:meth:`PeerTables.peer_table`."""
+        return self.tables.peer_table()
 
     def peer_listing(self) -> PeerListing:
-        """Every holder of the peer table, ordered by name and id, for ``peers``."""
-        self._build_tables()
-        if self._listing is None:
-            holders = sorted(self._table.holders.items(), key=lambda item: (item[1].name, item[1].id))
-            self._listing = PeerListing(
-                peers=[peer for _, peer in holders],
-                rows=[{None: self.peer_row(peer, None)} for _, peer in holders],
-                index={**{peer.id: n for n, (_, peer) in enumerate(holders)}, **{key: n for n, (key, _) in enumerate(holders)}},
-            )
-        return self._listing
-
-    def _build_tables(self) -> None:
-        """Build the peer tables again if anything they show changed since the last build
-        (every field they read notes its changes: :mod:`~roost_core.daemon.changes`)."""
-        generation = changes.generation()
-        if generation == self._tables_generation:
-            return
-        newest: dict[str, Job] = {}
-        for job in self.jobs.values():
-            best = newest.get(job.session)
-            if best is None or job.created > best.created:
-                newest[job.session] = job
-        infos = [job.peer_info(accepts_messages=self.host_takes_messages(job)) for job in self.jobs.values()]
-        for peer in self.foreground.values():
-            record = newest.get(peer.session) if peer.session is not None else None
-            infos.append(peer.peer_info(record.peer_info() if record else None))
-        self._newest = newest
-        self._records = {info.id: info for info in infos}
-        self._table = routing.collapse(infos)
-        self._listing = None
-        self._tables_generation = generation
+        """:meth:`PeerTables.peer_listing`."""
+        return self.tables.peer_listing()
 
     def sender_info(self, conn: Connection) -> PeerInfo:
         """The calling session as policy sees it: its own record in the peer tables."""
         record: Job | ForegroundPeer | None = conn.job if conn.job is not None else conn.peer
         if record is not None:
-            self._build_tables()
-            info = self._records.get(record.id)
-            if info is not None:
-                return info
-            if conn.job is not None:  # a job removed while its worker still talks
-                return conn.job.peer_info(accepts_messages=self.host_takes_messages(conn.job))
-            tree = self.tree_record(conn.peer.session)
-            return conn.peer.peer_info(tree.peer_info() if tree else None)
+            return self.tables.info_of(record)
         raise ProtocolError(UNAUTHORIZED, "this connection is not bound to a session (peer_register or worker hello first)")
 
     def reach(self, sender: PeerInfo, target: PeerInfo, addressed_by: str) -> ReachDecision:
-        """The reach plugins' decision, asked once per (sender, target, how addressed)
-        while the peer table stays as it is: both records come from it, and a reach
-        decision is a function of the two records and the config (``roost_decide_reach``)."""
-        return self._reach.get((sender.id, target.id, addressed_by), policy.decide_reach, self.pm, sender, target, addressed_by, self.config)
+        """:meth:`PeerTables.reach`."""
+        return self.tables.reach(sender, target, addressed_by)
+
+    def route(self, sender: PeerInfo, to: str) -> tuple[PeerInfo, ReachDecision]:
+        """:meth:`PeerTables.route`."""
+        return self.tables.route(sender, to)
 
     def peer_row(self, peer: PeerInfo, relation: str) -> dict[str, Any]:
-        job = self.jobs.get(peer.id) if peer.kind == "job" else None
-        return {
-            "id": peer.id,
-            "name": peer.name,
-            "kind": peer.kind,
-            "relation": relation,
-            "state": peer.state,
-            "status": peer.status,
-            "summary": peer.summary,
-            "question": peer.question,
-            "cwd": peer.cwd,
-            "live": peer.live,
-            "dialog": bool(job and job.dialog),
-        }
+        """:meth:`PeerTables.peer_row`."""
+        return self.tables.peer_row(peer, relation)
 
     def parent_holder(self, peer: PeerInfo, table: routing.PeerTable) -> PeerInfo | None:
-        """The record that holds ``peer``'s parent session now (live or not)."""
-        if peer.parent_session is not None:
-            return table.holders.get(peer.parent_session)
-        if peer.parent_peer is not None:
-            return table.holder_of(peer.parent_peer)
-        return None
+        """:meth:`PeerTables.parent_holder`."""
+        return self.tables.parent_holder(peer, table)
 
     def live_parent(self, job: Job) -> PeerInfo | None:
-        if job.parent_session is None and job.parent_peer is None:
-            return None
-        table = self.peer_table()
-        if job.parent_session is not None:
-            holder = table.holders.get(job.parent_session)
-        else:
-            holder = table.holder_of(job.parent_peer or "")
-        return holder if holder is not None and holder.live else None
+        """:meth:`PeerTables.live_parent`."""
+        return self.tables.live_parent(job)
 
     def chain_of(self, conn: Connection) -> tuple[str | None, int]:
         """The chain the calling session is in: (trace, hops) of what started its run."""
@@ -780,38 +707,6 @@ class DaemonBase:
         # (a user reply still starts one).
         wake = wake and not self.budget_spent(job.tree)
         return self.mailroom.to_job(job, target, item, content, delivery, answer, trace=trace, wake=wake)
-
-
-@attrs.frozen
-class PeerListing:
-    """The peer table as ``peers`` lists it, kept with the table.
-
-    ``peers`` are the holders, by name and id; ``rows[n]`` maps a relation to the row of
-    ``peers[n]`` with that relation (made once, then shared: never to be changed; the
-    ``None`` entry has no relation yet); ``index`` finds a holder's place by its session
-    key or its id."""
-
-    peers: list[PeerInfo]
-    rows: list[dict[str | None, dict[str, Any]]]
-    index: dict[str, int]
-
-    def without(self, *places: int | None) -> tuple[list[PeerInfo], list[dict[str | None, dict[str, Any]]]]:
-        """``peers`` and ``rows`` without the holders at ``places`` (None: none)."""
-        peers, rows = self.peers, self.rows
-        for place in sorted({p for p in places if p is not None}, reverse=True):
-            peers = peers[:place] + peers[place + 1:]
-            rows = rows[:place] + rows[place + 1:]
-        return peers, rows
-
-    @staticmethod
-    def row(rows: dict[str | None, dict[str, Any]], relation: str) -> dict[str, Any]:
-        """A listed peer's row with ``relation`` filled in (made the first time)."""
-        row = rows.get(relation)
-        if row is None:
-            row = dict(rows[None])
-            row["relation"] = relation
-            rows[relation] = row
-        return row
 
 
 def apply_journal_record(job: Job, record: dict[str, Any]) -> None:

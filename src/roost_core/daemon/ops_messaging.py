@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from roost_core import identity, locks, policy, routing
-from roost_core.daemon.base import DaemonBase, PeerListing, check_scenario, check_session_path
+from roost_core.daemon.base import DaemonBase, check_scenario, check_session_path
 from roost_core.daemon.delivery import Pending, settle
 from roost_core.daemon import changes
 from roost_core.daemon.connection import Connection
@@ -32,7 +32,6 @@ from roost_core.records import (
     OutgoingItem,
     PeerInfo,
     ReachablePeer,
-    ReachDecision,
     ScopeRequest,
     SpawnRequest,
     ToolResult,
@@ -161,25 +160,8 @@ class MessagingOps(DaemonBase):
         return {"self": {"id": sender.id, "name": sender.name}, "peers": listed, "sent": self.receipts.sent_by(sender.id), "watch": watch}
 
     def listed_for(self, sender: PeerInfo) -> list[dict[str, Any]]:
-        """The rows ``peers`` lists for ``sender``: every peer it may reach but its own
-        session, parent first, then by relation. Made once per sender while the peer
-        table stays as it is (what it is made from is the table and reach decisions,
-        which follow from it: ``DaemonBase.reach``)."""
-        return self._listed.get(sender.id, self._make_listed, sender)
-
-    def _make_listed(self, sender: PeerInfo) -> list[dict[str, Any]]:
-        listing = self.peer_listing()
-        peers, rows = listing.without(listing.index.get(routing.session_key(sender)), listing.index.get(sender.id))
-        decisions = policy.decide_reach_many(self.pm, sender, peers, "list", self.config)
-        # The listing is in name and id order already, which each relation's rows keep.
-        by_relation: dict[str, list[dict[str, Any]]] = {}
-        for relation_rows, decision in zip(rows, decisions):
-            if decision.allowed:
-                by_relation.setdefault(decision.relation, []).append(PeerListing.row(relation_rows, decision.relation))
-        listed = by_relation.pop("parent", [])
-        for relation in sorted(by_relation):
-            listed.extend(by_relation[relation])
-        return listed
+        """:meth:`PeerTables.listed_for <roost_core.daemon.tables.PeerTables.listed_for>`."""
+        return self.tables.listed_for(sender)
 
     async def op_send(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         return await settle(self.accept_send(conn, args))
@@ -195,7 +177,8 @@ class MessagingOps(DaemonBase):
         self.check_budget_of(sender)
         if args["to"].startswith(SCOPE_MARK):
             return self.accept_broadcast(conn, sender, args["to"][len(SCOPE_MARK):], text, reply_to, args.get("urgent"))
-        target, decision = self.route(sender, args["to"])
+        # The tables themselves, not the daemon's route: one call less on every send.
+        target, decision = self.tables.route(sender, args["to"])
         if not decision.allowed:
             self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason="unreachable", text=text)
             raise ProtocolError(UNREACHABLE, decision.reason or f"peer {target.id} is not reachable")
@@ -222,17 +205,6 @@ class MessagingOps(DaemonBase):
         # is checked against it.
         hooks.note_sent(outgoing, now)
         return answer
-
-    def route(self, sender: PeerInfo, to: str) -> tuple[PeerInfo, ReachDecision]:
-        """The peer ``to`` names for ``sender``, and the reach decision for it: an id wins
-        over a name, and a name is matched among the peers the sender may reach. Kept,
-        as reach decisions are, until the peer table changes (a ``to`` that names no one
-        raises, and is looked up again next time)."""
-        return self._routes.get((sender.id, to), self._make_route, sender, to)
-
-    def _make_route(self, sender: PeerInfo, to: str) -> tuple[PeerInfo, ReachDecision]:
-        target, addressed_by = routing.resolve_target(to, self.peer_table(), lambda peer: self.reach(sender, peer, "name").allowed)
-        return target, self.reach(sender, target, addressed_by)
 
     def accept_broadcast(
         self, conn: Connection, sender: PeerInfo, scope: str, text: str, reply_to: str | None, urgent: bool | None
