@@ -71,4 +71,4 @@ def test_the_opcode_count_diagnostic_runs():
     steps = {line.split(None, 1)[1]: float(line.split()[0]) for line in lines[1:5]}
     assert list(steps) == ["send to a foreground peer", "send to a job", "the job's ack", "the commit and its answers"], done.stdout
     assert all(count > 100 for count in steps.values()), done.stdout
-    assert any("accept_send" in line for line in lines[6:]), done.stdout
+    assert any("sending.py:send" in line for line in lines[6:]), done.stdout

@@ -21,16 +21,18 @@ from typing import Any
 
 import anyio
 
-from roost_core import locks, policy, routing
+from roost_core import locks, routing
 from roost_core.config import Config
 from roost_core.daemon import changes
 from roost_core.daemon.accept import Refuser
+from roost_core.daemon.budgets import Budgets
 from roost_core.daemon.connection import Connection
-from roost_core.daemon.delivery import MAX_CRASH_RESTARTS, Mailroom, Pending, not_stored, settle
+from roost_core.daemon.delivery import MAX_CRASH_RESTARTS, Mailroom, not_stored, settle
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.pool import WarmKey, WarmPool, WarmSlot
 from roost_core.daemon.receipts import MessageQuotes, Receipts
+from roost_core.daemon.sending import SendDesk
 from roost_core.daemon.tables import PeerListing, PeerTables
 from roost_core.daemon.watch import Watchers
 from roost_core.hosts import builtin_hosts
@@ -116,6 +118,11 @@ class DaemonBase:
         self.clock = lambda: time.monotonic() if self.clock_frozen is None else self.clock_frozen
         #: The peer tables (no I/O): they read ``jobs`` and ``foreground`` as they are now.
         self.tables = PeerTables(self.jobs, self.foreground, pm, config, self.host_takes_messages)
+        #: Each tree's spending and budget answer (no I/O).
+        self.budgets = Budgets(self.jobs, pm, config)
+        #: The send op's logic and every agent item's hand-over (no I/O): over the tables,
+        #: the budgets and the mailroom.
+        self.desk = SendDesk(self.tables, self.budgets, self.mailroom, self.receipts, self.jobs, self.foreground, pm, config, self.clock)
         #: Jobs whose record could not be written (disk full, I/O error): written again
         #: by the monitor; the record in memory is the truth meanwhile.
         self.unsaved: set[str] = set()
@@ -668,45 +675,12 @@ class DaemonBase:
         # A foreground session is where the user sits: what it does starts a new chain.
         return None, 0
 
-    def in_broadcast_chain(self, conn: Connection) -> bool:
-        """The calling session's run took in anything from a chain that holds a broadcast."""
-        return conn.job is not None and conn.job.run_broadcast_chain
-
     async def deliver_to(
         self, target: PeerInfo, item: OutgoingItem, content: str, *, trace: str | None = None, wake: bool = True
     ) -> dict[str, Any]:
         """Deliver an agent item to whoever holds ``target``'s session now; the result
-        once it is durable (see :meth:`accept_delivery`)."""
-        return await settle(self.accept_delivery(target, item, content, trace=trace, wake=wake))
-
-    def accept_delivery(
-        self,
-        target: PeerInfo,
-        item: OutgoingItem,
-        content: str,
-        *,
-        trace: str | None = None,
-        wake: bool = True,
-        relation: str | None = None,
-        delivery: str | None = None,
-    ) -> dict[str, Any] | Pending:
-        """Hand an agent item on, with no wait: pushed to a connected foreground peer (the
-        result at once), or queued on the target job (a :class:`Pending` result, made once
-        the item's commit is over). The result's ``relation`` is ``relation`` (the target
-        as the sender sees it) when given, else the item's; ``delivery`` is the delivery
-        plugin's answer for the item when the caller has asked it already."""
-        answer = {"to": target.id, "name": target.name, "relation": relation or item.relation}
-        if item.id is not None:
-            answer["id"] = item.id
-        if delivery is None:
-            delivery = policy.decide_delivery(self.pm, item, self.config)
-        if target.kind == "foreground":
-            return self.mailroom.to_peer(self.foreground[target.id], target, item, content, delivery, answer, trace=trace)
-        job = self.jobs[target.id]
-        # A tree whose budget is spent is not woken by agents: only running runs go on
-        # (a user reply still starts one).
-        wake = wake and not self.budget_spent(job.tree)
-        return self.mailroom.to_job(job, target, item, content, delivery, answer, trace=trace, wake=wake)
+        once it is durable (see :meth:`SendDesk.deliver`)."""
+        return await settle(self.desk.deliver(target, item, content, trace=trace, wake=wake))
 
 
 def apply_journal_record(job: Job, record: dict[str, Any]) -> None:

@@ -1,7 +1,6 @@
-"""Budgets per session tree: the core sums what each tree's jobs report they spent (their
-hosts' own usage records), the budget plugin (``roost_check_budget``) says when a tree's
-budget is spent, and the core then refuses the tree's spawns and sends, stops waking its
-jobs for agent items, tells its running sessions and its root, once."""
+"""Budgets per session tree: once a tree's budget is spent (:mod:`~roost_core.daemon.budgets`
+sums its usage and asks the budget plugin), the core refuses the tree's spawns and sends,
+stops waking its jobs for agent items, tells its running sessions and its root, once."""
 
 from __future__ import annotations
 
@@ -9,9 +8,10 @@ from typing import Any
 
 from roost_core import policy
 from roost_core.daemon.base import DaemonBase
+from roost_core.daemon.budgets import tree_of
 from roost_core.daemon.jobs import Job
 from roost_core.protocol import ProtocolError
-from roost_core.records import OutgoingItem, PeerInfo, Refusal, TreeUsage
+from roost_core.records import OutgoingItem, PeerInfo, Refusal
 
 #: The sender of what the daemon itself tells agents (budget notices).
 DAEMON_PEER = PeerInfo(id="roost", name="roost", kind="daemon", state="connected", live=True)
@@ -19,52 +19,9 @@ DAEMON_PEER = PeerInfo(id="roost", name="roost", kind="daemon", state="connected
 DAEMON_RELATION = "system"
 
 
-def tree_of(peer: PeerInfo) -> str:
-    """The tree a peer belongs to, named as ``Job.tree`` and ``spawn`` name it."""
-    return peer.root_session or peer.session or f"peer:{peer.id}"
-
-
 class BudgetOps(DaemonBase):
-    _usage_cache: dict[str, TreeUsage] | None = None
-    #: Each tree's budget answer, kept until a usage or the set of jobs changes (asked
-    #: before every send: the answer follows from the usage and the config).
-    _refusals: dict[str, Refusal | None] | None = None
-
-    def usage_changed(self) -> None:
-        """A job's usage, or the set of jobs, changed: sums are made again when asked."""
-        self._usage_cache = None
-        self._refusals = None
-
-    def tree_usage(self, tree: str) -> TreeUsage:
-        """What ``tree``'s jobs have spent, summed (kept until a usage changes)."""
-        if self._usage_cache is None:
-            sums: dict[str, list[Any]] = {}
-            for job in self.jobs.values():
-                row = sums.setdefault(job.tree, [0, 0.0, 0])
-                usage = job.usage or {}
-                row[0] += int(usage.get("tokens") or 0)
-                row[1] += float(usage.get("cost") or 0.0)
-                row[2] += 1
-            self._usage_cache = {key: TreeUsage(tree=key, tokens=t, cost=c, jobs=n) for key, (t, c, n) in sums.items()}
-        return self._usage_cache.get(tree) or TreeUsage(tree=tree)
-
-    def budget_refusal(self, tree: str) -> Refusal | None:
-        refusals = self._refusals
-        if refusals is None:
-            refusals = self._refusals = {}
-        elif tree in refusals:
-            return refusals[tree]
-        refusal = refusals[tree] = policy.check_budget(self.pm, self.tree_usage(tree), self.config)
-        return refusal
-
-    def budget_spent(self, tree: str) -> bool:
-        return self.budget_refusal(tree) is not None
-
-    def check_budget_of(self, sender: PeerInfo) -> None:
-        """Refuse a send or spawn from a tree whose budget is spent."""
-        refusal = self.budget_refusal(tree_of(sender))
-        if refusal is not None:
-            raise ProtocolError(refusal.code, refusal.message)
+    """The daemon's side of budgets: what it does once a tree's budget is spent. The
+    sums and the plugin's answers are ``self.budgets`` (:class:`Budgets`, no I/O)."""
 
     def note_usage(self, job: Job, usage: Any) -> None:
         """The worker reported its session's total spending (idempotent: a total, not a
@@ -78,9 +35,9 @@ class BudgetOps(DaemonBase):
         if clean == job.usage:
             return
         job.usage = clean
-        self.usage_changed()
+        self.budgets.usage_changed()
         tree = job.tree
-        refusal = self.budget_refusal(tree)
+        refusal = self.budgets.refusal(tree)
         members = [j for j in self.jobs.values() if j.tree == tree]
         if refusal is None or any(j.budget_told for j in members):
             return

@@ -13,7 +13,7 @@ from typing import Any
 
 from roost_core import identity, locks, policy
 from roost_core.config import load_project_config
-from roost_core.daemon.budget import tree_of
+from roost_core.daemon.budgets import tree_of
 from roost_core.daemon.base import (
     STOP_GRACE_SECONDS,
     DaemonBase,
@@ -212,7 +212,7 @@ class JobOps(DaemonBase):
         self.save_new(job)
         self.jobs[job.id] = job
         changes.changed()
-        self.usage_changed()
+        self.budgets.usage_changed()
 
     async def enqueue_task(self, job: Job, task: str, **fields: Any) -> None:
         """Queue a new job's task; if it cannot be stored, the job is taken back whole
@@ -263,8 +263,8 @@ class JobOps(DaemonBase):
             parent = self.parent_holder(peer, table)
             tree = tree_of(peer)
             if tree not in trees:
-                usage = self.tree_usage(tree)
-                refusal = self.budget_refusal(tree)
+                usage = self.budgets.usage(tree)
+                refusal = self.budgets.refusal(tree)
                 trees[tree] = {"tokens": usage.tokens, "cost": usage.cost, "spent": refusal is not None, "reason": refusal.message if refusal else None}
             rows.append(
                 {
@@ -335,7 +335,7 @@ class JobOps(DaemonBase):
             job.conn.close()
         self.jobs.pop(job.id, None)
         changes.changed()
-        self.usage_changed()
+        self.budgets.usage_changed()
         self.fire_watches(job, "ended")
         self.drop_watches_of(job.id)
         self._kill_at.pop(job.id, None)

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from roost_core import identity, locks, policy, routing
+from roost_core import identity, locks, policy
 from roost_core.daemon.base import DaemonBase, check_scenario, check_session_path
 from roost_core.daemon.delivery import Pending, settle
 from roost_core.daemon import changes
@@ -18,10 +18,8 @@ from roost_core.daemon.peers import ForegroundPeer
 from roost_core.protocol import (
     BAD_ARGS,
     CONFLICT,
-    NOT_ACCEPTED,
     NOT_FOUND,
     UNAUTHORIZED,
-    UNREACHABLE,
     Field,
     ProtocolError,
     decode_answer,
@@ -29,18 +27,12 @@ from roost_core.protocol import (
     validate_args,
 )
 from roost_core.records import (
-    OutgoingItem,
     PeerInfo,
-    ReachablePeer,
-    ScopeRequest,
     SpawnRequest,
     ToolResult,
 )
 from roost_core.transcript import read_entries
 
-#: ``to`` that starts with this names a broadcast scope (``*children``), never a peer:
-#: no sanitised name holds it.
-SCOPE_MARK = "*"
 
 
 class MessagingOps(DaemonBase):
@@ -168,117 +160,16 @@ class MessagingOps(DaemonBase):
 
     def accept_send(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any] | Pending:
         """``send`` with no wait: everything up to the journal now, the result once the
-        item is durable (so a client's pipelined sends share one commit)."""
-        sender = self.sender_info(conn)
-        text = args["message"]
-        reply_to = args.get("reply_to")
-        if reply_to is not None and not identity.is_message_id(reply_to):
-            raise ProtocolError(BAD_ARGS, f"reply_to {reply_to[:40]!r} is not a message id: give the msg of the message you answer (m + 8 hex)")
-        self.check_budget_of(sender)
-        if args["to"].startswith(SCOPE_MARK):
-            return self.accept_broadcast(conn, sender, args["to"][len(SCOPE_MARK):], text, reply_to, args.get("urgent"))
-        # The tables themselves, not the daemon's route: one call less on every send.
-        target, decision = self.tables.route(sender, args["to"])
-        if not decision.allowed:
-            self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason="unreachable", text=text)
-            raise ProtocolError(UNREACHABLE, decision.reason or f"peer {target.id} is not reachable")
-        job = conn.job
-        # The chain the calling session is in (chain_of, in_broadcast_chain), read once.
-        trace, hops, broadcast_chain = (job.run_trace, job.run_hops, job.run_broadcast_chain) if job is not None else (None, 0, False)
-        # The envelope names the sender as the receiver sees it: my child sees "parent".
-        outgoing = OutgoingItem(
-            sender, target, text, "message", _INVERSE.get(decision.relation, decision.relation), hops + 1,
-            identity.new_message_id(), reply_to, None, broadcast_chain, args.get("urgent"),
-        )
-        hooks = policy.send_policy(self.pm)
-        now = self.clock()
-        refusal = hooks.check_send(outgoing, now, self.config)
-        if refusal is not None:
-            self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=refusal.code, text=text)
-            raise ProtocolError(refusal.code, refusal.message)
-        if not target.accepts_messages:
-            self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=NOT_ACCEPTED, text=text)
-            raise ProtocolError(NOT_ACCEPTED, f"{target.id} is a {target.host} job; it takes no messages")
-        content = hooks.frame_item(outgoing)
-        answer = self.accept_delivery(target, outgoing, content, trace=trace, relation=decision.relation, delivery=hooks.decide_delivery(outgoing, self.config))
-        # Counted once accepted, not once durable: a send pipelined right behind this one
-        # is checked against it.
-        hooks.note_sent(outgoing, now)
-        return answer
-
-    def accept_broadcast(
-        self, conn: Connection, sender: PeerInfo, scope: str, text: str, reply_to: str | None, urgent: bool | None
-    ) -> dict[str, Any] | Pending:
-        """A ``send`` to a scope: the broadcast plugin picks the receivers among the peers
-        reach allows inside the tree; each gets its own item, checked by the send limits
-        like any message (so each counts towards the rate and hop limits). The result
-        lists every receiver and what happened to it, once all items are durable."""
-        listing = self.peer_listing()
-        peers, _rows = listing.without(listing.index.get(routing.session_key(sender)), listing.index.get(sender.id))
-        decisions = policy.decide_reach_many(self.pm, sender, peers, "scope", self.config)
-        reachable = tuple(
-            ReachablePeer(peer, decision.relation) for peer, decision in zip(peers, decisions) if decision.allowed and decision.relation != "external"
-        )
-        trace, hops = self.chain_of(conn)
-        request = ScopeRequest(sender=sender, scope=scope, reachable=reachable, broadcast_chain=self.in_broadcast_chain(conn), hops=hops)
-        plan = policy.plan_broadcast(self.pm, request, self.config)
-        if plan.refusal is not None:
-            raise ProtocolError(plan.refusal.code, plan.refusal.message)
-        message_id = identity.new_message_id()
-        answers: list[dict[str, Any] | Pending] = []
-        for receiver in plan.receivers:
-            target = receiver.peer
-            outgoing = OutgoingItem(
-                sender=sender,
-                target=target,
-                text=text,
-                kind="message",
-                relation=inverse_relation(receiver.relation),
-                hops=hops + 1,
-                id=message_id,
-                reply_to=reply_to,
-                scope=scope,
-                broadcast_chain=True,
-                urgent=urgent,
-            )
-            row = {"to": target.id, "name": target.name, "relation": receiver.relation}
-            refusal = policy.check_send(self.pm, outgoing, self.clock(), self.config)
-            if refusal is not None:
-                self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=refusal.code, text=text)
-                answers.append({**row, "result": "refused", "code": refusal.code, "reason": refusal.message})
-                continue
-            try:
-                answer = self.accept_delivery(target, outgoing, policy.frame_item(self.pm, outgoing), trace=trace)
-            except ProtocolError as exc:
-                answers.append({**row, "result": "refused", "code": exc.code, "reason": exc.message})
-                continue
-            policy.note_sent(self.pm, outgoing, self.clock())
-            answers.append(answer)
-
-        def finish() -> dict[str, Any]:
-            results = []
-            for answer, receiver in zip(answers, plan.receivers):
-                if not isinstance(answer, Pending):
-                    results.append(answer)
-                    continue
-                try:
-                    results.append(answer.finish())
-                except ProtocolError as exc:
-                    results.append({"to": receiver.peer.id, "name": receiver.peer.name, "relation": receiver.relation, "result": "refused", "code": exc.code, "reason": exc.message})
-            for result in results:
-                result["relation"] = next(r.relation for r in plan.receivers if r.peer.id == result["to"])
-            return {"scope": scope, "id": message_id, "sent": results}
-
-        pending = [answer for answer in answers if isinstance(answer, Pending)]
-        # Commits finish in order: once the last item's is over, every item is durable.
-        return Pending(pending[-1].commit, finish) if pending else finish()
+        item is durable (so a client's pipelined sends share one commit). The op's logic
+        is the send desk's (:class:`~roost_core.daemon.sending.SendDesk`, no I/O)."""
+        return self.desk.send(self.sender_info(conn), conn.job, args)
 
     async def op_spawn(self, conn: Connection, args: dict[str, Any], *, via_tool: bool = False) -> dict[str, Any]:
         """Start a child job of the calling session, linked into its tree. Through the
         ``roost_spawn`` tool (``via_tool``) a ``host`` is the agent's choice, which the
         limits plugin checks against ``agentSpawnHosts``."""
         sender = self.sender_info(conn)
-        self.check_budget_of(sender)
+        self.budgets.check(sender)
         parent_job = conn.job if conn.job is not None else self.tree_record(sender.session)
         own_host = conn.job.host if conn.job is not None else conn.peer.host if conn.peer is not None else None
         # A spawner without a host of its own (the Python foreground API) keeps the
@@ -363,14 +254,6 @@ TOOL_OPS: dict[str, tuple[str, dict[str, Field]]] = {
         },
     ),
 }
-
-
-_INVERSE = {"parent": "child", "child": "parent"}
-
-
-def inverse_relation(relation: str) -> str:
-    """The relation seen from the other side (parent <-> child; the rest are symmetric)."""
-    return _INVERSE.get(relation, relation)
 
 
 def child_scenario(parent_scenario: Any, model: str | None) -> Any:

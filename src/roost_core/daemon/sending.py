@@ -1,0 +1,202 @@
+"""The ``send`` op's logic, with no I/O: to whom a message goes and whether it may.
+
+:class:`SendDesk` takes a sender (its record in the peer tables), the job it speaks from
+(the chain its run is in) and the op's checked arguments; it finds the receiver in the
+peer tables, asks the reach, budget, limits, envelope and delivery policies, and hands the
+item to the mailroom. What comes out is the answer (or a :class:`Pending` one, made once
+the item is durable), the receipts of refusals, and what the mailroom puts out. It holds
+no daemon: the daemon's ``send`` op calls it with the caller's connection resolved, and
+``tests/unit/test_sending.py`` calls it with records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from roost_core import identity, policy, routing
+from roost_core.config import Config
+from roost_core.daemon.budgets import Budgets
+from roost_core.daemon.delivery import Mailroom, Pending
+from roost_core.daemon.jobs import Job
+from roost_core.daemon.peers import ForegroundPeer
+from roost_core.daemon.receipts import Receipts
+from roost_core.daemon.tables import PeerTables
+from roost_core.protocol import BAD_ARGS, NOT_ACCEPTED, UNREACHABLE, ProtocolError
+from roost_core.records import OutgoingItem, PeerInfo, ReachablePeer, ScopeRequest
+
+#: ``to`` that starts with this names a broadcast scope (``*children``), never a peer:
+#: no sanitised name holds it.
+SCOPE_MARK = "*"
+
+_INVERSE = {"parent": "child", "child": "parent"}
+
+
+def inverse_relation(relation: str) -> str:
+    """The relation seen from the other side (parent <-> child; the rest are symmetric)."""
+    return _INVERSE.get(relation, relation)
+
+
+class SendDesk:
+    """Sends and deliveries of agent items (see the module docstring). ``jobs`` and
+    ``foreground`` are the daemon's own dicts (read, never copied); ``clock`` is the
+    daemon's clock for rate windows."""
+
+    def __init__(
+        self,
+        tables: PeerTables,
+        budgets: Budgets,
+        mailroom: Mailroom,
+        receipts: Receipts,
+        jobs: dict[str, Job],
+        foreground: dict[str, ForegroundPeer],
+        pm: Any,
+        config: Config,
+        clock: Callable[[], float],
+    ) -> None:
+        self.tables = tables
+        self.budgets = budgets
+        self.mailroom = mailroom
+        self.receipts = receipts
+        self.jobs = jobs
+        self.foreground = foreground
+        self.pm = pm
+        self.config = config
+        self.clock = clock
+
+    def send(self, sender: PeerInfo, job: Job | None, args: dict[str, Any]) -> dict[str, Any] | Pending:
+        """A ``send`` (``args``: the op's checked arguments) from ``sender``, speaking
+        from ``job`` (None: a foreground session, where the user sits, which starts a new
+        chain): the answer, or the :class:`Pending` answer once the item is durable.
+        Raises the refusal (its receipt recorded)."""
+        text = args["message"]
+        reply_to = args.get("reply_to")
+        if reply_to is not None and not identity.is_message_id(reply_to):
+            raise ProtocolError(BAD_ARGS, f"reply_to {reply_to[:40]!r} is not a message id: give the msg of the message you answer (m + 8 hex)")
+        self.budgets.check(sender)
+        to = args["to"]
+        if to.startswith(SCOPE_MARK):
+            return self.broadcast(sender, job, to[len(SCOPE_MARK):], text, reply_to, args.get("urgent"))
+        target, decision = self.tables.route(sender, to)
+        if not decision.allowed:
+            self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason="unreachable", text=text)
+            raise ProtocolError(UNREACHABLE, decision.reason or f"peer {target.id} is not reachable")
+        # The chain the sender is in, read once.
+        trace, hops, broadcast_chain = (job.run_trace, job.run_hops, job.run_broadcast_chain) if job is not None else (None, 0, False)
+        # The envelope names the sender as the receiver sees it: my child sees "parent".
+        outgoing = OutgoingItem(
+            sender, target, text, "message", _INVERSE.get(decision.relation, decision.relation), hops + 1,
+            identity.new_message_id(), reply_to, None, broadcast_chain, args.get("urgent"),
+        )
+        hooks = policy.send_policy(self.pm)
+        now = self.clock()
+        refusal = hooks.check_send(outgoing, now, self.config)
+        if refusal is not None:
+            self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=refusal.code, text=text)
+            raise ProtocolError(refusal.code, refusal.message)
+        if not target.accepts_messages:
+            self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=NOT_ACCEPTED, text=text)
+            raise ProtocolError(NOT_ACCEPTED, f"{target.id} is a {target.host} job; it takes no messages")
+        content = hooks.frame_item(outgoing)
+        answer = self.deliver(target, outgoing, content, trace=trace, relation=decision.relation, delivery=hooks.decide_delivery(outgoing, self.config))
+        # Counted once accepted, not once durable: a send pipelined right behind this one
+        # is checked against it.
+        hooks.note_sent(outgoing, now)
+        return answer
+
+    def broadcast(
+        self, sender: PeerInfo, job: Job | None, scope: str, text: str, reply_to: str | None, urgent: bool | None
+    ) -> dict[str, Any] | Pending:
+        """A ``send`` to a scope: the broadcast plugin picks the receivers among the peers
+        reach allows inside the tree; each gets its own item, checked by the send limits
+        like any message (so each counts towards the rate and hop limits). The result
+        lists every receiver and what happened to it, once all items are durable."""
+        listing = self.tables.peer_listing()
+        peers, _rows = listing.without(listing.index.get(routing.session_key(sender)), listing.index.get(sender.id))
+        decisions = policy.decide_reach_many(self.pm, sender, peers, "scope", self.config)
+        reachable = tuple(
+            ReachablePeer(peer, decision.relation) for peer, decision in zip(peers, decisions) if decision.allowed and decision.relation != "external"
+        )
+        trace, hops = (job.run_trace, job.run_hops) if job is not None else (None, 0)
+        request = ScopeRequest(sender=sender, scope=scope, reachable=reachable, broadcast_chain=job is not None and job.run_broadcast_chain, hops=hops)
+        plan = policy.plan_broadcast(self.pm, request, self.config)
+        if plan.refusal is not None:
+            raise ProtocolError(plan.refusal.code, plan.refusal.message)
+        message_id = identity.new_message_id()
+        answers: list[dict[str, Any] | Pending] = []
+        for receiver in plan.receivers:
+            target = receiver.peer
+            outgoing = OutgoingItem(
+                sender=sender,
+                target=target,
+                text=text,
+                kind="message",
+                relation=inverse_relation(receiver.relation),
+                hops=hops + 1,
+                id=message_id,
+                reply_to=reply_to,
+                scope=scope,
+                broadcast_chain=True,
+                urgent=urgent,
+            )
+            row = {"to": target.id, "name": target.name, "relation": receiver.relation}
+            refusal = policy.check_send(self.pm, outgoing, self.clock(), self.config)
+            if refusal is not None:
+                self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=refusal.code, text=text)
+                answers.append({**row, "result": "refused", "code": refusal.code, "reason": refusal.message})
+                continue
+            try:
+                answer = self.deliver(target, outgoing, policy.frame_item(self.pm, outgoing), trace=trace)
+            except ProtocolError as exc:
+                answers.append({**row, "result": "refused", "code": exc.code, "reason": exc.message})
+                continue
+            policy.note_sent(self.pm, outgoing, self.clock())
+            answers.append(answer)
+
+        def finish() -> dict[str, Any]:
+            results = []
+            for answer, receiver in zip(answers, plan.receivers):
+                if not isinstance(answer, Pending):
+                    results.append(answer)
+                    continue
+                try:
+                    results.append(answer.finish())
+                except ProtocolError as exc:
+                    results.append({"to": receiver.peer.id, "name": receiver.peer.name, "relation": receiver.relation, "result": "refused", "code": exc.code, "reason": exc.message})
+            for result in results:
+                result["relation"] = next(r.relation for r in plan.receivers if r.peer.id == result["to"])
+            return {"scope": scope, "id": message_id, "sent": results}
+
+        pending = [answer for answer in answers if isinstance(answer, Pending)]
+        # Commits finish in order: once the last item's is over, every item is durable.
+        return Pending(pending[-1].commit, finish) if pending else finish()
+
+    def deliver(
+        self,
+        target: PeerInfo,
+        item: OutgoingItem,
+        content: str,
+        *,
+        trace: str | None = None,
+        wake: bool = True,
+        relation: str | None = None,
+        delivery: str | None = None,
+    ) -> dict[str, Any] | Pending:
+        """Hand an agent item on, with no wait: pushed to a connected foreground peer (the
+        result at once), or queued on the target job (a :class:`Pending` result, made once
+        the item's commit is over). The result's ``relation`` is ``relation`` (the target
+        as the sender sees it) when given, else the item's; ``delivery`` is the delivery
+        plugin's answer for the item when the caller has asked it already."""
+        answer = {"to": target.id, "name": target.name, "relation": relation or item.relation}
+        if item.id is not None:
+            answer["id"] = item.id
+        if delivery is None:
+            delivery = policy.decide_delivery(self.pm, item, self.config)
+        if target.kind == "foreground":
+            return self.mailroom.to_peer(self.foreground[target.id], target, item, content, delivery, answer, trace=trace)
+        job = self.jobs[target.id]
+        # A tree whose budget is spent is not woken by agents: only running runs go on
+        # (a user reply still starts one).
+        wake = wake and not self.budgets.spent(job.tree)
+        return self.mailroom.to_job(job, target, item, content, delivery, answer, trace=trace, wake=wake)
+
