@@ -75,9 +75,11 @@ def measure(peers: int, jobs: int, item_jobs: int, items_per_job: int = 20, sett
         for conn in conns:
             conn.close()
 
+    from roost_core.daemon.delivery import item_record
+    from roost_core.protocol import encode
     from roost_core.queue import Item
 
-    out["item_record_bytes"] = len(json.dumps({"op": "item", "job": "01234567", "item": Item(seq=1, kind="message", content=message_text(600), text=body).to_json()}))
+    out["item_record_bytes"] = len(item_record("j-01234567", encode(Item(seq=1, kind="message", content=message_text(600), text=body).to_event())))
     with BareServer(label="mem") as bare:
         b0 = settled(bare.pid, settle)
         bare_conns = []

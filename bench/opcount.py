@@ -1,5 +1,5 @@
 """How many bytecodes the daemon's op logic runs per message, step by step:
-``python -m bench.opcount [--iterations N] [--top K]``.
+``python -m bench.opcount [--iterations N] [--top K] [--step STEP]``.
 
 The steps and the daemon are :mod:`bench.oplogic`'s (a send to a foreground peer, a send
 to a job, its ack, the commit with its answers; detached connections, no fsync); only
@@ -32,6 +32,7 @@ class OpcodeCounter:
     def __init__(self) -> None:
         self.per_step: Counter[str] = Counter()
         self.per_function: Counter[str] = Counter()
+        self.per_step_function: Counter[tuple[str, str]] = Counter()
         self.calls: Counter[str] = Counter()
         self._reads = 0
 
@@ -51,8 +52,10 @@ class OpcodeCounter:
             frame.f_trace_opcodes = True
             self.calls[_name(frame)] += 1
         elif event == "opcode":
-            self.per_step[self._step()] += 1
+            step = self._step()
+            self.per_step[step] += 1
             self.per_function[_name(frame)] += 1
+            self.per_step_function[step, _name(frame)] += 1
         return self._trace
 
 
@@ -65,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.opcount", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--iterations", type=int, default=500)
     parser.add_argument("--top", type=int, default=25, help="functions to list, most bytecodes first")
+    parser.add_argument("--step", choices=STEPS, help="list the functions of this step only")
     args = parser.parse_args(argv)
     counter = OpcodeCounter()
     measure(args.iterations, clock=counter)
@@ -73,6 +77,12 @@ def main(argv: list[str] | None = None) -> int:
     for step in STEPS:
         print(f"  {counter.per_step[step] / n:7.0f}  {step}")
     print(f"  {sum(counter.per_step.values()) / n:7.0f}  all four; {sum(counter.calls.values()) / n:.0f} Python calls")
+    if args.step:
+        print(f"by function, {args.step} only (bytecodes per iteration):")
+        ranked = sorted(((count, name) for (step, name), count in counter.per_step_function.items() if step == args.step), reverse=True)
+        for count, name in ranked[: args.top]:
+            print(f"  {count / n:7.1f}  {name}")
+        return 0
     print("by function (bytecodes per iteration, calls per iteration):")
     for name, count in counter.per_function.most_common(args.top):
         print(f"  {count / n:7.1f} {counter.calls[name] / n:5.1f}  {name}")

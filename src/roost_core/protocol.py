@@ -79,6 +79,16 @@ def encode(frame: dict[str, Any]) -> bytes:
     return json.dumps(frame, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
+def encode_string(text: str) -> bytes:
+    """``text`` as a JSON string, as :func:`encode` writes one inside a frame."""
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(text)
+        except TypeError:
+            pass  # a lone surrogate: json writes it escaped, as encode does
+    return json.dumps(text, ensure_ascii=False).encode("utf-8")
+
+
 def ok(request_id: Any, result: dict[str, Any]) -> dict[str, Any]:
     return {"id": request_id, "ok": True, "result": result}
 
@@ -109,6 +119,9 @@ class FrameDecoder:
         if not self._buffer and not self._discarding and len(data) <= self.max_frame and data.endswith(b"\n"):
             # Whole lines and nothing held (a client's usual write): no line is too long.
             decode = self.decode
+            if data.count(b"\n") == 1:
+                # One line, the most usual write of all: no split, no list made to walk.
+                return [] if data.isspace() else [decode(data[:-1])]
             return [decode(line) for line in data.split(b"\n")[:-1] if line.strip()]
         out: list[dict[str, Any] | ProtocolError] = []
         start = 0

@@ -70,6 +70,38 @@ class Item:
             "reply_quote": self.reply_quote,
         }
 
+    def to_event(self) -> dict[str, Any]:
+        """The ``deliver`` event that carries this item to its receiver, in the wire's
+        names (:data:`EVENT_NAMES`). It is also how the journal stores the item: one
+        encoding of it is pushed and written (``daemon.delivery``)."""
+        return {
+            "event": "deliver",
+            "seq": self.seq,
+            "kind": self.kind,
+            "content": self.content,
+            "text": self.text,
+            "from": self.sender,
+            "fromName": self.sender_name,
+            "relation": self.relation,
+            "created": self.created,
+            "trace": self.trace,
+            "hops": self.hops,
+            "id": self.msg_id,
+            "replyTo": self.reply_to,
+            "scope": self.scope,
+            "broadcastChain": self.broadcast_chain,
+            "delivery": self.delivery,
+            "replyQuote": self.reply_quote,
+        }
+
+    @classmethod
+    def from_event(cls, data: Any) -> Item:
+        """An item from its ``deliver`` event as the journal stores it; ``ValueError``
+        for one roost did not write."""
+        if not isinstance(data, dict) or data.get("event") != "deliver":
+            raise ValueError("an item's event is a JSON object with event 'deliver'")
+        return cls.from_json({FIELD_NAMES.get(key, key): value for key, value in data.items() if key != "event"})
+
     @classmethod
     def from_json(cls, data: Any) -> Item:
         """An item from its journal record; ``ValueError`` for one roost did not write."""
@@ -101,6 +133,20 @@ class Item:
     def follow_up(self) -> bool:
         """Waits for the receiver's current run to end (never steered in mid-run)."""
         return self.delivery == "followUp"
+
+
+
+#: An item's fields by the names its ``deliver`` event gives them (where they differ).
+EVENT_NAMES = {
+    "sender": "from",
+    "sender_name": "fromName",
+    "msg_id": "id",
+    "reply_to": "replyTo",
+    "broadcast_chain": "broadcastChain",
+    "reply_quote": "replyQuote",
+}
+#: The other way: a ``deliver`` event's key -> the item's field.
+FIELD_NAMES = {event: field for field, event in EVENT_NAMES.items()}
 
 
 class JobQueue:

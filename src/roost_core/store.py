@@ -345,6 +345,17 @@ class Journal:
             self._loop.call_soon(self._hand_due_records)
         return self._commit_next
 
+    def add_line(self, line: bytes) -> Commit:
+        """:meth:`add` for one record encoded already (a JSON object and a newline; an
+        item's record is made around its encoded deliver event, not encoded again)."""
+        if self._closed:
+            raise JournalError("journal is closed")
+        self._buffer.append(line)
+        if not self._hand_due and self._loop is not None:
+            self._hand_due = True
+            self._loop.call_soon(self._hand_due_records)
+        return self._commit_next
+
     def _hand_due_records(self) -> None:
         self._hand_due = False
         self._hand_over()

@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
+from roost_core.daemon.base import apply_journal_record
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.delivery import Mailroom, Pending
 from roost_core.daemon.jobs import Job
@@ -41,6 +42,10 @@ class RecordingJournal:
 
     def add(self, *records: dict[str, Any]) -> Commit:
         self.records.extend(records)
+        return self.next
+
+    def add_line(self, line: bytes) -> Commit:
+        self.records.append(json.loads(line))
         return self.next
 
     def commit_over(self, error: Exception | None = None) -> None:
@@ -110,7 +115,8 @@ def test_a_send_to_a_connected_worker_is_pushed_before_it_is_durable_and_answere
         assert event["event"] == "deliver" and event["seq"] == 1 and event["content"] == "<framed>"
         assert event["from"] == SENDER.id and event["trace"] == "t-1" and event["id"] == "m00000001"
         assert [r["op"] for r in room.journal.records] == ["item"]
-        assert room.journal.records[0]["item"]["seq"] == 1 and room.journal.records[0]["item"]["text"] == "hello"
+        # The record holds the item as its deliver event: the same bytes the worker got.
+        assert room.journal.records[0]["deliver"] == event
         assert not pending.commit.over
         room.journal.commit_over()
         assert pending.finish() == {"to": job.id, "result": "delivered", "seq": 1}
@@ -258,3 +264,23 @@ def test_quotes_keep_the_newest_messages_and_their_first_words(monkeypatch):
     assert quotes.quote("m00000004") == ("message 4 " + "x" * 200)[:80]
     assert [bool(quotes.quote(f"m{n:08x}")) for n in range(2, 5)] == [True, True, True]
     assert quotes.quote(None) is None
+
+
+def test_an_items_journal_record_replays_into_the_same_item_and_old_records_still_do(tmp_path):
+    async def story() -> None:
+        room, job = Room(tmp_path), a_job()
+        job.conn = worker_conn()
+        send_to_job(room, job, message(target_of(job), "kept across a restart", msg_id="m0000000c"))
+        (record,) = room.journal.records
+        (queued,) = job.queue.items
+        replayed = a_job()
+        apply_journal_record(replayed, record)
+        assert replayed.queue.items == [queued]
+        # A journal written before items were stored as their deliver events.
+        older = a_job()
+        apply_journal_record(older, {"op": "item", "job": job.id, "item": queued.to_json()})
+        assert older.queue.items == [queued]
+        with pytest.raises(ValueError):
+            apply_journal_record(a_job(), {"op": "item", "job": job.id, "deliver": {**record["deliver"], "event": "other"}})
+
+    run(story)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from roost_core.protocol import QUEUE_FULL, ProtocolError
@@ -137,3 +139,19 @@ def test_item_json_round_trip_ignores_unknown_fields():
     assert Item.from_json({**data, "future_field": 1}) == item
     assert item.is_agent_item
     assert not Item(seq=1, kind="reply", content="x").is_agent_item
+
+
+def test_an_item_round_trips_through_its_deliver_event_with_every_field():
+    item = Item(
+        seq=7, kind="message", content="framed", text="hi", sender="a1b2c3d4", sender_name="lead", relation="parent",
+        created=1700000000.5, trace="t-1", hops=3, msg_id="m0000000a", reply_to="m00000009", scope="children",
+        broadcast_chain=True, delivery="followUp", reply_quote="the question",
+    )
+    event = item.to_event()
+    assert (event["event"], event["from"], event["fromName"], event["id"], event["replyTo"], event["broadcastChain"], event["replyQuote"]) == (
+        "deliver", "a1b2c3d4", "lead", "m0000000a", "m00000009", True, "the question")
+    assert Item.from_event(json.loads(json.dumps(event))) == item
+    # Checked as a journal record is: anything else is not an item roost wrote.
+    for bad in ({**event, "event": "shutdown"}, {**event, "seq": "7"}, {**event, "from": 5}, [event]):
+        with pytest.raises(ValueError):
+            Item.from_event(bad)

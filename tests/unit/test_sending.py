@@ -9,6 +9,7 @@ connections, the journal records, the receipts, and the workers it asks to start
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -45,6 +46,10 @@ class RecordingJournal:
 
     def add(self, *records: dict[str, Any]) -> Commit:
         self.records.extend(records)
+        return self.next
+
+    def add_line(self, line: bytes) -> Commit:
+        self.records.append(json.loads(line))
         return self.next
 
     def commit_over(self) -> None:
@@ -126,14 +131,14 @@ def test_a_send_to_a_child_job_is_framed_queued_and_answered_once_durable(tmp_pa
         pending = t.send(t.lead, "worker", "look at the tests")
         assert isinstance(pending, Pending) and t.started == []
         (record,) = t.journal.records
-        item = record["item"]
+        item = record["deliver"]
         assert (record["op"], record["job"], item["seq"], item["text"], item["relation"]) == ("item", "j-1", 1, "look at the tests", "parent")
         # The envelope plugin framed it: the text inside, its sender named as the child sees it.
         assert "look at the tests" in item["content"] and "parent" in item["content"] and item["content"] != item["text"]
-        assert (item["sender"], item["hops"], item["trace"], item["delivery"]) == ("f-lead", 1, None, "steer")
+        assert (item["from"], item["hops"], item["trace"], item["delivery"]) == ("f-lead", 1, None, "steer")
         t.journal.commit_over()
         answer = pending.finish()
-        assert answer == {"to": "j-1", "name": "worker", "relation": "child", "id": item["msg_id"], "result": "started", "seq": 1}
+        assert answer == {"to": "j-1", "name": "worker", "relation": "child", "id": item["id"], "result": "started", "seq": 1}
         assert t.started == ["j-1"] and child.queue.durable == 1
         assert t.receipts_of("f-lead") == [("j-1", "queued", None)]
 
@@ -230,10 +235,10 @@ def test_a_broadcast_to_children_gives_each_live_child_its_own_item_under_one_id
         pending = t.send(t.lead, "*children", "status, please")
         assert isinstance(pending, Pending)
         (event,) = one.conn.take_sent()  # pushed before the commit, as any send
-        assert [(r["job"], r["item"]["scope"], r["item"]["broadcast_chain"]) for r in t.journal.records] == [("j-1", "children", True), ("j-2", "children", True)]
+        assert [(r["job"], r["deliver"]["scope"], r["deliver"]["broadcastChain"]) for r in t.journal.records] == [("j-1", "children", True), ("j-2", "children", True)]
         t.journal.commit_over()
         answer = pending.finish()
-        assert answer["scope"] == "children" and answer["id"] == event["id"] == t.journal.records[1]["item"]["msg_id"]
+        assert answer["scope"] == "children" and answer["id"] == event["id"] == t.journal.records[1]["deliver"]["id"]
         assert [(r["to"], r["relation"], r["result"]) for r in answer["sent"]] == [("j-1", "child", "delivered"), ("j-2", "child", "queued")]
         assert two.queue.durable == 1
 

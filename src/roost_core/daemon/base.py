@@ -210,7 +210,7 @@ class DaemonBase:
         records: list[dict[str, Any]] = []
         for job in self.jobs.values():
             records.append({"op": "seq", "job": job.id, "replySeq": job.queue.reply_seq, "acked": job.queue.acked})
-            records.extend({"op": "item", "job": job.id, "item": item.to_json()} for item in job.queue.items)
+            records.extend({"op": "item", "job": job.id, "deliver": item.to_event()} for item in job.queue.items)
         return records
 
     def reconcile_workers(self) -> None:
@@ -688,7 +688,8 @@ def apply_journal_record(job: Job, record: dict[str, Any]) -> None:
     not write (then nothing of it is applied)."""
     op = record.get("op")
     if op == "item":
-        job.queue.add(Item.from_json(record.get("item")))
+        # Written as its deliver event (delivery.item_record); before, as Item.to_json.
+        job.queue.add(Item.from_event(record["deliver"]) if "deliver" in record else Item.from_json(record.get("item")))
     elif op == "ack":
         seq = record.get("seq")
         if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:

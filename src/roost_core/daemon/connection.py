@@ -159,11 +159,12 @@ class Connection:
 
         self.last_commit.when_done(send_now)
 
-    def send(self, frame: dict[str, Any]) -> None:
-        """Queue a frame; everything queued in one pass of the loop leaves in one write."""
+    def send(self, frame: dict[str, Any] | bytes) -> None:
+        """Queue a frame (or its line, encoded already by ``protocol.encode``); everything
+        queued in one pass of the loop leaves in one write."""
         if self.closed:
             return
-        data = encode(frame)
+        data = frame if type(frame) is bytes else encode(frame)
         self._outbox.append(data)
         self._outbox_bytes += len(data)
         if self._outbox_bytes > MAX_OUTBOX_BYTES:

@@ -10,8 +10,9 @@ the answer. Starting a worker for an item is the one effect it asks of its owner
 
 It is the hot path of the daemon: one send is :meth:`to_peer` (a foreground receiver) or
 :meth:`to_job` then :meth:`outcome` (a job, once the commit is over), and one ack is
-:meth:`ack_job` or :meth:`ack_peer`. Each builds the item's record once: the queue item (a
-job's), and from it the ``deliver`` event and the journal record.
+:meth:`ack_job` or :meth:`ack_peer`. Each builds the item's record once: the queue item,
+and from it the ``deliver`` event, encoded once for a job's item: the same bytes are
+pushed to the worker and stored inside the item's journal record.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from roost_core import faults
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.receipts import MessageQuotes, Receipts
-from roost_core.protocol import BAD_ARGS, NOT_STORED, QUEUE_FULL, ProtocolError
+from roost_core.protocol import BAD_ARGS, NOT_STORED, QUEUE_FULL, ProtocolError, encode, encode_string
 from roost_core.queue import Item
 from roost_core.records import OutgoingItem, PeerInfo
 from roost_core.store import Commit, JournalError
@@ -39,6 +40,8 @@ class JournalSink(Protocol):
     healthy: bool
 
     def add(self, *records: dict[str, Any]) -> Commit: ...
+
+    def add_line(self, line: bytes) -> Commit: ...
 
 
 class Pending:
@@ -90,7 +93,7 @@ class Mailroom:
         peer.last_message = pushed.created
         seq = peer.seq = pushed.seq
         self.receipts.record(sender.id, target.id, target.name, item.kind, "delivered", seq=seq, text=item.text)
-        event = deliver_event(pushed)
+        event = pushed.to_event()
         peer.in_flight[seq] = event
         peer.conn.send(event)
         answer["result"] = "delivered"
@@ -152,16 +155,19 @@ class Mailroom:
         faults.point("daemon.after_accept_before_persist")
         try:
             assert self.journal is not None
+            # The item's one encoding: its deliver event, pushed as it is and stored
+            # inside its journal record.
+            event = encode(item.to_event())
             conn = job.conn
             if conn is not None and job.sent == item.seq - 1 and self.journal.healthy:
                 # The usual case, push_pending's in short: the worker has every earlier
                 # item, so this one alone goes (and has no receipt to move yet: that is
                 # made once it is durable).
-                conn.send(deliver_event(item))
+                conn.send(event)
                 job.sent = item.seq
             else:
                 self.push_pending(job)
-            return self.journal.add({"op": "item", "job": job.id, "item": item.to_json()})
+            return self.journal.add_line(item_record(job.id, event))
         except Exception:
             job.queue.drop(item.seq)
             raise
@@ -180,7 +186,7 @@ class Mailroom:
         for item in queue.pending(after=job.sent):
             if not journal_ok and item.seq > queue.durable:
                 break
-            conn.send(deliver_event(item))
+            conn.send(item.to_event())
             job.sent = item.seq
             if item.is_agent_item:
                 self.receipts.move(job.id, item.seq, "delivered")
@@ -254,23 +260,8 @@ def not_stored(exc: BaseException, what: str) -> ProtocolError:
     return ProtocolError(NOT_STORED, f"not stored: the daemon could not write {what} to disk ({reason}); nothing was kept, try again later")
 
 
-def deliver_event(item: Item) -> dict[str, Any]:
-    """The ``deliver`` event that carries a queued item to its worker."""
-    return {
-        "event": "deliver",
-        "seq": item.seq,
-        "kind": item.kind,
-        "content": item.content,
-        "text": item.text,
-        "from": item.sender,
-        "fromName": item.sender_name,
-        "relation": item.relation,
-        "trace": item.trace,
-        "hops": item.hops,
-        "id": item.msg_id,
-        "replyTo": item.reply_to,
-        "scope": item.scope,
-        "broadcastChain": item.broadcast_chain,
-        "delivery": item.delivery,
-        "replyQuote": item.reply_quote,
-    }
+def item_record(job_id: str, event: bytes) -> bytes:
+    """The journal record of an item of ``job_id`` queued as ``event`` (its encoded
+    ``deliver`` event): ``{"op": "item", "job": ..., "deliver": {...}}``, made around the
+    event's bytes rather than encoded again (``base.apply_journal_record`` reads it)."""
+    return b'{"op":"item","job":' + encode_string(job_id) + b',"deliver":' + event[:-1] + b"}\n"
