@@ -13,7 +13,6 @@ one item's journal record (the bytes that must be kept somewhere).
 
 from __future__ import annotations
 
-import json
 import time
 
 from bench.common import BareServer, RoostDaemon, Row, fmt_bytes, message_text, raise_nofile, rss_bytes, write_job_records

@@ -18,6 +18,10 @@ from roost_core.protocol import ProtocolError
 from roost_core.records import PeerInfo, Refusal, TreeUsage
 
 
+#: Not asked yet (None is an answer: no refusal).
+_UNASKED = object()
+
+
 def tree_of(peer: PeerInfo) -> str:
     """The tree a peer belongs to, named as ``Job.tree`` and ``spawn`` name it."""
     return peer.root_session or peer.session or f"peer:{peer.id}"
@@ -55,17 +59,21 @@ class Budgets:
 
     def refusal(self, tree: str) -> Refusal | None:
         """The budget plugin's refusal for ``tree``, or None while it may go on."""
-        refusals = self._refusals
-        if tree in refusals:
-            return refusals[tree]
-        refusal = refusals[tree] = policy.check_budget(self.pm, self.usage(tree), self.config)
+        refusal = self._refusals.get(tree, _UNASKED)
+        if refusal is _UNASKED:
+            refusal = self._refusals[tree] = policy.check_budget(self.pm, self.usage(tree), self.config)
         return refusal
 
     def spent(self, tree: str) -> bool:
-        return self.refusal(tree) is not None
+        # (refusal's kept answer read here: asked before every item queued for a job)
+        refusal = self._refusals.get(tree, _UNASKED)
+        return (self.refusal(tree) if refusal is _UNASKED else refusal) is not None
 
     def check(self, sender: PeerInfo) -> None:
         """Refuse a send or spawn from a tree whose budget is spent."""
-        refusal = self.refusal(tree_of(sender))
+        tree = tree_of(sender)
+        refusal = self._refusals.get(tree, _UNASKED)
+        if refusal is _UNASKED:
+            refusal = self.refusal(tree)
         if refusal is not None:
             raise ProtocolError(refusal.code, refusal.message)

@@ -39,25 +39,11 @@ class Receipt:
     __slots__ = ("sender", "to", "to_name", "kind", "state", "seq", "reason", "preview", "created", "updated")
 
     def __init__(
-        self,
-        sender: str,
-        to: str,
-        to_name: str,
-        kind: str,
-        state: str,
-        seq: int | None = None,
-        reason: str | None = None,
-        preview: str = "",
-        created: float | None = None,
-        updated: float | None = None,
+        self, sender: str, to: str, to_name: str, kind: str, state: str, seq: int | None, reason: str | None, preview: str, created: float
     ) -> None:
         self.sender, self.to, self.to_name, self.kind, self.state = sender, to, to_name, kind, state
         self.seq, self.reason, self.preview = seq, reason, preview
-        if created is None or updated is None:
-            now = time.time()
-            created = now if created is None else created
-            updated = now if updated is None else updated
-        self.created, self.updated = created, updated
+        self.created = self.updated = created
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Receipt) and self.to_json() == other.to_json()
@@ -169,8 +155,7 @@ class Receipts:
             log.error("dead letters: %d lines of %s are no letters: set aside in %s, the rest is served", len(bad), self.dead_file.name, aside.name)
 
     def record(self, sender: str, to: str, to_name: str, kind: str, state: str, *, seq: int | None = None, reason: str | None = None, text: str = "") -> Receipt:
-        now = time.time()
-        receipt = Receipt(sender, to, to_name, kind, state, seq, reason, text[:PREVIEW_CHARS], now, now)
+        receipt = Receipt(sender, to, to_name, kind, state, seq, reason, text[:PREVIEW_CHARS], time.time())
         box = self._by_sender.get(sender)
         if box is None:  # (not setdefault: that would make a deque per call)
             box = self._by_sender[sender] = deque(maxlen=PER_SENDER)

@@ -63,6 +63,8 @@ class SendDesk:
         self.pm = pm
         self.config = config
         self.clock = clock
+        #: The send hooks of ``pm`` (see :func:`policy.send_policy`).
+        self._hooks: policy.SendPolicy | None = None
 
     def send(self, sender: PeerInfo, job: Job | None, args: dict[str, Any]) -> dict[str, Any] | Pending:
         """A ``send`` (``args``: the op's checked arguments) from ``sender``, speaking
@@ -88,7 +90,11 @@ class SendDesk:
             sender, target, text, "message", _INVERSE.get(decision.relation, decision.relation), hops + 1,
             identity.new_message_id(), reply_to, None, broadcast_chain, args.get("urgent"),
         )
-        hooks = policy.send_policy(self.pm)
+        hooks = self._hooks
+        if hooks is None or hooks.generation is None or hooks.generation != self.pm.generation:
+            # Kept while the plugins stay as they are (asked anew for a manager that does
+            # not count its changes).
+            hooks = self._hooks = policy.send_policy(self.pm)
         now = self.clock()
         refusal = hooks.check_send(outgoing, now, self.config)
         if refusal is not None:
