@@ -20,7 +20,8 @@ figures are medians over runs; the floor quoted is the better of the two loops, 
   ``send`` and ``ack`` appended, answered once durable); the deeper window shows what the
   disk's group commit gives when more waits on each fsync. A job holds at most 20 agent
   items (``queue_full`` past that, retried after 1 ms and counted): at 64 in flight roost
-  answers many sends ``queue_full``; the row says how many;
+  answers many sends ``queue_full``; the row says how many, and has no target (issue 18's
+  goals are for 4 in flight, within the cap);
 * non-durable msgs/s (``ROOST_DURABLE=0``), 16 pairs × 4: the lean broker with no journal;
 * every throughput row gives the server's CPU per message and the client processes'.
 """
@@ -31,6 +32,7 @@ from typing import Any
 
 from bench.common import Row, fmt_rate, fmt_time, median, ratio_of
 from bench.lean import uvloop_available
+from roost_core.queue import MAX_AGENT_ITEMS
 
 PAIRS = 16
 
@@ -101,8 +103,11 @@ def throughput_rows(quick: bool, smoke: bool) -> list[Row]:
         ratio = ratio_of(med("roost"), med(best))
         floor_text = ", ".join(f"{loop_name(s)} {fmt_rate(med(s))} at {us(s, 'cpu_per_msg')}/msg" for s in floors())
         retries = median([r["retries"] for r in results[(name, window, "roost")]])
-        target, limit = ("≥ 0.50x", 0.5) if durable else ("≥ 0.40x", 0.4)
-        met = None if ratio is None else ratio >= limit
+        # Issue 18's goals are for a window of 4. At 64 in flight a job's queue cap (20
+        # agent items, the spec's) refuses most sends: the row shows what that costs,
+        # with nothing to meet.
+        target, limit = ("—", None) if window > MAX_AGENT_ITEMS else ("≥ 0.50x", 0.5) if durable else ("≥ 0.40x", 0.4)
+        met = None if ratio is None or limit is None else ratio >= limit
         rows.append(Row(
             "floor",
             f"{name} msgs/s, {pairs} pairs × {window} in flight, lean clients, vs the lean broker on {loop_name(best)} "
