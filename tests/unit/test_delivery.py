@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
+from recording_journal import RecordingJournal
 from roost_core.daemon.base import apply_journal_record
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.delivery import Mailroom, Pending
@@ -26,32 +27,9 @@ from roost_core.daemon.receipts import MessageQuotes, Receipts
 from roost_core.protocol import BAD_ARGS, NOT_STORED, QUEUE_FULL, ProtocolError
 from roost_core.queue import MAX_AGENT_ITEMS
 from roost_core.records import OutgoingItem, PeerInfo
-from roost_core.store import Commit, JournalError
+from roost_core.store import JournalError
 
 SENDER = PeerInfo(id="f-sender", name="sender", kind="foreground", state="connected", live=True)
-
-
-class RecordingJournal:
-    """The journal as the mailroom sees it: records buffered for the next commit. The
-    test ends a commit (``commit_over``) as the writer thread would."""
-
-    def __init__(self) -> None:
-        self.healthy = True
-        self.records: list[dict[str, Any]] = []
-        self.next = Commit()
-
-    def add(self, *records: dict[str, Any]) -> Commit:
-        self.records.extend(records)
-        return self.next
-
-    def add_line(self, line: bytes) -> Commit:
-        self.records.append(json.loads(line))
-        return self.next
-
-    def commit_over(self, error: Exception | None = None) -> None:
-        commit, self.next = self.next, Commit()
-        commit.error = error
-        commit.finish()
 
 
 class Room:

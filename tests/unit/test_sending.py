@@ -9,13 +9,13 @@ connections, the journal records, the receipts, and the workers it asks to start
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
 import anyio
 import pytest
 
+from recording_journal import RecordingJournal
 from roost_core.daemon import changes
 from roost_core.daemon.budgets import Budgets
 from roost_core.daemon.connection import Connection
@@ -28,33 +28,10 @@ from roost_core.daemon.tables import PeerTables
 from roost_core.plugins import make_plugin_manager
 from roost_core.protocol import BAD_ARGS, NOT_ACCEPTED, NOT_FOUND, UNREACHABLE, ProtocolError
 from roost_core.records import OutgoingItem
-from roost_core.store import Commit
 from roost_core.testing import make_config
 from roost_plugins.limits import LimitsPlugin
 
 LEAD = "/s/lead.jsonl"
-
-
-class RecordingJournal:
-    """Records buffered for the next commit; the test ends a commit as the writer would."""
-
-    healthy = True
-
-    def __init__(self) -> None:
-        self.records: list[dict[str, Any]] = []
-        self.next = Commit()
-
-    def add(self, *records: dict[str, Any]) -> Commit:
-        self.records.extend(records)
-        return self.next
-
-    def add_line(self, line: bytes) -> Commit:
-        self.records.append(json.loads(line))
-        return self.next
-
-    def commit_over(self) -> None:
-        commit, self.next = self.next, Commit()
-        commit.finish()
 
 
 class Desk:
