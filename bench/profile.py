@@ -12,6 +12,10 @@ durable-throughput load (16 pairs × 4 in flight, job receivers): it runs it onc
 daemon sampled, then prints the summary per message. py-spy counts a sample whenever a
 thread is not idle, which on a loaded machine includes time spent runnable but waiting for
 a core: the per-message figures then overstate CPU, evenly; the shares hold better.
+
+``python -m bench.profile syscalls [--seconds S] [--reps N]`` runs that load on roost and
+on the lean broker (uvloop), alternating, and prints each server's read- and write-type
+syscalls per message: where the two differ, it is not in the syscalls.
 """
 
 from __future__ import annotations
@@ -128,8 +132,31 @@ def profile_durable(seconds: float, clients: str, top: int) -> str:
             f"{table(path, result['sent_total'], result['cpu_per_msg'])}")
 
 
+def syscalls(seconds: float, reps: int) -> str:
+    """The durable load (16 pairs × 4 in flight, lean clients) on roost and on the lean
+    broker on uvloop, alternating: each server's read- and write-type syscalls per
+    message (``/proc/<pid>/io``), its CPU per message and its rate."""
+    from bench.common import raise_nofile
+    from bench.throughput import pairs_run
+
+    raise_nofile()
+    rows = ["| server | msgs/s | CPU µs/msg | reads/msg | writes/msg |", "|---|---|---|---|---|"]
+    for _ in range(reps):
+        for system, receivers in (("roost", "job"), ("lean-uvloop", "bare-job")):
+            r = pairs_run(system, receivers=receivers, durable=True, seconds=seconds, warmup=0.5, window=4, clients="lean")
+            rows.append(f"| {system} | {r['rate']:,.0f} | {r['cpu_per_msg'] * 1e6:.1f} | {r['reads_per_msg']:.2f} | {r['writes_per_msg']:.2f} |")
+    return "\n".join(rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "syscalls":
+        parser = argparse.ArgumentParser(prog="python -m bench.profile syscalls")
+        parser.add_argument("--seconds", type=float, default=4.0)
+        parser.add_argument("--reps", type=int, default=2)
+        args = parser.parse_args(argv[1:])
+        print(syscalls(args.seconds, args.reps))
+        return 0
     if argv and argv[0] == "durable":
         parser = argparse.ArgumentParser(prog="python -m bench.profile durable")
         parser.add_argument("--seconds", type=float, default=8.0)

@@ -114,6 +114,7 @@ def pairs_run(system: str, *, receivers: str, durable: bool, seconds: float, war
             t_start = t_begin
         time.sleep(max(0.0, t_start - time.perf_counter()))
         cpu0 = sum(server_process.cpu_times()[:2])
+        io0 = server_process.io_counters()
         client0 = sum(sum(p.cpu_times()[:2]) for p in client_processes)
         if count is None:
             time.sleep(max(0.0, t_end - time.perf_counter()))
@@ -121,6 +122,7 @@ def pairs_run(system: str, *, receivers: str, durable: bool, seconds: float, war
             sent = [agent.hear(timeout=120) for agent in agents]
             seconds = time.perf_counter() - t_start
         cpu1 = sum(server_process.cpu_times()[:2])
+        io1 = server_process.io_counters()
         client1 = sum(sum(p.cpu_times()[:2]) for p in client_processes)
         if count is None:
             sent = [agent.hear(timeout=120) for agent in agents]
@@ -142,6 +144,9 @@ def pairs_run(system: str, *, receivers: str, durable: bool, seconds: float, war
         "cpu_per_msg": (cpu1 - cpu0) / counted if counted else float("nan"),
         # Every client process together: a message's sender and receiver (and its ack).
         "client_cpu_per_msg": (client1 - client0) / counted if counted else float("nan"),
+        # The server's read- and write-type syscalls (its journal's included) per message.
+        "reads_per_msg": (io1.read_count - io0.read_count) / counted if counted else float("nan"),
+        "writes_per_msg": (io1.write_count - io0.write_count) / counted if counted else float("nan"),
         "retries": sum(s.get("retries", 0) for s in sent),
         "sent_total": sum(s["sent"] for s in sent),
         "delivered_rate": sum(s["in_window"] for s in seen) / seconds,

@@ -72,3 +72,20 @@ def test_the_opcode_count_diagnostic_runs():
     assert list(steps) == ["send to a foreground peer", "send to a job", "the job's ack", "the commit and its answers"], done.stdout
     assert all(count > 100 for count in steps.values()), done.stdout
     assert any("sending.py:send" in line for line in lines[6:]), done.stdout
+
+
+def test_the_syscall_count_diagnostic_runs():
+    """``python -m bench.profile syscalls`` runs the durable load on roost and on the lean
+    broker and counts each server's syscalls per message (read from ``/proc``: a server
+    that answered anything made some); the figures are not checked."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ROOST_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.profile", "syscalls", "--seconds", "0.3", "--reps", "1"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    rows = {line.split("|")[1].strip(): line.split("|")[2:6] for line in done.stdout.splitlines()[2:]}
+    assert set(rows) == {"roost", "lean-uvloop"}, done.stdout
+    for cells in rows.values():
+        reads, writes = float(cells[2]), float(cells[3])
+        assert reads > 0 and writes > 0, done.stdout

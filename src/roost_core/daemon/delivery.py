@@ -137,7 +137,7 @@ class Mailroom:
         the first words of the message it answers; its own words are kept for the replies
         to come."""
         sender = item.sender
-        quote = self.quotes.quote(item.reply_to)
+        quote = self.quotes.quote(item.reply_to) if item.reply_to else None
         self.quotes.remember(item.id, item.text)
         return Item(
             seq, item.kind, content, item.text, sender.id, sender.name, item.relation, time.time(), trace, item.hops,
