@@ -167,8 +167,10 @@ def run(quick: bool = False, smoke: bool = False) -> list[Row]:
     for n, reps in sizes(quick, smoke):
         roost, bare = roost_peers(n, reps), bare_peers(n, reps)
         results.append((n, roost, bare))
-        target = "p50 < 5 ms" if n == 1000 else "—"
-        met = roost["p50"] < 0.005 if n == 1000 else None
+        # The spec's (1,000 peers answered within 5 ms) and issue 18's (10,000 peers within
+        # 1.5× the bare broker's listing).
+        target = "p50 < 5 ms" if n == 1000 else "≤ 1.5x" if n == 10000 else "—"
+        met = roost["p50"] < 0.005 if n == 1000 else roost["p50"] <= 1.5 * bare["p50"] if n == 10000 else None
         rows.append(
             Row(
                 "peers",
@@ -182,7 +184,7 @@ def run(quick: bool = False, smoke: bool = False) -> list[Row]:
             )
         )
     # Growth: cost ∝ N^k, k fitted over every size (least squares on log-log); linear is
-    # k = 1 (≤ 1.15 passes, for noise). The steps between consecutive sizes are shown too:
+    # k = 1 (≤ 1.1 passes, for noise: issue 18's goal). The steps between consecutive sizes are shown too:
     # the smallest listing fits in the CPU's caches, so its step alone overstates growth
     # (the bare broker's steps show the same).
     def fitted(points: list[tuple[int, float]]) -> float:
@@ -206,8 +208,8 @@ def run(quick: bool = False, smoke: bool = False) -> list[Row]:
             f"k = {k:.2f}",
             f"k = {bare_k:.2f}",
             None,
-            "k ≤ 1.15",
-            k <= 1.15,
+            "k ≤ 1.1",
+            k <= 1.1,
             raw={"roost": roost_points, "bare": bare_points},
         )
     )
