@@ -458,3 +458,19 @@ def message_text(size: int = 200) -> str:
     """A message body of about ``size`` characters after the timestamp."""
     words = "the quick brown fox jumps over the lazy dog and reports back to its parent "
     return (words * (size // len(words) + 1))[:size]
+
+
+def item_record_size(content: str, text: str) -> int:
+    """Bytes of roost's journal record for a message item with ``content`` and ``text``
+    (the checkout's own record shape: an older one, the "before" of a comparison, wrote
+    its items another way)."""
+    from roost_core.protocol import encode
+    from roost_core.queue import Item
+
+    item = Item(seq=1, kind="message", content=content, text=text)
+    try:
+        from roost_core.daemon.delivery import item_record
+    except ImportError:  # before items were stored as their deliver events
+        return len(encode({"op": "item", "job": "j-01234567", "item": item.to_json()}))
+    return len(item_record("j-01234567", encode(item.to_event())))
+

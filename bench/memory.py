@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from bench.common import BareServer, RoostDaemon, Row, fmt_bytes, message_text, raise_nofile, rss_bytes, write_job_records
+from bench.common import BareServer, RoostDaemon, Row, fmt_bytes, item_record_size, message_text, raise_nofile, rss_bytes, write_job_records
 from bench.peers import RawConn, register_foreground
 
 SETTLE = 0.5
@@ -74,11 +74,7 @@ def measure(peers: int, jobs: int, item_jobs: int, items_per_job: int = 20, sett
         for conn in conns:
             conn.close()
 
-    from roost_core.daemon.delivery import item_record
-    from roost_core.protocol import encode
-    from roost_core.queue import Item
-
-    out["item_record_bytes"] = len(item_record("j-01234567", encode(Item(seq=1, kind="message", content=message_text(600), text=body).to_event())))
+    out["item_record_bytes"] = item_record_size(message_text(600), body)
     with BareServer(label="mem") as bare:
         b0 = settled(bare.pid, settle)
         bare_conns = []

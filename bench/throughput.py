@@ -158,13 +158,9 @@ def commit_baseline(appenders: int, seconds: float, warmup: float = 0.3) -> dict
     import subprocess
     import tempfile
 
-    from bench.common import message_text
-    from roost_core.daemon.delivery import item_record
-    from roost_core.protocol import encode
-    from roost_core.queue import Item
-
+    from bench.common import item_record_size, message_text
     # A record as large as roost's journal item for the same message.
-    size = len(item_record("j-01234567", encode(Item(seq=1, kind="message", content=message_text(600), text=message_text(230)).to_event())))
+    size = item_record_size(message_text(600), message_text(230))
     with tempfile.TemporaryDirectory(prefix="rb-commit-") as folder:
         out = subprocess.run(
             [PYTHON, "-m", "bench.bare", "commit", "--path", f"{folder}/log", "--appenders", str(appenders),
