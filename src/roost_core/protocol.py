@@ -119,7 +119,7 @@ class FrameDecoder:
         if not self._buffer and not self._discarding and len(data) <= self.max_frame and data.endswith(b"\n"):
             # Whole lines and nothing held (a client's usual write): no line is too long.
             decode = self.decode
-            if data.count(b"\n") == 1:
+            if data.find(b"\n") == len(data) - 1:
                 # One line, the most usual write of all: no split, no list made to walk.
                 return [] if data.isspace() else [decode(data[:-1])]
             return [decode(line) for line in data.split(b"\n")[:-1] if line.strip()]
