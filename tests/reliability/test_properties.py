@@ -296,6 +296,18 @@ def test_fallback_frame_cannot_be_forged_either(record):
 # --------------------------------------------------------------------------- the queue
 
 
+
+def journal_item_record(job_id: str, item: Any) -> bytes:
+    """An item's journal record as the daemon writes it (``delivery.item_record`` around
+    the encoded ``deliver`` event); a checkout from before that wrote ``Item.to_json``."""
+    try:
+        from roost_core.daemon.delivery import item_record
+    except ImportError:
+        from roost_core.store import encode_record
+
+        return encode_record({"op": "item", "job": job_id, "item": item.to_json()})
+    return item_record(job_id, encode(item.to_event()))
+
 class QueueModel(RuleBasedStateMachine):
     """One job's queue as the daemon runs it, over real files with the real replay.
 
@@ -323,7 +335,8 @@ class QueueModel(RuleBasedStateMachine):
         self.config = Config()
         job = Job(id=self.JOB, name="j", host="scripted", cwd=str(self.folder), session=str(self.folder / "s.jsonl"), token="t", task="t")
         JobFiles(self.paths.jobs_dir, durable=False).save(job.id, job.to_json())
-        self.buffer: list[dict[str, Any]] = []
+        #: Journal records not yet written, encoded as the daemon encodes them.
+        self.buffer: list[bytes] = []
         self.buffered_items: list[Any] = []
         self.owner: dict[int, str] = {}  # every seq ever handed out -> its content
         self.promised: list[tuple[int, str]] = []
@@ -362,17 +375,15 @@ class QueueModel(RuleBasedStateMachine):
         if item.seq in self.owner:
             self.lost.append(f"seq {item.seq} handed out again (was {self.owner[item.seq]}, now {content})")
         self.owner[item.seq] = content
-        self.buffer.append({"op": "item", "job": self.JOB, "item": item.to_json()})
+        self.buffer.append(journal_item_record(self.JOB, item))
         self.buffered_items.append(item)
 
     @rule()
     def commit(self) -> None:
         """The group commit: everything buffered is durable; its senders are answered."""
-        from roost_core.store import encode_record
-
         if not self.buffer:
             return
-        self.daemon.journal._write(b"".join(encode_record(r) for r in self.buffer))
+        self.daemon.journal._write(b"".join(self.buffer))
         mark = getattr(self.queue, "mark_durable", None)
         for item in self.buffered_items:
             self.promised.append((item.seq, item.content))
@@ -397,7 +408,9 @@ class QueueModel(RuleBasedStateMachine):
             self.transcript_order.append(item.content)
         acked = taken[-1].seq
         if self.queue.ack(acked):
-            self.buffer.append({"op": "ack", "job": self.JOB, "seq": self.queue.acked})
+            from roost_core.store import encode_record
+
+            self.buffer.append(encode_record({"op": "ack", "job": self.JOB, "seq": self.queue.acked}))
 
     @rule(rounds=st.integers(1, 40))
     def slow_fsync(self, rounds: int) -> None:
@@ -409,11 +422,9 @@ class QueueModel(RuleBasedStateMachine):
 
     @rule(torn=st.booleans())
     def crash_and_restore(self, torn: bool) -> None:
-        from roost_core.store import encode_record
-
         if torn and self.buffer:
             # The last append was half written when the process died.
-            line = encode_record(self.buffer[0])
+            line = self.buffer[0]
             self.daemon.journal._write(line[: len(line) // 2])
         os.close(self.daemon.journal._fd)
         self.daemon.journal = None
