@@ -85,7 +85,7 @@ def encode_string(text: str) -> bytes:
         try:
             return _orjson.dumps(text)
         except TypeError:
-            pass  # a lone surrogate: json writes it escaped, as encode does
+            pass  # what orjson refuses (a lone surrogate) goes the json way, as in encode
     return json.dumps(text, ensure_ascii=False).encode("utf-8")
 
 

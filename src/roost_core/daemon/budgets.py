@@ -65,7 +65,8 @@ class Budgets:
         return refusal
 
     def spent(self, tree: str) -> bool:
-        # (refusal's kept answer read here: asked before every item queued for a job)
+        """Whether ``tree``'s budget is spent (asked before every item queued for a job:
+        the kept answer is read here without a call)."""
         refusal = self._refusals.get(tree, _UNASKED)
         return (self.refusal(tree) if refusal is _UNASKED else refusal) is not None
 
