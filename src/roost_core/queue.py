@@ -49,27 +49,6 @@ class Item:
     #: (for people: ``roost log`` shows the thread; agents read the ids in the envelope).
     reply_quote: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        # attrs.asdict, spelled out: it is called for every item made durable.
-        return {
-            "seq": self.seq,
-            "kind": self.kind,
-            "content": self.content,
-            "text": self.text,
-            "sender": self.sender,
-            "sender_name": self.sender_name,
-            "relation": self.relation,
-            "created": self.created,
-            "trace": self.trace,
-            "hops": self.hops,
-            "msg_id": self.msg_id,
-            "reply_to": self.reply_to,
-            "scope": self.scope,
-            "broadcast_chain": self.broadcast_chain,
-            "delivery": self.delivery,
-            "reply_quote": self.reply_quote,
-        }
-
     def to_event(self) -> dict[str, Any]:
         """The ``deliver`` event that carries this item to its receiver, in the wire's
         names (:data:`EVENT_NAMES`). It is also how the journal stores the item: one
@@ -104,7 +83,9 @@ class Item:
 
     @classmethod
     def from_json(cls, data: Any) -> Item:
-        """An item from its journal record; ``ValueError`` for one roost did not write."""
+        """An item from its fields by their own names (``attrs.asdict`` of one: how the
+        journal stored items before it stored their ``deliver`` events, and what
+        :meth:`from_event` reads once renamed); ``ValueError`` for one roost did not write."""
         if not isinstance(data, dict):
             raise ValueError("an item is a JSON object")
         seq, kind = data.get("seq"), data.get("kind")

@@ -339,10 +339,7 @@ class Journal:
         if self._closed:
             raise JournalError("journal is closed")
         for record in records:
-            self._buffer.append(encode_record(record))
-        if not self._hand_due and self._loop is not None:
-            self._hand_due = True
-            self._loop.call_soon(self._hand_due_records)
+            self.add_line(encode_record(record))
         return self._commit_next
 
     def add_line(self, line: bytes) -> Commit:

@@ -32,7 +32,7 @@ from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.pool import WarmKey, WarmPool, WarmSlot
 from roost_core.daemon.receipts import MessageQuotes, Receipts
-from roost_core.daemon.sending import SendDesk
+from roost_core.daemon.sending import SendDesk, chain_of
 from roost_core.daemon.tables import PeerListing, PeerTables
 from roost_core.daemon.watch import Watchers
 from roost_core.hosts import builtin_hosts
@@ -652,10 +652,6 @@ class DaemonBase:
         """:meth:`PeerTables.reach`."""
         return self.tables.reach(sender, target, addressed_by)
 
-    def route(self, sender: PeerInfo, to: str) -> tuple[PeerInfo, ReachDecision]:
-        """:meth:`PeerTables.route`."""
-        return self.tables.route(sender, to)
-
     def peer_row(self, peer: PeerInfo, relation: str) -> dict[str, Any]:
         """:meth:`PeerTables.peer_row`."""
         return self.tables.peer_row(peer, relation)
@@ -669,11 +665,10 @@ class DaemonBase:
         return self.tables.live_parent(job)
 
     def chain_of(self, conn: Connection) -> tuple[str | None, int]:
-        """The chain the calling session is in: (trace, hops) of what started its run."""
-        if conn.job is not None:
-            return conn.job.run_trace, conn.job.run_hops
-        # A foreground session is where the user sits: what it does starts a new chain.
-        return None, 0
+        """The chain the calling session is in: (trace, hops) of what started its run
+        (:func:`sending.chain_of`)."""
+        trace, hops, _broadcast = chain_of(conn.job)
+        return trace, hops
 
     async def deliver_to(
         self, target: PeerInfo, item: OutgoingItem, content: str, *, trace: str | None = None, wake: bool = True
@@ -688,7 +683,7 @@ def apply_journal_record(job: Job, record: dict[str, Any]) -> None:
     not write (then nothing of it is applied)."""
     op = record.get("op")
     if op == "item":
-        # Written as its deliver event (delivery.item_record); before, as Item.to_json.
+        # Written as its deliver event (delivery.item_record); before, as its fields (Item.from_json).
         job.queue.add(Item.from_event(record["deliver"]) if "deliver" in record else Item.from_json(record.get("item")))
     elif op == "ack":
         seq = record.get("seq")

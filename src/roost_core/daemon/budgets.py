@@ -65,16 +65,10 @@ class Budgets:
         return refusal
 
     def spent(self, tree: str) -> bool:
-        """Whether ``tree``'s budget is spent (asked before every item queued for a job:
-        the kept answer is read here without a call)."""
-        refusal = self._refusals.get(tree, _UNASKED)
-        return (self.refusal(tree) if refusal is _UNASKED else refusal) is not None
+        return self.refusal(tree) is not None
 
     def check(self, sender: PeerInfo) -> None:
         """Refuse a send or spawn from a tree whose budget is spent."""
-        tree = tree_of(sender)
-        refusal = self._refusals.get(tree, _UNASKED)
-        if refusal is _UNASKED:
-            refusal = self.refusal(tree)
+        refusal = self.refusal(tree_of(sender))
         if refusal is not None:
             raise ProtocolError(refusal.code, refusal.message)

@@ -34,7 +34,6 @@ from roost_core.records import (
 from roost_core.transcript import read_entries
 
 
-
 class MessagingOps(DaemonBase):
     async def op_tools(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         return {"tools": [tool.to_json() for tool in policy.tool_definitions(self.pm, self.config)]}

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from roost_core import identity, policy, routing
+from roost_core import identity, policy
 from roost_core.config import Config
 from roost_core.daemon.budgets import Budgets
 from roost_core.daemon.delivery import Mailroom, Pending
@@ -35,6 +35,15 @@ _INVERSE = {"parent": "child", "child": "parent"}
 def inverse_relation(relation: str) -> str:
     """The relation seen from the other side (parent <-> child; the rest are symmetric)."""
     return _INVERSE.get(relation, relation)
+
+
+def chain_of(job: Job | None) -> tuple[str | None, int, bool]:
+    """The chain a session speaking from ``job`` is in: the trace and hops of what started
+    its run, and whether that chain holds a broadcast. A foreground session (no job) is
+    where the user sits: what it does starts a new chain."""
+    if job is None:
+        return None, 0, False
+    return job.run_trace, job.run_hops, job.run_broadcast_chain
 
 
 class SendDesk:
@@ -63,8 +72,6 @@ class SendDesk:
         self.pm = pm
         self.config = config
         self.clock = clock
-        #: The send hooks of ``pm`` (see :func:`policy.send_policy`).
-        self._hooks: policy.SendPolicy | None = None
 
     def send(self, sender: PeerInfo, job: Job | None, args: dict[str, Any]) -> dict[str, Any] | Pending:
         """A ``send`` (``args``: the op's checked arguments) from ``sender``, speaking
@@ -83,18 +90,13 @@ class SendDesk:
         if not decision.allowed:
             self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason="unreachable", text=text)
             raise ProtocolError(UNREACHABLE, decision.reason or f"peer {target.id} is not reachable")
-        # The chain the sender is in, read once.
-        trace, hops, broadcast_chain = (job.run_trace, job.run_hops, job.run_broadcast_chain) if job is not None else (None, 0, False)
+        trace, hops, broadcast_chain = chain_of(job)
         # The envelope names the sender as the receiver sees it: my child sees "parent".
         outgoing = OutgoingItem(
-            sender, target, text, "message", _INVERSE.get(decision.relation, decision.relation), hops + 1,
+            sender, target, text, "message", inverse_relation(decision.relation), hops + 1,
             identity.new_message_id(), reply_to, None, broadcast_chain, args.get("urgent"),
         )
-        hooks = self._hooks
-        if hooks is None or hooks.generation is None or hooks.generation != self.pm.generation:
-            # Kept while the plugins stay as they are (asked anew for a manager that does
-            # not count its changes).
-            hooks = self._hooks = policy.send_policy(self.pm)
+        hooks = policy.send_policy(self.pm)
         now = self.clock()
         refusal = hooks.check_send(outgoing, now, self.config)
         if refusal is not None:
@@ -117,14 +119,13 @@ class SendDesk:
         reach allows inside the tree; each gets its own item, checked by the send limits
         like any message (so each counts towards the rate and hop limits). The result
         lists every receiver and what happened to it, once all items are durable."""
-        listing = self.tables.peer_listing()
-        peers, _rows = listing.without(listing.index.get(routing.session_key(sender)), listing.index.get(sender.id))
+        peers, _rows = self.tables.peer_listing().without(sender)
         decisions = policy.decide_reach_many(self.pm, sender, peers, "scope", self.config)
         reachable = tuple(
             ReachablePeer(peer, decision.relation) for peer, decision in zip(peers, decisions) if decision.allowed and decision.relation != "external"
         )
-        trace, hops = (job.run_trace, job.run_hops) if job is not None else (None, 0)
-        request = ScopeRequest(sender=sender, scope=scope, reachable=reachable, broadcast_chain=job is not None and job.run_broadcast_chain, hops=hops)
+        trace, hops, broadcast_chain = chain_of(job)
+        request = ScopeRequest(sender=sender, scope=scope, reachable=reachable, broadcast_chain=broadcast_chain, hops=hops)
         plan = policy.plan_broadcast(self.pm, request, self.config)
         if plan.refusal is not None:
             raise ProtocolError(plan.refusal.code, plan.refusal.message)

@@ -156,8 +156,7 @@ class PeerTables:
         return self._listed.get(sender.id, self._make_listed, sender)
 
     def _make_listed(self, sender: PeerInfo) -> list[dict[str, Any]]:
-        listing = self.peer_listing()
-        peers, rows = listing.without(listing.index.get(routing.session_key(sender)), listing.index.get(sender.id))
+        peers, rows = self.peer_listing().without(sender)
         decisions = policy.decide_reach_many(self.pm, sender, peers, "list", self.config)
         # The listing is in name and id order already, which each relation's rows keep.
         by_relation: dict[str, list[dict[str, Any]]] = {}
@@ -186,8 +185,9 @@ class PeerTables:
             "dialog": bool(job and job.dialog),
         }
 
-    def parent_holder(self, peer: PeerInfo, table: routing.PeerTable) -> PeerInfo | None:
-        """The record that holds ``peer``'s parent session now (live or not)."""
+    def parent_holder(self, peer: PeerInfo | Job, table: routing.PeerTable) -> PeerInfo | None:
+        """The record that holds the parent session of ``peer`` (a listed peer, or a job
+        record) now, live or not."""
         if peer.parent_session is not None:
             return table.holders.get(peer.parent_session)
         if peer.parent_peer is not None:
@@ -198,11 +198,7 @@ class PeerTables:
         """The record that holds ``job``'s parent session now, if it is live."""
         if job.parent_session is None and job.parent_peer is None:
             return None
-        table = self.peer_table()
-        if job.parent_session is not None:
-            holder = table.holders.get(job.parent_session)
-        else:
-            holder = table.holder_of(job.parent_peer or "")
+        holder = self.parent_holder(job, self.peer_table())
         return holder if holder is not None and holder.live else None
 
 
@@ -219,10 +215,12 @@ class PeerListing:
     rows: list[dict[str | None, dict[str, Any]]]
     index: dict[str, int]
 
-    def without(self, *places: int | None) -> tuple[list[PeerInfo], list[dict[str | None, dict[str, Any]]]]:
-        """``peers`` and ``rows`` without the holders at ``places`` (None: none)."""
+    def without(self, sender: PeerInfo) -> tuple[list[PeerInfo], list[dict[str | None, dict[str, Any]]]]:
+        """``peers`` and ``rows`` without ``sender``'s own: the holder of its session and
+        the holder of its record, when listed."""
+        places = {self.index.get(routing.session_key(sender)), self.index.get(sender.id)} - {None}
         peers, rows = self.peers, self.rows
-        for place in sorted({p for p in places if p is not None}, reverse=True):
+        for place in sorted(places, reverse=True):
             peers = peers[:place] + peers[place + 1:]
             rows = rows[:place] + rows[place + 1:]
         return peers, rows
