@@ -11,8 +11,10 @@ them and makes no process.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import socket
 import time
 from typing import Any
 
@@ -20,7 +22,7 @@ import anyio
 import anyio.lowlevel
 
 from roost_core import identity
-from roost_core.daemon.connection import Connection
+from roost_core.daemon.connection import Connection, Flusher
 from roost_core.daemon.core import Daemon
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.dispatch import accept_frame, handle_frame
@@ -256,5 +258,82 @@ def test_a_message_to_an_idle_job_asks_for_one_worker_start_once_it_is_durable(t
         assert spawner.starts == [{"job": job_id, "token": job.token, "cwd": job.cwd}]
         assert job.worker_pid == RecordedWorker.pid
         assert [item.text for item in job.queue.items] == ["wake up", "and this too"]
+
+    run(tmp_path, story, jobs=1, state="idle")
+
+
+def test_a_changed_job_record_is_a_value_of_the_op_logic_written_once_per_pass(tmp_path):
+    """The op logic writes no job record itself: a change (``save``) is noted, and the
+    changes of one pass are written together by ``write_records`` (the wire layer calls
+    it before any byte leaves), or at the loop's next pass when nobody is told. A job
+    removed before that is not written back."""
+
+    async def story(daemon: Daemon, jobs: list[str]) -> None:
+        kept, removed = (daemon.jobs[job_id] for job_id in jobs)
+
+        def on_disk(job_id: str) -> dict[str, Any] | None:
+            return JobFiles(daemon.paths.jobs_dir, durable=False).load_all().get(job_id)
+
+        kept.summary = "first"
+        daemon.save(kept)
+        kept.summary = "second"
+        daemon.save(kept)
+        removed.summary = "never written"
+        daemon.save(removed)
+        assert on_disk(kept.id)["summary"] is None, "a change is written by write_records, not by the op"
+        assert list(daemon.dirty) == [kept.id, removed.id]
+        daemon.jobs.pop(removed.id)
+        daemon.job_files.delete(removed.id)
+        daemon.write_records()
+        assert on_disk(kept.id)["summary"] == "second" and on_disk(kept.id)["updated"] == kept.updated
+        assert on_disk(removed.id) is None, "a removed job's record came back"
+        assert daemon.dirty == {}
+        kept.summary = "third"
+        daemon.save(kept)
+        await anyio.lowlevel.checkpoint()  # the loop's next pass
+        assert on_disk(kept.id)["summary"] == "third"
+
+    run(tmp_path, story, jobs=2, state="idle")
+
+
+def test_the_flusher_writes_the_records_before_any_byte_of_a_pass_leaves(tmp_path):
+    """Wired as the daemon wires it (``Flusher(before_write=daemon.write_records)``, a
+    real socket): an op that changes a record and answers has its record on disk by
+    the time the first byte of that pass reaches any client, and so does a connection's
+    last output when it closes."""
+
+    async def story(daemon: Daemon, jobs: list[str]) -> None:
+        (job_id,) = jobs
+        loop = asyncio.get_running_loop()
+        ours, theirs = socket.socketpair()
+        theirs.setblocking(False)
+        transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, ours)
+        #: At each call of the flusher's hook, once the records are written: the bytes
+        #: that had reached the client already (peeked, left for the test to read).
+        early: list[bytes] = []
+
+        def before_write() -> None:
+            daemon.write_records()
+            try:
+                early.append(theirs.recv(1 << 16, socket.MSG_PEEK))
+            except BlockingIOError:
+                early.append(b"")
+
+        flusher = Flusher(loop, before_write=before_write)
+        conn = Connection.detached(1, pid=os.getpid(), uid=os.getuid())
+        conn.attach(transport, flusher)  # type: ignore[arg-type]
+        await handle_frame(daemon, conn, {"id": 1, "op": "stop", "job": job_id})
+        answer = json.loads(await loop.sock_recv(theirs, 1 << 16))
+        assert answer["ok"] and answer["result"]["state"] == "stopped"
+        assert early == [b""], "bytes left before the records were written"
+        assert JobFiles(daemon.paths.jobs_dir, durable=False).load_all()[job_id]["state"] == "stopped"
+        daemon.jobs[job_id].summary = "said at the close"
+        daemon.save(daemon.jobs[job_id])
+        conn.send({"event": "bye"})
+        conn.close()
+        assert json.loads(await loop.sock_recv(theirs, 1 << 16)) == {"event": "bye"}
+        assert early == [b"", b""], "the last output left before the records were written"
+        assert JobFiles(daemon.paths.jobs_dir, durable=False).load_all()[job_id]["summary"] == "said at the close"
+        theirs.close()
 
     run(tmp_path, story, jobs=1, state="idle")

@@ -126,6 +126,9 @@ class DaemonBase:
         #: Jobs whose record could not be written (disk full, I/O error): written again
         #: by the monitor; the record in memory is the truth meanwhile.
         self.unsaved: set[str] = set()
+        #: Jobs whose record changed and is not written yet (``save``), in change order.
+        self.dirty: dict[str, Job] = {}
+        self._records_due = False
         self._next_retry = 0.0
         #: Jobs whose worker could not be started (no fds, no processes): tried again.
         self.unstarted: set[str] = set()
@@ -229,19 +232,42 @@ class DaemonBase:
                 self.save(job)
 
     def save(self, job: Job) -> None:
-        """Write ``job``'s record. One that cannot be written (a full disk, an I/O error,
-        no fds) is kept in memory, which stays the truth, and written again by the monitor
-        (:meth:`retry_saves`): a state change is never refused for want of disk."""
+        """Note that ``job``'s record changed. The op logic does no I/O: the record is
+        written by :meth:`write_records`, which the wire layer calls before any byte leaves
+        the daemon (``Flusher``), so no client ever sees a state a crash would take back;
+        and at the loop's next pass at the latest, for a change nobody is told of. Changes
+        made in one pass share one write."""
         job.updated = time.time()
         self.watch.touch()
-        try:
-            self.job_files.save(job.id, job.to_json())
-        except OSError as exc:
-            if not self.unsaved:
-                log.warning("cannot write job records (%s); kept in memory and written again once the disk takes them", exc)
-            self.unsaved.add(job.id)
-        else:
-            self.unsaved.discard(job.id)
+        self.dirty[job.id] = job
+        if not self._records_due:
+            self._records_due = True
+            try:
+                asyncio.get_running_loop().call_soon(self.write_records)
+            except RuntimeError:  # no loop (loading, a test of the records): write now
+                self.write_records()
+
+    def write_records(self) -> None:
+        """Write the records changed since the last call (see :meth:`save`). One that
+        cannot be written (a full disk, an I/O error, no fds) is kept in memory, which
+        stays the truth, and written again by the monitor (:meth:`retry_saves`): a state
+        change is never refused for want of disk. A job removed meanwhile is not written:
+        its record is gone with it."""
+        self._records_due = False
+        if not self.dirty:
+            return
+        dirty, self.dirty = self.dirty, {}
+        for job in dirty.values():
+            if self.jobs.get(job.id) is not job:
+                continue
+            try:
+                self.job_files.save(job.id, job.to_json())
+            except OSError as exc:
+                if not self.unsaved:
+                    log.warning("cannot write job records (%s); kept in memory and written again once the disk takes them", exc)
+                self.unsaved.add(job.id)
+            else:
+                self.unsaved.discard(job.id)
 
     def save_new(self, job: Job) -> None:
         """Write a new job's record, or refuse the op that makes it (``not_stored``): a job
@@ -251,6 +277,7 @@ class DaemonBase:
             self.job_files.save(job.id, job.to_json())
         except OSError as exc:
             raise not_stored(exc, "the job record") from exc
+        self.dirty.pop(job.id, None)  # written as it is now
         self.watch.touch()
 
     def retry_writes(self, now: float) -> None:
@@ -576,6 +603,7 @@ class DaemonBase:
     async def shutdown(self) -> None:
         """Close every connection once its last answers are written (a second at most,
         or ``ROOST_STOP_FLUSH_SECONDS``)."""
+        self.write_records()
         for conn in list(self.connections):
             conn.close()
         with anyio.move_on_after(stop_flush_seconds()):
@@ -584,6 +612,7 @@ class DaemonBase:
         for conn in list(self.connections):
             conn.abort()  # a client that does not read its last answers is not waited for
         self.receipts.flush()  # letters buried in the last pass of the loop
+        self.write_records()  # records changed since (answers cut short by the stop)
         if self.journal is not None:
             await self.journal.aclose()
         if self.spawner is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -33,11 +34,16 @@ MAX_OUTBOX_BYTES = 64 * 1024 * 1024
 
 class Flusher:
     """Writes the output every connection queued in one pass of the loop, from one loop
-    callback for all of them (not one per connection)."""
+    callback for all of them (not one per connection).
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    ``before_write`` runs before any of it is written (and before a closing connection's
+    last output): the daemon writes the job records its ops changed there, so what a
+    client reads never runs ahead of what is on disk."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, before_write: Callable[[], None] | None = None) -> None:
         self._loop = loop
         self._dirty: list[Connection] = []
+        self.before_write = before_write or _nothing
 
     def mark(self, conn: Connection) -> None:
         """``conn`` has output to write at the end of this pass."""
@@ -47,8 +53,13 @@ class Flusher:
 
     def _flush(self) -> None:
         dirty, self._dirty = self._dirty, []
+        self.before_write()
         for conn in dirty:
-            conn.flush()
+            conn.write_out()
+
+
+def _nothing() -> None:
+    """No records to write first (a flusher with no daemon)."""
 
 
 class Connection:
@@ -178,7 +189,15 @@ class Connection:
         self._flusher.mark(self)
 
     def flush(self) -> None:
-        """Hand the outbox to the transport (the flusher's callback, and ``close``)."""
+        """Hand the outbox to the transport now, after the flusher's ``before_write``
+        (``close``, and a refused client's one answer)."""
+        if self._flusher is not None:
+            self._flusher.before_write()
+        self.write_out()
+
+    def write_out(self) -> None:
+        """Hand the outbox to the transport (the flusher's callback, which ran its
+        ``before_write`` already)."""
         self._marked = False
         if not self._outbox or self.transport is None:
             return

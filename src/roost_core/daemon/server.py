@@ -147,7 +147,8 @@ async def _signals(daemon: Daemon, signals: Any) -> None:
 async def _accept_loop(daemon: Daemon, listener: Any) -> None:
     number = 0
     refuser = daemon.refuser
-    flusher = Flusher(asyncio.get_running_loop())
+    # Job records an op changed are written before its answers leave (DaemonBase.save).
+    flusher = Flusher(asyncio.get_running_loop(), before_write=daemon.write_records)
     while True:
         try:
             stream = await listener.accept()
