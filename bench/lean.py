@@ -5,9 +5,12 @@ socket had, every line of it handled in turn; no task, no wait per read), orjson
 gathered write per connection per pass of the loop (every frame queued for a connection
 in one pass leaves in one ``transport.write``, made by one loop callback for all the
 connections that have output). With ``--journal``: one shared log with group commit, a
-long-lived thread doing one write+fsync at a time and answering the loop with one
+long-lived thread doing one write and sync at a time and answering the loop with one
 ``call_soon_threadsafe`` per commit; records added while a commit is in flight join the
-next. ``--uvloop`` runs it on uvloop (``pip install -e '.[bench]'``).
+next. The log keeps zeros written ahead of its records, as roost's journal does
+(``roost_core.store.RESERVE_BYTES``): a commit inside them needs only ``fdatasync``, the
+cheapest durable write this machine's disk takes. ``--uvloop`` runs it on uvloop
+(``pip install -e '.[bench]'``).
 
 What it is not: a messaging system. Ops ``hello`` (take a name), ``send`` (push a
 ``deliver`` event to the named connection, answer the sender; with a journal, append the
@@ -34,18 +37,31 @@ from typing import Any, Callable
 
 import orjson
 
+#: Zeros the log keeps written ahead of its records: roost_core.store.RESERVE_BYTES (not
+#: imported: bench.compare runs this broker beside an older roost_core).
+RESERVE_BYTES = 1024 * 1024
+
 dumps_line = lambda obj: orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE)  # noqa: E731
 loads = orjson.loads
 
 
+def write_at(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
 class GroupLog:
     """One append-only file written by one long-lived thread: ``add(record, then)``
-    buffers a record; a commit (one write + fsync) takes everything buffered, and its
+    buffers a record; a commit (one write + sync) takes everything buffered, and its
     callbacks run on the loop, in order, once it is on disk. One commit in flight at a
-    time: what arrives meanwhile joins the next."""
+    time: what arrives meanwhile joins the next. Records go into zeros written ahead
+    (``fdatasync``); a commit past them writes the next ``RESERVE_BYTES`` and fsyncs."""
 
     def __init__(self, path: str, loop: asyncio.AbstractEventLoop, *, fsync: bool = True) -> None:
-        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        self.size = self.allocated = 0
         self.fsync = fsync
         self.loop = loop
         self.records: list[bytes] = []
@@ -76,11 +92,17 @@ class GroupLog:
             if job is None:
                 return
             data, callbacks = job
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self.fd, view):]
+            end = self.size + len(data)
+            grows = end > self.allocated
+            write_at(self.fd, data, self.size)
             if self.fsync:
-                os.fsync(self.fd)
+                if grows:
+                    write_at(self.fd, bytes(RESERVE_BYTES), end)
+                    self.allocated = end + RESERVE_BYTES
+                    os.fsync(self.fd)
+                else:
+                    os.fdatasync(self.fd)
+            self.size = end
             self.loop.call_soon_threadsafe(self._done, callbacks)
 
     def _done(self, callbacks: list[Callable[[], None]]) -> None:

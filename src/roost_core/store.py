@@ -5,6 +5,10 @@ fsync, rename, fsync dir. Queue items change per message, so they go to one appe
 journal with group commit: appends that arrive while an fsync is in flight join the next
 one, which keeps the cost per item near the cost of ``write``. Replay is idempotent (an
 item already held or acked is ignored), which lets compaction run between commits.
+
+The journal's file is its records followed by zeros written ahead of them
+(:data:`RESERVE_BYTES`): a commit that lands inside that space changes no metadata, so
+``fdatasync`` makes it durable without a commit of the filesystem's own journal.
 """
 
 from __future__ import annotations
@@ -27,6 +31,14 @@ from roost_core import faults
 from roost_core.protocol import _long_digits, _orjson, _shallow, encode
 
 COMPACT_AFTER_BYTES = 8 * 1024 * 1024
+#: Zeros a durable journal keeps written (and fsynced) past its last record. A commit
+#: inside them overwrites blocks that exist already: the file's size and extents stay as
+#: they are, so ``fdatasync`` flushes the data alone, while an append that grows the file
+#: makes ``fsync`` wait for the filesystem's journal as well (on this machine's ext4 under
+#: load, 135 µs against 600 µs per 28 KB commit; bench/README.md). A commit past them
+#: writes the next reserve with it and fsyncs. The reserve also keeps room for messages
+#: when the disk fills up. Replay ignores the zeros.
+RESERVE_BYTES = 1024 * 1024
 
 log = logging.getLogger("roost.store")
 
@@ -71,6 +83,14 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+def write_at(fd: int, data: bytes | memoryview, offset: int) -> None:
+    """``os.pwrite`` of all of ``data`` at ``offset`` (a short write is not an error)."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
 
 
 def write_json(path: Path, data: dict[str, Any], *, durable: bool = True) -> None:
@@ -132,10 +152,12 @@ class JobFiles:
 
 
 def read_journal(path: Path, unreadable: list[int] | None = None) -> Iterator[dict[str, Any]]:
-    """The journal's records; a torn last line (crash mid-append) is ignored. Any other
-    line that is not a JSON object is skipped too, its line number added to ``unreadable``."""
+    """The journal's records; a torn last line (crash mid-append) is ignored, and so are
+    zero bytes (those written ahead, :data:`RESERVE_BYTES`, and any a crash left in a
+    write: no JSON text holds one). Any other line that is not a JSON object is skipped
+    too, its line number added to ``unreadable``."""
     try:
-        data = path.read_bytes()
+        data = path.read_bytes().replace(b"\0", b"")
     except FileNotFoundError:
         return
     lines = data.split(b"\n")
@@ -260,25 +282,34 @@ class Journal:
         durable: bool = True,
         snapshot: Callable[[], Iterable[dict[str, Any]]] | None = None,
         compact_after: int = COMPACT_AFTER_BYTES,
+        reserve: int = RESERVE_BYTES,
     ) -> None:
         self.path = path
         self.durable = durable
         self.snapshot = snapshot
         self.compact_after = compact_after
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        self._size = os.fstat(self._fd).st_size
+        # (Not O_APPEND: records are written at ``_size``, inside the zeros written ahead.)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+        #: The file's length: its records (``_size`` bytes), then zeros written ahead.
+        self._allocated = os.fstat(self._fd).st_size
+        self._size, last = _records_end(path, self._allocated)
+        #: Zeros a commit that grows the file writes past its records (none without fsync).
+        self._reserve = reserve if durable else 0
         #: What the file holds past ``_size`` is unknown (a failed write could not be cut
         #: off): the next commit rewrites the file (or, with no snapshot, cuts it first).
         self._rewrite = False
         self.healthy = True
         self.failures = 0
-        if self._size and not _ends_with_newline(path):
+        if self._size and last != b"\n":
             # A torn last record (crash mid-append): end it so the next one stands alone.
             try:
-                self._size += os.write(self._fd, b"\n")
+                write_at(self._fd, b"\n", self._size)
             except OSError as exc:
                 log.warning("journal %s: cannot end its torn last record (%s); the next commit rewrites it", path, exc)
                 self._rewrite = True
+            else:
+                self._size += 1
+                self._allocated = max(self._allocated, self._size)
         self._writer = WriterThread("roost-journal", self._work)
         self._buffer: list[bytes] = []
         self._commit_next = Commit()
@@ -303,7 +334,7 @@ class Journal:
         """Rewrite the journal as ``data`` (atomic replace) and append after it."""
         atomic_write(self.path, data, durable=self.durable, kind="journal")
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
         except OSError:
             # Replaced, but our descriptor is still the old file's: no record may go there,
             # so the next commit rewrites the journal again before anything else.
@@ -311,7 +342,7 @@ class Journal:
             raise
         os.close(self._fd)
         self._fd = fd
-        self._size = len(data)
+        self._size = self._allocated = len(data)
         self._rewrite = False
 
     def failed_to_rewrite(self) -> None:
@@ -462,34 +493,48 @@ class Journal:
         self.records += count
 
     def _write(self, data: bytes) -> None:
-        """Append ``data`` (and fsync it); on failure cut the file back to where it was."""
+        """Write ``data`` after the last record and make it durable: ``fdatasync`` when it
+        fits in the zeros written ahead, else the next reserve of zeros written after it
+        and ``fsync``. On failure cut the file back to where it was."""
+        end = self._size + len(data)
+        grows = end > self._allocated
         try:
             if self._rewrite:
                 self._cut()  # no snapshot to rewrite from: the leftovers go first
-            view = memoryview(data)
+            view, offset = memoryview(data), self._size
             if faults.armed("io.journal.write"):
                 # The fault point stands mid-write, so an injected failure leaves a torn
                 # record behind, as a disk that fills up during the write does.
-                write_all(self._fd, view[: len(view) // 2])
-                view = view[len(view) // 2:]
+                half = len(view) // 2
+                write_at(self._fd, view[:half], offset)
+                view, offset = view[half:], offset + half
                 faults.io("io.journal.write")
-            write_all(self._fd, view)
+            write_at(self._fd, view, offset)
+            if grows and self._reserve:
+                write_at(self._fd, bytes(self._reserve), end)
             if self.durable:
                 faults.io("io.journal.fsync")
-                os.fsync(self._fd)
+                if grows:
+                    os.fsync(self._fd)
+                else:
+                    os.fdatasync(self._fd)
         except OSError:
             try:
                 self._cut()
             except OSError:
                 self._rewrite = True
             raise
-        self._size += len(data)
+        self._size = end
+        if grows:
+            self._allocated = end + self._reserve
 
     def _cut(self) -> None:
-        """Cut what a failed write left past ``_size`` (and make the cut durable)."""
+        """Cut what a failed write left past ``_size``, the zeros written ahead with it (the
+        next commit writes them again), and make the cut durable."""
         os.ftruncate(self._fd, self._size)
         if self.durable:
             os.fsync(self._fd)
+        self._allocated = self._size
         self._rewrite = False
 
     async def append(self, *records: dict[str, Any]) -> None:
@@ -523,10 +568,20 @@ class Journal:
             self._ended.set()
 
 
-def _ends_with_newline(path: Path) -> bool:
+def _records_end(path: Path, length: int) -> tuple[int, bytes]:
+    """Where the records of a journal file of ``length`` bytes end (past its last byte
+    that is not zero: what follows is zeros written ahead), and that last byte (empty for
+    a file with no records)."""
     with open(path, "rb") as fh:
-        fh.seek(-1, os.SEEK_END)
-        return fh.read(1) == b"\n"
+        end = length
+        while end > 0:
+            start = max(0, end - 64 * 1024)
+            fh.seek(start)
+            block = fh.read(end - start).rstrip(b"\0")
+            if block:
+                return start + len(block), block[-1:]
+            end = start
+    return 0, b""
 
 
 class Commit:

@@ -20,6 +20,7 @@ from conftest import DaemonHandle, wait_until
 from roost_core.client import Client, DaemonUnavailable
 from roost_core.locks import is_alive
 from roost_core.paths import MAX_SOCKET_PATH, resolve_paths, short_socket_dir
+from roost_core.store import read_journal
 
 QUICK = {"default": {"steps": [{"say": "ok: {input}"}]}}
 
@@ -165,7 +166,7 @@ def test_socket_folders_and_state_files_are_private(daemon):
 def test_a_journal_record_exists_for_a_reply_and_is_private(daemon):
     job = daemon.start_job("journal", scenario=QUICK)
     daemon.wait_job(job, "done")
-    records = [json.loads(line) for line in daemon.paths.journal.read_bytes().splitlines() if line.strip()]
+    records = list(read_journal(daemon.paths.journal))
     assert any(r.get("job") == job for r in records)
     assert mode(daemon.paths.journal) == 0o600
 

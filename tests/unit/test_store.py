@@ -14,10 +14,12 @@ import pytest
 
 from roost_core import faults
 from roost_core.store import (
+    RESERVE_BYTES,
     JobFiles,
     Journal,
     JournalError,
     atomic_write,
+    encode_record,
     read_journal,
     read_json,
     write_json,
@@ -98,6 +100,17 @@ def test_read_journal_skips_a_torn_last_line_and_non_objects(tmp_path):
     assert list(read_journal(tmp_path / "missing")) == []
 
 
+def test_read_journal_reads_through_zeros_wherever_they_are(tmp_path):
+    """Zeros written ahead follow the records; a crash can leave some between records
+    too (a write's pages reach the disk in any order). No record holds a zero byte, so
+    replay drops them all and reads every whole record around them."""
+    path = tmp_path / "queue.journal"
+    path.write_bytes(b'{"op":"item","n":1}\n' + bytes(5000) + b'{"op":"ack","n":2}\n{"op":"it' + bytes(3) + b'em","n":3}\n' + bytes(70000))
+    unreadable: list[int] = []
+    assert list(read_journal(path, unreadable)) == [{"op": "item", "n": 1}, {"op": "ack", "n": 2}, {"op": "item", "n": 3}]
+    assert unreadable == []
+
+
 async def _with_journal(journal, body):
     async with anyio.create_task_group() as tg:
         await tg.start(journal.run)
@@ -163,6 +176,67 @@ def test_a_journal_opened_on_a_torn_tail_does_not_lose_the_next_record(tmp_path)
 
     anyio.run(_with_journal, journal, body)
     assert list(read_journal(path)) == [{"op": "item", "n": 1}, {"op": "ack", "n": 2}]
+
+
+class SyncCalls:
+    """Which sync each commit's write ended with: ``os.fsync`` and ``os.fdatasync``, each
+    still doing its real work, named in a list as they are called."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.calls: list[str] = []
+        for name in ("fsync", "fdatasync"):
+            monkeypatch.setattr(os, name, self._named(name, getattr(os, name)))
+
+    def _named(self, name, real):
+        def sync(fd):
+            self.calls.append(name)
+            real(fd)
+
+        return sync
+
+
+def test_a_durable_journal_writes_its_records_into_zeros_written_ahead(tmp_path, monkeypatch):
+    """The first commit writes its records and a reserve of zeros after them, and
+    fsyncs; commits that fit in the reserve overwrite zeros and need only fdatasync (the
+    file's size does not move); one that does not fit writes the next reserve with it
+    and fsyncs. A journal opened again (a restart) writes right after the last record,
+    and replay reads the records, never the zeros."""
+    path = tmp_path / "queue.journal"
+    journal = Journal(path, durable=True)
+    syncs = SyncCalls(monkeypatch)
+    first, second = encode_record({"op": "item", "n": 1}), encode_record({"op": "item", "n": 2})
+    big = encode_record({"op": "item", "n": 3, "pad": "z" * RESERVE_BYTES})
+
+    async def body():
+        await journal.append({"op": "item", "n": 1})
+        assert path.read_bytes() == first + bytes(RESERVE_BYTES)
+        await journal.append({"op": "item", "n": 2})
+        assert path.read_bytes() == first + second + bytes(RESERVE_BYTES - len(second))
+        await journal.append({"op": "item", "n": 3, "pad": "z" * RESERVE_BYTES})
+        assert path.read_bytes() == first + second + big + bytes(RESERVE_BYTES)
+
+    anyio.run(_with_journal, journal, body)
+    assert syncs.calls == ["fsync", "fdatasync", "fsync"]
+    again = Journal(path, durable=True)
+    anyio.run(_with_journal, again, lambda: again.append({"op": "ack", "n": 4}))
+    assert path.read_bytes().rstrip(b"\0") == first + second + big + encode_record({"op": "ack", "n": 4})
+    assert [record["n"] for record in read_journal(path)] == [1, 2, 3, 4]
+    assert syncs.calls[-1] == "fdatasync"
+
+
+def test_a_torn_record_in_the_zeros_is_ended_where_it_stops(tmp_path):
+    """A crash mid-commit leaves part of a record in the reserve, zeros after it: the
+    journal opened on it ends that part with a newline where it stops (not past the
+    zeros), so the next record stands alone on its line and nothing is lost."""
+    path = tmp_path / "queue.journal"
+    path.write_bytes(b'{"op":"item","n":1}\n{"op":"it' + bytes(4096))
+    unreadable: list[int] = []
+    assert list(read_journal(path, unreadable)) == [{"op": "item", "n": 1}] and unreadable == []
+    journal = Journal(path, durable=True)
+    anyio.run(_with_journal, journal, lambda: journal.append({"op": "item", "n": 2}))
+    assert path.read_bytes().rstrip(b"\0") == b'{"op":"item","n":1}\n{"op":"it\n{"op":"item","n":2}\n'
+    assert list(read_journal(path, unreadable)) == [{"op": "item", "n": 1}, {"op": "item", "n": 2}]
+    assert unreadable == [2]
 
 
 def test_close_waits_for_a_commit_in_flight(tmp_path, monkeypatch):
@@ -293,7 +367,7 @@ def test_a_failed_commit_leaves_nothing_and_the_next_one_stands_alone(tmp_path, 
 
     anyio.run(_with_journal, journal, body)
     assert len(raised) == 1 and "No space left" in raised[0]
-    assert path.read_bytes() == b'{"op":"item","n":1}\n{"op":"item","n":4}\n'
+    assert path.read_bytes().rstrip(b"\0") == b'{"op":"item","n":1}\n{"op":"item","n":4}\n'
 
 
 def test_when_the_cut_fails_too_the_next_commit_rewrites_the_file_from_the_snapshot(tmp_path, failing, monkeypatch):
@@ -353,9 +427,9 @@ def test_a_failed_atomic_write_keeps_the_old_file_and_leaves_no_temp_file(tmp_pa
 
 
 class GatedDisk:
-    """``os.fsync`` (or the journal's ``write_all``) that holds its first call on the
-    writer thread until the test opens the gate: a commit stays on the disk while the
-    test hands more over."""
+    """``os.fsync`` and ``os.fdatasync`` (or the journal's ``write_at``) that hold their
+    first call on the writer thread until the test opens the gate: a commit stays on the
+    disk while the test hands more over."""
 
     def __init__(self, monkeypatch, *, fail_first: bool = False) -> None:
         import threading
@@ -367,28 +441,30 @@ class GatedDisk:
         self.calls = 0
         self.fail_first = fail_first
         if fail_first:
-            real = store.write_all
+            real = store.write_at
 
-            def write_all(fd, data):
+            def write_at(fd, data, offset):
                 self.calls += 1
                 if self.calls == 1:
                     self.entered.set()
                     self.gate.wait(30)
                     raise OSError(errno.EIO, "Input/output error")
-                real(fd, data)
+                real(fd, data, offset)
 
-            monkeypatch.setattr(store, "write_all", write_all)
+            monkeypatch.setattr(store, "write_at", write_at)
         else:
-            real_fsync = os.fsync
+            for name in ("fsync", "fdatasync"):
+                monkeypatch.setattr(os, name, self._gated(getattr(os, name)))
 
-            def fsync(fd):
-                self.calls += 1
-                if self.calls == 1:
-                    self.entered.set()
-                    self.gate.wait(30)
-                real_fsync(fd)
+    def _gated(self, real):
+        def sync(fd):
+            self.calls += 1
+            if self.calls == 1:
+                self.entered.set()
+                self.gate.wait(30)
+            real(fd)
 
-            monkeypatch.setattr(os, "fsync", fsync)
+        return sync
 
     async def wait_entered(self) -> None:
         await anyio.to_thread.run_sync(self.entered.wait, 30)

@@ -50,7 +50,7 @@ from roost_core.records import (
     PeerInfo,
     ReachDecision,
 )
-from roost_core.store import JobFiles, Journal, read_journal
+from roost_core.store import RESERVE_BYTES, JobFiles, Journal, read_journal
 from roost_core.worker import proctree
 from roost_core.worker.spawner import Spawner, popen_worker
 
@@ -73,6 +73,12 @@ STOP_FLUSH_SECONDS = 1.0
 def stop_flush_seconds() -> float:
     """``ROOST_STOP_FLUSH_SECONDS`` when set (a test holds a stop open with it)."""
     return float(os.environ.get("ROOST_STOP_FLUSH_SECONDS", STOP_FLUSH_SECONDS))
+
+
+def journal_reserve() -> int:
+    """``ROOST_JOURNAL_RESERVE_BYTES`` when set (a test of a full disk makes the journal's
+    reserve small enough to spend), else :data:`~roost_core.store.RESERVE_BYTES`."""
+    return int(os.environ.get("ROOST_JOURNAL_RESERVE_BYTES", RESERVE_BYTES))
 
 
 class DaemonBase:
@@ -183,7 +189,7 @@ class DaemonBase:
             job.queue.reply_seq += SEQ_RESTART_GAP
             job.queue.durable = job.queue.reply_seq
         changes.changed()
-        self.journal = Journal(self.paths.journal, durable=self.durable, snapshot=self.journal_snapshot)
+        self.journal = Journal(self.paths.journal, durable=self.durable, snapshot=self.journal_snapshot, reserve=journal_reserve())
         try:
             self.journal.replace_with(self.journal.snapshot_bytes())
         except OSError as exc:
