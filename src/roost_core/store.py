@@ -39,6 +39,10 @@ COMPACT_AFTER_BYTES = 8 * 1024 * 1024
 #: writes the next reserve with it and fsyncs. The reserve also keeps room for messages
 #: when the disk fills up. Replay ignores the zeros.
 RESERVE_BYTES = 1024 * 1024
+#: What the reserve is written from, a piece at a time: a zero buffer of the reserve's own
+#: size, made per growth, would stay in the daemon's heap once freed (glibc raises its
+#: mmap threshold to a freed block's size).
+_ZERO_BLOCK = bytes(64 * 1024)
 
 log = logging.getLogger("roost.store")
 
@@ -83,6 +87,17 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+def write_zeros(fd: int, count: int, offset: int) -> None:
+    """Write ``count`` zero bytes at ``offset``, from :data:`_ZERO_BLOCK` (one ``pwritev``
+    of up to 64 pieces at a time)."""
+    block = memoryview(_ZERO_BLOCK)
+    while count > 0:
+        whole, rest = divmod(min(count, 64 * len(block)), len(block))
+        pieces = [block] * whole + ([block[:rest]] if rest else [])
+        written = os.pwritev(fd, pieces, offset)
+        count, offset = count - written, offset + written
 
 
 def write_at(fd: int, data: bytes | memoryview, offset: int) -> None:
@@ -511,7 +526,7 @@ class Journal:
                 faults.io("io.journal.write")
             write_at(self._fd, view, offset)
             if grows and self._reserve:
-                write_at(self._fd, bytes(self._reserve), end)
+                write_zeros(self._fd, self._reserve, end)
             if self.durable:
                 faults.io("io.journal.fsync")
                 if grows:
