@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +90,19 @@ def test_the_syscall_count_diagnostic_runs():
     for cells in rows.values():
         reads, writes = float(cells[2]), float(cells[3])
         assert reads > 0 and writes > 0, done.stdout
+
+
+def test_the_disk_sync_diagnostic_runs():
+    """``python -m bench.syncs`` times a commit both ways (append + fsync, and into zeros
+    written ahead + fdatasync), idle and busy, and prints each; the figures are not
+    checked, only that both ways ran and took time."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.syncs", "--commits", "5", "--busy", "1", "--size", "4096"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    lines = done.stdout.splitlines()
+    assert [line.split(":", 1)[0] for line in lines] == ["idle", "1 busy processes"], done.stdout
+    for line in lines:
+        append, reserve = (float(figure) for figure in re.findall(r"([0-9]+) µs", line))
+        assert append > 0 and reserve > 0, line

@@ -1,0 +1,80 @@
+"""What one durable journal commit costs this machine's disk, the two ways of making it:
+``python -m bench.syncs [--size BYTES] [--commits N] [--busy K]``.
+
+* **append + fsync**: the record appended (``O_APPEND``), then ``fsync``. The file grows,
+  so the sync also waits for the filesystem's own journal (the new size and extents).
+* **reserve + fdatasync**: the record written into zeros written (and synced) ahead of it,
+  then ``fdatasync``. Nothing but data changes, so the sync flushes the data alone. This
+  is what roost's journal does (``roost_core.store.RESERVE_BYTES``) and the lean broker's
+  log too (``bench.lean``).
+
+Each is timed idle, then with ``--busy`` processes spinning on the CPU (the durable
+benchmark's daemon and clients keep both cores busy, and a busy machine delays the
+filesystem's journal thread more than the data's flush). Prints µs per commit and the
+ratio. A diagnostic of the disk, with no target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+
+
+def spin() -> None:
+    while True:
+        pass
+
+
+def per_commit(folder: str, size: int, commits: int, reserve: bool) -> float:
+    """µs per commit of ``size`` bytes, ``commits`` times, one way or the other."""
+    record = b"x" * (size - 1) + b"\n"
+    path = os.path.join(folder, "reserve" if reserve else "append")
+    if reserve:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.pwrite(fd, bytes(size * commits), 0)
+        os.fsync(fd)
+    else:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+    try:
+        start = time.perf_counter()
+        for n in range(commits):
+            if reserve:
+                os.pwrite(fd, record, n * size)
+                os.fdatasync(fd)
+            else:
+                os.write(fd, record)
+                os.fsync(fd)
+        return (time.perf_counter() - start) / commits * 1e6
+    finally:
+        os.close(fd)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.syncs")
+    parser.add_argument("--size", type=int, default=28_000, help="bytes per commit (28 KB: a durable-benchmark commit)")
+    parser.add_argument("--commits", type=int, default=300)
+    parser.add_argument("--busy", type=int, default=4, help="processes spinning in the second round")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="rb-syncs-") as folder:
+        for label, busy in (("idle", 0), (f"{args.busy} busy processes", args.busy)):
+            spinners = [multiprocessing.Process(target=spin, daemon=True) for _ in range(busy)]
+            for process in spinners:
+                process.start()
+            try:
+                append = per_commit(folder, args.size, args.commits, reserve=False)
+                reserve = per_commit(folder, args.size, args.commits, reserve=True)
+            finally:
+                for process in spinners:
+                    process.terminate()
+                    process.join()
+            print(f"{label}: {args.size:,} B per commit: append + fsync {append:.0f} µs, reserve + fdatasync {reserve:.0f} µs "
+                  f"({reserve / append:.2f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
