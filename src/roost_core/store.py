@@ -511,11 +511,11 @@ class Journal:
         """Write ``data`` after the last record and make it durable: ``fdatasync`` when it
         fits in the zeros written ahead, else the next reserve of zeros written after it
         and ``fsync``. On failure cut the file back to where it was."""
-        end = self._size + len(data)
-        grows = end > self._allocated
         try:
             if self._rewrite:
                 self._cut()  # no snapshot to rewrite from: the leftovers go first
+            end = self._size + len(data)
+            grows = end > self._allocated
             view, offset = memoryview(data), self._size
             if faults.armed("io.journal.write"):
                 # The fault point stands mid-write, so an injected failure leaves a torn
