@@ -76,7 +76,10 @@ RECEIVER = textwrap.dedent(
             os._exit(9)
         async with ForegroundSession(Path(sys.argv[1]), name="receiver", cwd=sys.argv[2], paths=resolve_paths(), on_deliver=die) as me:
             peer = await me.ensure_registered()
-            Path(sys.argv[3]).write_text(peer)
+            # Written whole, then renamed: the test reads the id once the name appears,
+            # and must never read a file that is made but not written yet.
+            Path(sys.argv[3] + ".tmp").write_text(peer)
+            os.replace(sys.argv[3] + ".tmp", sys.argv[3])
             await anyio.sleep(60)
 
     anyio.run(main)
