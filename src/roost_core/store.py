@@ -34,10 +34,10 @@ COMPACT_AFTER_BYTES = 8 * 1024 * 1024
 #: Zeros a durable journal keeps written (and fsynced) past its last record. A commit
 #: inside them overwrites blocks that exist already: the file's size and extents stay as
 #: they are, so ``fdatasync`` flushes the data alone, while an append that grows the file
-#: makes ``fsync`` wait for the filesystem's journal as well (on this machine's ext4 under
-#: load, 135 µs against 600 µs per 28 KB commit; bench/README.md). A commit past them
-#: writes the next reserve with it and fsyncs. The reserve also keeps room for messages
-#: when the disk fills up. Replay ignores the zeros.
+#: makes ``fsync`` wait for the filesystem's journal as well (on this machine's ext4 the
+#: former takes about half the time per 28 KB commit, idle or busy: ``python -m
+#: bench.syncs``). A commit past them writes the next reserve with it and fsyncs. The
+#: reserve also keeps room for messages when the disk fills up. Replay ignores the zeros.
 RESERVE_BYTES = 1024 * 1024
 #: What the reserve is written from, a piece at a time: a zero buffer of the reserve's own
 #: size, made per growth, would stay in the daemon's heap once freed (glibc raises its
