@@ -46,6 +46,7 @@ loads = orjson.loads
 
 
 def write_at(fd: int, data: bytes, offset: int) -> None:
+    """roost_core.store.write_at, for the same reason as RESERVE_BYTES."""
     view = memoryview(data)
     while view:
         written = os.pwrite(fd, view, offset)

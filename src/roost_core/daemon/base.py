@@ -249,7 +249,7 @@ class DaemonBase:
         if not self._records_due:
             self._records_due = True
             try:
-                asyncio.get_running_loop().call_soon(self.write_records)
+                call_soon(self.write_records)
             except RuntimeError:  # no loop (loading, a test of the records): write now
                 self.write_records()
 

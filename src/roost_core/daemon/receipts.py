@@ -89,8 +89,8 @@ class MessageQuotes:
         if len(self._order) > MAX_QUOTES:
             del self._quotes[self._order.popleft()]
 
-    def quote(self, message_id: str | None) -> str | None:
-        return self._quotes.get(message_id) if message_id else None
+    def quote(self, message_id: str) -> str | None:
+        return self._quotes.get(message_id)
 
 
 class Receipts:
