@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import attrs
+import msgspec
 
 from roost_core.protocol import QUEUE_FULL, ProtocolError
 from roost_core.records import AGENT_KINDS, ITEM_KINDS
@@ -24,9 +24,25 @@ MAX_AGENT_ITEMS = 20
 MAX_UNDURABLE_SEQS = 500
 
 
-@attrs.define
-class Item:
-    """One queued item. ``content`` is what the agent sees (framed for agent items)."""
+#: An item's fields by the names its ``deliver`` event gives them (where they differ).
+EVENT_NAMES = {
+    "sender": "from",
+    "sender_name": "fromName",
+    "msg_id": "id",
+    "reply_to": "replyTo",
+    "broadcast_chain": "broadcastChain",
+    "reply_quote": "replyQuote",
+}
+#: The other way: a ``deliver`` event's key -> the item's field.
+FIELD_NAMES = {event: field for field, event in EVENT_NAMES.items()}
+
+
+class Item(msgspec.Struct, tag_field="event", tag="deliver", rename=EVENT_NAMES, gc=False):
+    """One queued item. ``content`` is what the agent sees (framed for agent items).
+
+    A msgspec struct, not an attrs class: every message makes one and encodes it as its
+    ``deliver`` event (:meth:`encoded`), and both happen in C. (``gc=False``: its fields
+    are strings, numbers and None, so it can hold no cycle.)"""
 
     seq: int
     kind: str
@@ -35,7 +51,7 @@ class Item:
     sender: str | None = None
     sender_name: str | None = None
     relation: str | None = None
-    created: float = attrs.field(factory=time.time)
+    created: float = msgspec.field(default_factory=time.time)
     trace: str | None = None
     hops: int = 0
     #: The message id (agent items), the id it answers, its broadcast scope, whether its
@@ -49,10 +65,14 @@ class Item:
     #: (for people: ``roost log`` shows the thread; agents read the ids in the envelope).
     reply_quote: str | None = None
 
+    def encoded(self) -> bytes:
+        """The ``deliver`` event that carries this item to its receiver, as one line of
+        the wire (its keys are :data:`EVENT_NAMES`). It is also how the journal stores
+        the item: one encoding of it is pushed and written (``daemon.delivery``)."""
+        return _encode_item(self) + b"\n"
+
     def to_event(self) -> dict[str, Any]:
-        """The ``deliver`` event that carries this item to its receiver, in the wire's
-        names (:data:`EVENT_NAMES`). It is also how the journal stores the item: one
-        encoding of it is pushed and written (``daemon.delivery``)."""
+        """:meth:`encoded`, as the frame dict it decodes to (the same keys, in order)."""
         return {
             "event": "deliver",
             "seq": self.seq,
@@ -83,7 +103,7 @@ class Item:
 
     @classmethod
     def from_json(cls, data: Any) -> Item:
-        """An item from its fields by their own names (``attrs.asdict`` of one: how the
+        """An item from its fields by their own names (``as_fields`` of one: how the
         journal stored items before it stored their ``deliver`` events, and what
         :meth:`from_event` reads once renamed); ``ValueError`` for one roost did not write."""
         if not isinstance(data, dict):
@@ -103,8 +123,11 @@ class Item:
             raise ValueError("item hops or created is not a number")
         if not isinstance(data.get("broadcast_chain", False), bool) or not isinstance(data.get("delivery", "steer"), str):
             raise ValueError("item broadcast_chain or delivery of the wrong type")
-        fields = {f.name for f in attrs.fields(cls)}
-        return cls(**{key: value for key, value in data.items() if key in fields})
+        return cls(**{key: value for key, value in data.items() if key in cls.__struct_fields__})
+
+    def as_fields(self) -> dict[str, Any]:
+        """The item's fields by their own names."""
+        return msgspec.structs.asdict(self)
 
     @property
     def is_agent_item(self) -> bool:
@@ -116,18 +139,7 @@ class Item:
         return self.delivery == "followUp"
 
 
-
-#: An item's fields by the names its ``deliver`` event gives them (where they differ).
-EVENT_NAMES = {
-    "sender": "from",
-    "sender_name": "fromName",
-    "msg_id": "id",
-    "reply_to": "replyTo",
-    "broadcast_chain": "broadcastChain",
-    "reply_quote": "replyQuote",
-}
-#: The other way: a ``deliver`` event's key -> the item's field.
-FIELD_NAMES = {event: field for field, event in EVENT_NAMES.items()}
+_encode_item = msgspec.json.Encoder().encode
 
 
 class JobQueue:

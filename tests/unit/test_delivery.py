@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
-import attrs
 import pytest
 
 from recording_journal import RecordingJournal
@@ -257,7 +256,7 @@ def test_an_items_journal_record_replays_into_the_same_item_and_old_records_stil
         assert replayed.queue.items == [queued]
         # A journal written before items were stored as their deliver events.
         older = a_job()
-        apply_journal_record(older, {"op": "item", "job": job.id, "item": attrs.asdict(queued)})
+        apply_journal_record(older, {"op": "item", "job": job.id, "item": queued.as_fields()})
         assert older.queue.items == [queued]
         with pytest.raises(ValueError):
             apply_journal_record(a_job(), {"op": "item", "job": job.id, "deliver": {**record["deliver"], "event": "other"}})

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 
-import attrs
 import pytest
 
-from roost_core.protocol import QUEUE_FULL, ProtocolError
+from roost_core.protocol import QUEUE_FULL, ProtocolError, encode
 from roost_core.queue import MAX_AGENT_ITEMS, MAX_USER_REPLIES, Item, JobQueue
 
 
@@ -136,7 +135,7 @@ def test_clear_drops_everything_and_moves_the_watermark():
 
 def test_item_json_round_trip_ignores_unknown_fields():
     item = Item(seq=3, kind="message", content="framed", text="hi", sender="a1b2c3d4", sender_name="x", relation="child", trace="t", hops=2)
-    data = attrs.asdict(item)
+    data = item.as_fields()
     assert Item.from_json({**data, "future_field": 1}) == item
     assert item.is_agent_item
     assert not Item(seq=1, kind="reply", content="x").is_agent_item
@@ -149,6 +148,9 @@ def test_an_item_round_trips_through_its_deliver_event_with_every_field():
         broadcast_chain=True, delivery="followUp", reply_quote="the question",
     )
     event = item.to_event()
+    # The line pushed and stored is that event, key for key and in the same order.
+    assert item.encoded() == encode(event)
+    assert item.encoded() == item.encoded().splitlines()[0] + b"\n"
     assert (event["event"], event["from"], event["fromName"], event["id"], event["replyTo"], event["broadcastChain"], event["replyQuote"]) == (
         "deliver", "a1b2c3d4", "lead", "m0000000a", "m00000009", True, "the question")
     assert Item.from_event(json.loads(json.dumps(event))) == item
@@ -156,3 +158,4 @@ def test_an_item_round_trips_through_its_deliver_event_with_every_field():
     for bad in ({**event, "event": "shutdown"}, {**event, "seq": "7"}, {**event, "from": 5}, [event]):
         with pytest.raises(ValueError):
             Item.from_event(bad)
+

@@ -9,6 +9,7 @@ connections, the journal records, the receipts, and the workers it asks to start
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -129,7 +130,7 @@ def test_a_child_job_reaches_its_foreground_parent_at_once_in_its_chain(tmp_path
     assert answer == {"to": "f-lead", "name": "lead", "relation": "parent", "id": answer["id"], "result": "delivered", "seq": 1}
     (event,) = t.lead.conn.take_sent()
     assert (event["event"], event["from"], event["relation"], event["trace"], event["hops"]) == ("deliver", "j-1", "child", "t-7", 3)
-    assert event["text"] == "done: 3 files changed" and t.lead.in_flight[1]["id"] == answer["id"]
+    assert event["text"] == "done: 3 files changed" and json.loads(t.lead.in_flight[1])["id"] == answer["id"]
     assert t.journal.records == []  # a foreground peer has no mailbox: nothing to store
     assert t.receipts_of("j-1") == [("f-lead", "delivered", None)]
 

@@ -25,7 +25,7 @@ from roost_core import faults
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.receipts import MessageQuotes, Receipts
-from roost_core.protocol import BAD_ARGS, NOT_STORED, QUEUE_FULL, ProtocolError, encode, encode_string
+from roost_core.protocol import BAD_ARGS, NOT_STORED, QUEUE_FULL, ProtocolError, encode_string
 from roost_core.queue import Item
 from roost_core.records import OutgoingItem, PeerInfo
 from roost_core.store import Commit, JournalError
@@ -93,7 +93,7 @@ class Mailroom:
         peer.last_message = pushed.created
         seq = peer.seq = pushed.seq
         self.receipts.record(sender.id, target.id, target.name, item.kind, "delivered", seq=seq, text=item.text)
-        event = pushed.to_event()
+        event = pushed.encoded()
         peer.in_flight[seq] = event
         peer.conn.send(event)
         answer["result"] = "delivered"
@@ -157,7 +157,7 @@ class Mailroom:
             assert self.journal is not None
             # The item's one encoding: its deliver event, pushed as it is and stored
             # inside its journal record.
-            event = encode(item.to_event())
+            event = item.encoded()
             conn = job.conn
             if conn is not None and job.sent == item.seq - 1 and self.journal.healthy:
                 # The usual case, push_pending's in short: the worker has every earlier
@@ -186,7 +186,7 @@ class Mailroom:
         for item in queue.pending(after=job.sent):
             if not journal_ok and item.seq > queue.durable:
                 break
-            conn.send(item.to_event())
+            conn.send(item.encoded())
             job.sent = item.seq
             if item.is_agent_item:
                 self.receipts.move(job.id, item.seq, "delivered")

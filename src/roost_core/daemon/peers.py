@@ -2,7 +2,8 @@
 
 Liveness is the connection. There is no mailbox: a message to a foreground peer that is
 not connected answers ``not running``. Items pushed to a connected peer wait in
-``in_flight`` until it acks them, and are pushed again if it re-registers.
+``in_flight`` (as the lines pushed) until it acks them, and are pushed again if it
+re-registers.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ class ForegroundPeer(NotesChanges):
     conn: Any = None
     seq: int = 0
     registered: float = attrs.field(factory=time.time)
-    in_flight: dict[int, dict[str, Any]] = attrs.field(factory=dict)
+    in_flight: dict[int, bytes] = attrs.field(factory=dict)
     last_message: float | None = None
     #: The agent host this foreground session runs (its children get it by default).
     host: str | None = None
