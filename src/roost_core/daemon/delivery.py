@@ -104,33 +104,15 @@ class Mailroom:
         """Queue ``item`` on ``job`` (pushed at once to a connected worker, its record to
         the journal); the sender's answer once the record's commit is over: what
         :meth:`outcome` says, with the seq (raises ``queue_full`` at the cap)."""
-        sender = item.sender
-        queue = job.queue
-        queued = self.item_of(queue.reply_seq + 1, item, content, delivery, trace)
+        queued = self.item_of(job.queue.reply_seq + 1, item, content, delivery, trace)
         try:
             commit = self.queue(job, queued)
         except ProtocolError as exc:
             if exc.code == QUEUE_FULL:
+                sender = item.sender
                 self.receipts.record(sender.id, target.id, target.name, item.kind, "dead", reason="queue full", text=item.text)
             raise
-
-        def finish() -> dict[str, Any]:
-            outcome = self.outcome(job, queued, commit, wake=wake)
-            job.last_message = time.time()
-            if queued.seq <= queue.acked:
-                # Pushed before the fsync, the worker acked it while it was being made
-                # durable (its ack found no receipt to move yet).
-                state = "acknowledged"
-            else:
-                state = "delivered" if outcome == "delivered" else "queued"
-            self.receipts.record(sender.id, target.id, target.name, item.kind, state, seq=queued.seq, text=item.text)
-            answer["result"] = outcome
-            answer["seq"] = queued.seq
-            if job.dialog and outcome in ("delivered", "queued"):
-                answer["waiting"] = "waiting on a dialog"
-            return answer
-
-        return Pending(commit, finish)
+        return Pending(commit, QueuedAnswer(self, job, target, item, queued, commit, answer, wake))
 
     def item_of(self, seq: int, item: OutgoingItem, content: str, delivery: str, trace: str | None) -> Item:
         """The queue item (numbered ``seq``) that carries ``item`` to its receiver, with
@@ -243,6 +225,36 @@ class Mailroom:
             in_flight.pop(key)
             self.receipts.move(peer.id, key, "acknowledged")
         return {"acked": seq}
+
+
+class QueuedAnswer:
+    """The answer to a send queued on a job, made once the item's commit is over (a
+    :class:`Pending` answer's ``finish``): what :meth:`Mailroom.outcome` says, with the
+    seq, and the sender's receipt. (A slotted callable rather than a closure: one is
+    made per message.)"""
+
+    __slots__ = ("mailroom", "job", "target", "item", "queued", "commit", "answer", "wake")
+
+    def __init__(self, mailroom: Mailroom, job: Job, target: PeerInfo, item: OutgoingItem, queued: Item, commit: Commit, answer: dict[str, Any], wake: bool) -> None:
+        self.mailroom, self.job, self.target, self.item = mailroom, job, target, item
+        self.queued, self.commit, self.answer, self.wake = queued, commit, answer, wake
+
+    def __call__(self) -> dict[str, Any]:
+        job, queued, item, target, answer = self.job, self.queued, self.item, self.target, self.answer
+        outcome = self.mailroom.outcome(job, queued, self.commit, wake=self.wake)
+        job.last_message = time.time()
+        if queued.seq <= job.queue.acked:
+            # Pushed before the fsync, the worker acked it while it was being made
+            # durable (its ack found no receipt to move yet).
+            state = "acknowledged"
+        else:
+            state = "delivered" if outcome == "delivered" else "queued"
+        self.mailroom.receipts.record(item.sender.id, target.id, target.name, item.kind, state, seq=queued.seq, text=item.text)
+        answer["result"] = outcome
+        answer["seq"] = queued.seq
+        if job.dialog and outcome in ("delivered", "queued"):
+            answer["waiting"] = "waiting on a dialog"
+        return answer
 
 
 def ack_stored(commit: Commit, result: dict[str, Any]) -> dict[str, Any]:
