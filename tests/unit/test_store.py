@@ -179,13 +179,22 @@ def test_a_journal_opened_on_a_torn_tail_does_not_lose_the_next_record(tmp_path)
 
 
 class SyncCalls:
-    """Which sync each commit's write ended with: ``os.fsync`` and ``os.fdatasync``, each
+    """How each commit's write was made durable: ``os.fsync``, ``os.fdatasync``, or a
+    write synced as it is made (``os.pwritev`` with ``RWF_DSYNC``: "dsync write"), each
     still doing its real work, named in a list as they are called."""
 
     def __init__(self, monkeypatch) -> None:
         self.calls: list[str] = []
         for name in ("fsync", "fdatasync"):
             monkeypatch.setattr(os, name, self._named(name, getattr(os, name)))
+        real_pwritev = os.pwritev
+
+        def pwritev(fd, buffers, offset, flags=0):
+            if flags & getattr(os, "RWF_DSYNC", 0):
+                self.calls.append("dsync write")
+            return real_pwritev(fd, buffers, offset, flags)
+
+        monkeypatch.setattr(os, "pwritev", pwritev)
 
     def _named(self, name, real):
         def sync(fd):
@@ -197,9 +206,9 @@ class SyncCalls:
 
 def test_a_durable_journal_writes_its_records_into_zeros_written_ahead(tmp_path, monkeypatch):
     """The first commit writes its records and a reserve of zeros after them, and
-    fsyncs; commits that fit in the reserve overwrite zeros and need only fdatasync (the
-    file's size does not move); one that does not fit writes the next reserve with it
-    and fsyncs. A journal opened again (a restart) writes right after the last record,
+    fsyncs; commits that fit in the reserve overwrite zeros and need only a data sync,
+    made by the write itself (the file's size does not move); one that does not fit
+    writes the next reserve with it and fsyncs. A journal opened again (a restart) writes right after the last record,
     and replay reads the records, never the zeros."""
     path = tmp_path / "queue.journal"
     journal = Journal(path, durable=True)
@@ -216,12 +225,41 @@ def test_a_durable_journal_writes_its_records_into_zeros_written_ahead(tmp_path,
         assert path.read_bytes() == first + second + big + bytes(RESERVE_BYTES)
 
     anyio.run(_with_journal, journal, body)
-    assert syncs.calls == ["fsync", "fdatasync", "fsync"]
+    assert syncs.calls == ["fsync", "dsync write", "fsync"]
     again = Journal(path, durable=True)
     anyio.run(_with_journal, again, lambda: again.append({"op": "ack", "n": 4}))
     assert path.read_bytes().rstrip(b"\0") == first + second + big + encode_record({"op": "ack", "n": 4})
     assert [record["n"] for record in read_journal(path)] == [1, 2, 3, 4]
-    assert syncs.calls[-1] == "fdatasync"
+    assert syncs.calls[-1] == "dsync write"
+
+
+def test_a_filesystem_without_per_write_sync_gets_write_then_fdatasync(tmp_path, monkeypatch):
+    """Where the kernel or filesystem refuses ``RWF_DSYNC`` (before writing a byte), a
+    commit inside the reserve is written, then fdatasynced, and every later one goes
+    that way at once."""
+    from roost_core import store
+
+    monkeypatch.setattr(store, "_DSYNC", getattr(os, "RWF_DSYNC", 2))
+    syncs = SyncCalls(monkeypatch)
+    real = os.pwritev
+
+    def refusing(fd, buffers, offset, flags=0):
+        if flags:
+            syncs.calls.append("dsync write refused")
+            raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+        return real(fd, buffers, offset)
+
+    path = tmp_path / "queue.journal"
+    journal = Journal(path, durable=True)
+    monkeypatch.setattr(os, "pwritev", refusing)
+
+    async def body():
+        for n in range(3):
+            await journal.append({"op": "item", "n": n})
+
+    anyio.run(_with_journal, journal, body)
+    assert syncs.calls == ["fsync", "dsync write refused", "fdatasync", "fdatasync"]
+    assert [record["n"] for record in read_journal(path)] == [0, 1, 2]
 
 
 def test_a_torn_record_in_the_zeros_is_ended_where_it_stops(tmp_path):
@@ -427,8 +465,8 @@ def test_a_failed_atomic_write_keeps_the_old_file_and_leaves_no_temp_file(tmp_pa
 
 
 class GatedDisk:
-    """``os.fsync`` and ``os.fdatasync`` (or the journal's ``write_at``) that hold their
-    first call on the writer thread until the test opens the gate: a commit stays on the
+    """``os.fsync``, ``os.fdatasync`` and ``store.write_durably`` (or the journal's
+    ``write_at``) that hold their first call on the writer thread until the test opens the gate: a commit stays on the
     disk while the test hands more over."""
 
     def __init__(self, monkeypatch, *, fail_first: bool = False) -> None:
@@ -455,13 +493,25 @@ class GatedDisk:
         else:
             for name in ("fsync", "fdatasync"):
                 monkeypatch.setattr(os, name, self._gated(getattr(os, name)))
+            # A write synced as it is made (inside the reserve) is a sync too.
+            real_durably = store.write_durably
+
+            def write_durably(fd, data, offset):
+                self._hold()
+                real_durably(fd, data, offset)
+
+            monkeypatch.setattr(store, "write_durably", write_durably)
+
+    def _hold(self) -> None:
+        """Count a sync; hold the first until the gate opens."""
+        self.calls += 1
+        if self.calls == 1:
+            self.entered.set()
+            self.gate.wait(30)
 
     def _gated(self, real):
         def sync(fd):
-            self.calls += 1
-            if self.calls == 1:
-                self.entered.set()
-                self.gate.wait(30)
+            self._hold()
             real(fd)
 
         return sync
