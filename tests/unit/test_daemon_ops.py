@@ -337,3 +337,59 @@ def test_the_flusher_writes_the_records_before_any_byte_of_a_pass_leaves(tmp_pat
         theirs.close()
 
     run(tmp_path, story, jobs=1, state="idle")
+
+
+def test_a_foreground_receivers_item_leaves_before_the_senders_answer_and_the_pass_ends(tmp_path):
+    """Wired to real sockets through a flusher whose hook writes the records first: a
+    send to a foreground peer writes the receiver's deliver at once, inside the op (the
+    receiver can read it before the op returns), while the sender's answer leaves at the
+    end of the pass. The records are written before that push, and a push behind output
+    already queued on its connection waits its turn, in order."""
+
+    async def story(daemon: Daemon, _jobs: list[str]) -> None:
+        loop = asyncio.get_running_loop()
+        alice, _ = await registered(daemon, 1, "alice")
+        bob, bob_id = await registered(daemon, 2, "bob")
+        hooks: list[str] = []
+
+        def before_write() -> None:
+            hooks.append("records written")
+            daemon.write_records()
+
+        flusher = Flusher(loop, before_write=before_write)
+        sockets = {}
+        for name, conn in (("alice", alice), ("bob", bob)):
+            ours, theirs = socket.socketpair()
+            theirs.setblocking(False)
+            transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, ours)
+            conn.attach(transport, flusher)  # type: ignore[arg-type]
+            sockets[name] = theirs
+
+        def readable(name: str) -> bytes:
+            try:
+                return sockets[name].recv(1 << 16, socket.MSG_PEEK)
+            except BlockingIOError:
+                return b""
+
+        assert accept_frame(daemon, alice, send(bob_id, "hello bob", 1)) is True
+        # Still inside the pass: bob can read his item already, alice not her answer yet.
+        assert json.loads(readable("bob"))["text"] == "hello bob"
+        assert readable("alice") == b""
+        assert hooks == ["records written"]
+        await anyio.lowlevel.checkpoint()  # the loop's next pass: the flusher has run
+        assert json.loads(await loop.sock_recv(sockets["alice"], 1 << 16))["result"]["result"] == "delivered"
+        assert json.loads(await loop.sock_recv(sockets["bob"], 1 << 16))["seq"] == 1
+        # Output queued for bob in this pass goes first; his next item waits behind it.
+        bob.send({"event": "queued first"})
+        assert accept_frame(daemon, alice, send(bob_id, "second", 2)) is True
+        assert readable("bob") == b""
+        await anyio.lowlevel.checkpoint()
+        lines = []
+        while len(lines) < 2:
+            lines += (await loop.sock_recv(sockets["bob"], 1 << 16)).splitlines()
+        assert [json.loads(line).get("event") for line in lines] == ["queued first", "deliver"]
+        assert json.loads(lines[1])["text"] == "second"
+        for theirs in sockets.values():
+            theirs.close()
+
+    run(tmp_path, story)

@@ -5,6 +5,8 @@ for their answers; and its output not yet written.
 It does no I/O itself. :mod:`roost_core.daemon.wire` attaches an asyncio transport and a
 :class:`Flusher`: every frame queued in one pass of the event loop then leaves in one
 ``transport.write`` (the transport keeps what the socket does not take yet, in order).
+The one exception is :meth:`Connection.push`, an item a foreground receiver waits for:
+it is written at once when nothing queued waits before it.
 A detached connection (:meth:`Connection.detached`) has no transport: what it is sent
 stays queued for :meth:`Connection.take_sent`, so the op logic's tests need no socket.
 """
@@ -182,6 +184,19 @@ class Connection:
             self._too_slow()
         elif not self._marked and self._flusher is not None:
             self._mark()
+
+    def push(self, data: bytes) -> None:
+        """:meth:`send` an event its receiver waits for (a foreground peer's item): written
+        at once when nothing this pass queued waits before it on this connection, so the
+        receiver does not wait for the rest of the pass (the sender's answer among it)."""
+        if self._outbox or self.transport is None or self.closed:
+            self.send(data)
+            return
+        assert self._flusher is not None
+        self._flusher.before_write()
+        self.transport.write(data)
+        if self.transport.get_write_buffer_size() > MAX_OUTBOX_BYTES:
+            self._too_slow()
 
     def _mark(self) -> None:
         assert self._flusher is not None

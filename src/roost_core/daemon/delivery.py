@@ -83,7 +83,9 @@ class Mailroom:
     ) -> dict[str, Any]:
         """Push ``item`` to a foreground peer, which has no mailbox: ``delivered`` (it
         waits in the peer's ``in_flight`` until acked) or ``not running``. ``answer`` is
-        the start of the sender's answer (who and how related)."""
+        the start of the sender's answer (who and how related). The item is written at
+        once (``Connection.push``): a session waiting for it does not wait for the rest
+        of the daemon's pass, the sender's answer among it."""
         sender = item.sender
         pushed = self.item_of(peer.seq + 1, item, content, delivery, trace)
         if peer.conn is None:
@@ -95,7 +97,7 @@ class Mailroom:
         self.receipts.record(sender.id, target.id, target.name, item.kind, "delivered", seq=seq, text=item.text)
         event = pushed.encoded()
         peer.in_flight[seq] = event
-        peer.conn.send(event)
+        peer.conn.push(event)
         answer["result"] = "delivered"
         answer["seq"] = seq
         return answer

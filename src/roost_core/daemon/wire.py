@@ -9,7 +9,8 @@ none overtakes another. A lane of :data:`LANE_PAUSE` requests pauses reading unt
 empty: the client waits in its own socket.
 
 Writes: ``Connection.send`` queues; one loop callback per pass (``Flusher``) hands each
-connection's output to its transport in one write.
+connection's output to its transport in one write. (``Connection.push``, a foreground
+receiver's item, is written at once when nothing is queued before it.)
 
 A connection ends when the client's stream ends (after its lane is done) or the daemon
 closes it; it is forgotten (``peer_disconnected``) once its transport is gone and no op
