@@ -34,11 +34,12 @@ from roost_core.protocol import _long_digits, _orjson, _shallow, encode
 COMPACT_AFTER_BYTES = 8 * 1024 * 1024
 #: Zeros a durable journal keeps written (and fsynced) past its last record. A commit
 #: inside them overwrites blocks that exist already: the file's size and extents stay as
-#: they are, so a data sync (``fdatasync``, or a write with ``RWF_DSYNC``) flushes the data alone, while an append that grows the file
-#: makes ``fsync`` wait for the filesystem's journal as well (on this machine's ext4 the
-#: former takes about half the time per 28 KB commit, idle or busy: ``python -m
-#: bench.syncs``). A commit past them writes the next reserve with it and fsyncs. The
-#: reserve also keeps room for messages when the disk fills up. Replay ignores the zeros.
+#: they are, so a data sync (``fdatasync``, or a write with ``RWF_DSYNC``) flushes the
+#: data alone, while an append that grows the file makes ``fsync`` wait for the
+#: filesystem's journal as well (on this machine's ext4 the former takes about half the
+#: time per 28 KB commit, idle or busy: ``python -m bench.syncs``). A commit past them
+#: writes the next reserve with it and fsyncs. The reserve also keeps room for messages
+#: when the disk fills up. Replay ignores the zeros.
 RESERVE_BYTES = 1024 * 1024
 #: What the reserve is written from, a piece at a time: a zero buffer of the reserve's own
 #: size, made per growth, would stay in the daemon's heap once freed (glibc raises its
@@ -561,7 +562,9 @@ class Journal:
                 # Inside the zeros written ahead: only data changes, so a write synced as
                 # it is made (``fdatasync``'s guarantee) is durable.
                 write_durably(self._fd, view, offset)
-                faults.io("io.journal.fsync")  # (the write is in the file, its commit fails)
+                # An injected sync failure comes after the write, as a real one would: the
+                # records are in the file, and the commit fails and is cut back all the same.
+                faults.io("io.journal.fsync")
             else:
                 write_at(self._fd, view, offset)
                 if grows and self._reserve:
