@@ -482,10 +482,8 @@ class GatedDisk:
             real = store.write_at
 
             def write_at(fd, data, offset):
-                self.calls += 1
+                self._hold()
                 if self.calls == 1:
-                    self.entered.set()
-                    self.gate.wait(30)
                     raise OSError(errno.EIO, "Input/output error")
                 real(fd, data, offset)
 
@@ -503,7 +501,7 @@ class GatedDisk:
             monkeypatch.setattr(store, "write_durably", write_durably)
 
     def _hold(self) -> None:
-        """Count a sync; hold the first until the gate opens."""
+        """Count a call; hold the first until the gate opens."""
         self.calls += 1
         if self.calls == 1:
             self.entered.set()

@@ -194,9 +194,7 @@ class Connection:
             return
         assert self._flusher is not None
         self._flusher.before_write()
-        self.transport.write(data)
-        if self.transport.get_write_buffer_size() > MAX_OUTBOX_BYTES:
-            self._too_slow()
+        self._write(data)
 
     def _mark(self) -> None:
         assert self._flusher is not None
@@ -219,6 +217,12 @@ class Connection:
         data = self._outbox[0] if len(self._outbox) == 1 else b"".join(self._outbox)
         self._outbox.clear()
         self._outbox_bytes = 0
+        self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        """Hand ``data`` to the transport; a client whose unread output passes the bound
+        is dropped."""
+        assert self.transport is not None
         self.transport.write(data)
         if self.transport.get_write_buffer_size() > MAX_OUTBOX_BYTES:
             self._too_slow()
