@@ -1,4 +1,5 @@
-"""The attrs records that cross hook boundaries and the daemon's API.
+"""The records that cross hook boundaries and the daemon's API: attrs classes, and a
+msgspec struct for the one made per message.
 
 Hooks take and return these records, never bare dicts or tuples, so a plugin author can
 read every field's meaning here.
@@ -9,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+import msgspec
 
 #: Kinds of queued item. ``reply`` is user input (the task, CLI replies); the others
 #: come from agents (``notice``: a watch that fired, or the daemon telling a tree that its
@@ -78,11 +80,10 @@ class Refusal:
     message: str
 
 
-# Not slotted: a frozen slotted class sets each field through object.__setattr__, one
-# call per field; this one fills its __dict__, which halves the cost of the one made per
-# send. Frozen all the same.
-@attrs.frozen(slots=False)
-class OutgoingItem:
+# A msgspec struct, not an attrs class: one is made per send, and a struct is built in C
+# (an attrs class runs a Python __init__). Frozen and compared by its fields all the same;
+# no cycle can pass through it, so the garbage collector need not track it.
+class OutgoingItem(msgspec.Struct, frozen=True, gc=False):
     """An agent item about to be queued: who sends it, to whom, what it says.
 
     ``relation`` is the sender as the receiver sees it (what the envelope says);

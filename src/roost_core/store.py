@@ -429,12 +429,15 @@ class Journal:
         self._buffer.append(line)
         if not self._hand_due and self._loop is not None:
             self._hand_due = True
-            self._loop.call_soon(self._hand_due_records)
+            self._loop.call_soon(self.hand_over_due)
         return self._commit_next
 
-    def _hand_due_records(self) -> None:
-        self._hand_due = False
-        self._hand_over()
+    def hand_over_due(self) -> None:
+        """Hand what this pass buffered to the writer now, not at the loop's next pass
+        (the daemon does it before it writes a pass's output); nothing if it was."""
+        if self._hand_due:
+            self._hand_due = False
+            self._hand_over()
 
     def _hand_over(self) -> None:
         """Hand what is buffered to the writer: an append behind those in flight, or,

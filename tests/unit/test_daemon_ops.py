@@ -339,6 +339,40 @@ def test_the_flusher_writes_the_records_before_any_byte_of_a_pass_leaves(tmp_pat
     run(tmp_path, story, jobs=1, state="idle")
 
 
+def test_answers_waiting_for_a_pass_commit_leave_in_that_pass_write(tmp_path):
+    """Wired as the daemon wires it (``Flusher(commit=journal.hand_over_due)``, the
+    journal bound to the loop, no fsync): the flusher hands the pass's journal records
+    over before it writes, so the answer of a send queued on a job joins the output its
+    connection queued earlier in the same pass, in one write, not a second pass."""
+
+    async def story(daemon: Daemon, jobs: list[str]) -> None:
+        (job_id,) = jobs
+        loop = asyncio.get_running_loop()
+        assert daemon.journal is not None
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.journal.run)
+            alice, _ = await registered(daemon, 1, "alice")
+            flusher = Flusher(loop, before_write=daemon.write_records, commit=daemon.journal.hand_over_due)
+            ours, theirs = socket.socketpair()
+            theirs.setblocking(False)
+            transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, ours)
+            alice.attach(transport, flusher)  # type: ignore[arg-type]
+            alice.send({"event": "queued first"})
+            assert accept_frame(daemon, alice, send(job_id, "for the record", 1)) is True
+            assert alice.take_sent() == [{"event": "queued first"}] and alice.pending == 1
+            alice.send({"event": "queued first"})  # (take_sent emptied the outbox)
+            await anyio.lowlevel.checkpoint()  # one pass of the loop: the flusher has run once
+            lines = theirs.recv(1 << 16).splitlines()
+            assert [json.loads(line).get("event") for line in lines] == ["queued first", None]
+            answer = json.loads(lines[1])
+            assert answer["id"] == 1 and answer["ok"] and answer["result"]["result"] == "started"
+            assert daemon.jobs[job_id].queue.durable == answer["result"]["seq"]
+            theirs.close()
+            tg.cancel_scope.cancel()
+
+    run(tmp_path, story, jobs=1, state="idle")
+
+
 def test_a_foreground_receivers_item_leaves_before_the_senders_answer_and_the_pass_ends(tmp_path):
     """Wired to real sockets through a flusher whose hook writes the records first: a
     send to a foreground peer writes the receiver's deliver at once, inside the op (the

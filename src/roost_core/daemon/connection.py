@@ -40,12 +40,20 @@ class Flusher:
 
     ``before_write`` runs before any of it is written (and before a closing connection's
     last output): the daemon writes the job records its ops changed there, so what a
-    client reads never runs ahead of what is on disk."""
+    client reads never runs ahead of what is on disk. ``commit`` runs first, once per
+    pass: the daemon hands the journal the records the pass buffered there (without
+    fsync that is their write, and their answers join the pass's output)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, before_write: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        before_write: Callable[[], None] | None = None,
+        commit: Callable[[], None] | None = None,
+    ) -> None:
         self._loop = loop
         self._dirty: list[Connection] = []
         self.before_write = before_write or _nothing
+        self.commit = commit or _nothing
 
     def mark(self, conn: Connection) -> None:
         """``conn`` has output to write at the end of this pass."""
@@ -54,6 +62,10 @@ class Flusher:
         self._dirty.append(conn)
 
     def _flush(self) -> None:
+        # The journal's records of this pass are handed over first: without fsync that
+        # is their write, and the answers waiting for it join this pass's output (one
+        # write per connection, not a second pass for the answers).
+        self.commit()
         dirty, self._dirty = self._dirty, []
         self.before_write()
         for conn in dirty:
