@@ -85,19 +85,22 @@ class Mailroom:
         waits in the peer's ``in_flight`` until acked) or ``not running``. ``answer`` is
         the start of the sender's answer (who and how related). The item is written at
         once (``Connection.push``): a session waiting for it does not wait for the rest
-        of the daemon's pass, the sender's answer among it."""
+        of the daemon's pass, the sender's answer among it, nor for the bookkeeping that
+        follows the push here."""
         sender = item.sender
-        pushed = self.item_of(peer.seq + 1, item, content, delivery, trace)
-        if peer.conn is None:
+        conn = peer.conn
+        if conn is None:
             self.receipts.record(sender.id, target.id, target.name, item.kind, "dead", reason="receiver not running", text=item.text)
             answer["result"] = "not running"
             return answer
-        peer.last_message = pushed.created
+        pushed = self.item_of(peer.seq + 1, item, content, delivery, trace)
         seq = peer.seq = pushed.seq
-        self.receipts.record(sender.id, target.id, target.name, item.kind, "delivered", seq=seq, text=item.text)
         event = pushed.encoded()
         peer.in_flight[seq] = event
-        peer.conn.push(event)
+        conn.push(event)
+        peer.last_message = pushed.created
+        self.quotes.remember(item.id, item.text)
+        self.receipts.record(sender.id, target.id, target.name, item.kind, "delivered", seq=seq, text=item.text)
         answer["result"] = "delivered"
         answer["seq"] = seq
         return answer
@@ -114,15 +117,15 @@ class Mailroom:
                 sender = item.sender
                 self.receipts.record(sender.id, target.id, target.name, item.kind, "dead", reason="queue full", text=item.text)
             raise
+        self.quotes.remember(item.id, item.text)
         return Pending(commit, QueuedAnswer(self, job, target, item, queued, commit, answer, wake))
 
     def item_of(self, seq: int, item: OutgoingItem, content: str, delivery: str, trace: str | None) -> Item:
         """The queue item (numbered ``seq``) that carries ``item`` to its receiver, with
-        the first words of the message it answers; its own words are kept for the replies
-        to come."""
+        the first words of the message it answers. (Its own words are kept for the
+        replies to come by the caller, once the item is taken.)"""
         sender = item.sender
         quote = self.quotes.quote(item.reply_to) if item.reply_to else None
-        self.quotes.remember(item.id, item.text)
         return Item(
             seq, item.kind, content, item.text, sender.id, sender.name, item.relation, time.time(), trace, item.hops,
             item.id, item.reply_to, item.scope, item.broadcast_chain, delivery, quote,
