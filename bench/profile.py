@@ -9,7 +9,8 @@ sampled by ``py-spy record --nonblocking`` into ``DIR/<label>-<pid>.txt``.
 
 ``python -m bench.profile durable [--seconds S] [--clients lean|anyio]`` does both for the
 durable-throughput load (16 pairs × 4 in flight, job receivers): it runs it once with the
-daemon sampled, then prints the summary per message. py-spy counts a sample whenever a
+daemon sampled, then prints the summary per message; ``non-durable`` does the same for
+that load with no fsync (``ROOST_DURABLE=0``, the non-durable rows' load). py-spy counts a sample whenever a
 thread is not idle, which on a loaded machine includes time spent runnable but waiting for
 a core: the per-message figures then overstate CPU, evenly; the shares hold better.
 
@@ -118,14 +119,14 @@ def table(path: str, messages: int, cpu_per_msg: float) -> str:
     return "\n".join(rows)
 
 
-def profile_durable(seconds: float, clients: str, top: int) -> str:
+def profile_durable(seconds: float, clients: str, top: int, durable: bool = True) -> str:
     from bench.common import raise_nofile
     from bench.throughput import pairs_run
 
     raise_nofile()
     folder = tempfile.mkdtemp(prefix="rb-prof-")
     os.environ["BENCH_PROFILE"] = folder
-    result = pairs_run("roost", receivers="job", durable=True, seconds=seconds, warmup=0.5, window=4, clients=clients)
+    result = pairs_run("roost", receivers="job", durable=durable, seconds=seconds, warmup=0.5, window=4, clients=clients)
     (path,) = glob.glob(os.path.join(folder, "*.txt"))
     figures = {k: result[k] for k in ("rate", "cpu_per_msg", "client_cpu_per_msg", "sent_total")}
     return (f"{json.dumps(figures)}\n{summarise(path, top, messages=result['sent_total'])}\n\n"
@@ -157,13 +158,13 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv[1:])
         print(syscalls(args.seconds, args.reps))
         return 0
-    if argv and argv[0] == "durable":
-        parser = argparse.ArgumentParser(prog="python -m bench.profile durable")
+    if argv and argv[0] in ("durable", "non-durable"):
+        parser = argparse.ArgumentParser(prog=f"python -m bench.profile {argv[0]}")
         parser.add_argument("--seconds", type=float, default=8.0)
         parser.add_argument("--clients", choices=("lean", "anyio"), default="lean")
         parser.add_argument("--top", type=int, default=40)
         args = parser.parse_args(argv[1:])
-        print(profile_durable(args.seconds, args.clients, args.top))
+        print(profile_durable(args.seconds, args.clients, args.top, durable=argv[0] == "durable"))
         return 0
     parser = argparse.ArgumentParser(prog="python -m bench.profile")
     parser.add_argument("file")

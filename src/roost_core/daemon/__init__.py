@@ -13,7 +13,11 @@ from roost_core.paths import Paths, resolve_paths
 
 
 #: Seconds the loop keeps the GIL while the journal thread waits for it (see run_daemon).
-SWITCH_INTERVAL = 0.0002
+#: 20 µs, not 0.2 ms: under load the journal thread waits for the GIL twice per commit
+#: (after the write, and when the next records are handed over), and those waits set
+#: the pace of commits, so of every send's answer (bench/README.md, issue 18's eighth
+#: round: 10 alternating pairs of the durable row, 8 faster).
+SWITCH_INTERVAL = 0.00002
 
 
 def loop_options() -> dict[str, object]:
@@ -53,7 +57,8 @@ def run_daemon(paths: Paths | None = None, *, disabled: tuple[str, ...] = (), du
     durable = durable and os.environ.get("ROOST_DURABLE", "1") != "0"
     # The journal's thread needs the GIL back after each fsync to hand the commit to the
     # loop; a busy loop holds it for up to the switch interval (5 ms by default) first,
-    # which made that wait, not the disk, the length of every commit under load.
+    # which made that wait, not the disk, the length of every commit under load. (Only a
+    # thread waiting for the GIL makes the loop give it up: with none, this costs nothing.)
     sys.setswitchinterval(SWITCH_INTERVAL)
     try:
         anyio.run(lambda: serve(paths, config, pm, durable=durable), backend_options=loop_options())
