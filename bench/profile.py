@@ -10,9 +10,10 @@ sampled by ``py-spy record --nonblocking`` into ``DIR/<label>-<pid>.txt``.
 ``python -m bench.profile durable [--seconds S] [--clients lean|anyio]`` does both for the
 durable-throughput load (16 pairs × 4 in flight, job receivers): it runs it once with the
 daemon sampled, then prints the summary per message; ``non-durable`` does the same for
-that load with no fsync (``ROOST_DURABLE=0``, the non-durable rows' load). py-spy counts a sample whenever a
-thread is not idle, which on a loaded machine includes time spent runnable but waiting for
-a core: the per-message figures then overstate CPU, evenly; the shares hold better.
+that load with no fsync (``ROOST_DURABLE=0``, the non-durable rows' load). py-spy counts
+a sample whenever a thread is not idle, which on a loaded machine includes time spent
+runnable but waiting for a core: the per-message figures then overstate CPU, evenly; the
+shares hold better.
 
 ``python -m bench.profile syscalls [--seconds S] [--reps N]`` runs that load on roost and
 on the lean broker (uvloop), alternating, and prints each server's read- and write-type
