@@ -88,6 +88,16 @@ def send(to: str, text: str, request_id: Any) -> dict[str, Any]:
     return {"id": request_id, "op": "send", "to": to, "message": text}
 
 
+async def attached(conn: Connection, flusher: Flusher) -> socket.socket:
+    """Attach ``conn`` to a real socket that writes through ``flusher``, as the daemon's
+    wire does; the client's end, non-blocking."""
+    ours, theirs = socket.socketpair()
+    theirs.setblocking(False)
+    transport, _ = await asyncio.get_running_loop().connect_accepted_socket(asyncio.Protocol, ours)
+    conn.attach(transport, flusher)  # type: ignore[arg-type]
+    return theirs
+
+
 def test_a_send_to_a_foreground_peer_is_pushed_and_answered_at_once(tmp_path):
     async def story(daemon: Daemon, _jobs: list[str]) -> None:
         alice, _ = await registered(daemon, 1, "alice")
@@ -305,9 +315,6 @@ def test_the_flusher_writes_the_records_before_any_byte_of_a_pass_leaves(tmp_pat
     async def story(daemon: Daemon, jobs: list[str]) -> None:
         (job_id,) = jobs
         loop = asyncio.get_running_loop()
-        ours, theirs = socket.socketpair()
-        theirs.setblocking(False)
-        transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, ours)
         #: At each call of the flusher's hook, once the records are written: the bytes
         #: that had reached the client already (peeked, left for the test to read).
         early: list[bytes] = []
@@ -321,7 +328,7 @@ def test_the_flusher_writes_the_records_before_any_byte_of_a_pass_leaves(tmp_pat
 
         flusher = Flusher(loop, before_write=before_write)
         conn = Connection.detached(1, pid=os.getpid(), uid=os.getuid())
-        conn.attach(transport, flusher)  # type: ignore[arg-type]
+        theirs = await attached(conn, flusher)
         await handle_frame(daemon, conn, {"id": 1, "op": "stop", "job": job_id})
         answer = json.loads(await loop.sock_recv(theirs, 1 << 16))
         assert answer["ok"] and answer["result"]["state"] == "stopped"
@@ -353,10 +360,7 @@ def test_answers_waiting_for_a_pass_commit_leave_in_that_pass_write(tmp_path):
             await tg.start(daemon.journal.run)
             alice, _ = await registered(daemon, 1, "alice")
             flusher = Flusher(loop, before_write=daemon.write_records, commit=daemon.journal.hand_over_due)
-            ours, theirs = socket.socketpair()
-            theirs.setblocking(False)
-            transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, ours)
-            alice.attach(transport, flusher)  # type: ignore[arg-type]
+            theirs = await attached(alice, flusher)
             alice.send({"event": "queued first"})
             assert accept_frame(daemon, alice, send(job_id, "for the record", 1)) is True
             assert alice.take_sent() == [{"event": "queued first"}] and alice.pending == 1
@@ -391,13 +395,7 @@ def test_a_foreground_receivers_item_leaves_before_the_senders_answer_and_the_pa
             daemon.write_records()
 
         flusher = Flusher(loop, before_write=before_write)
-        sockets = {}
-        for name, conn in (("alice", alice), ("bob", bob)):
-            ours, theirs = socket.socketpair()
-            theirs.setblocking(False)
-            transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, ours)
-            conn.attach(transport, flusher)  # type: ignore[arg-type]
-            sockets[name] = theirs
+        sockets = {"alice": await attached(alice, flusher), "bob": await attached(bob, flusher)}
 
         def readable(name: str) -> bytes:
             try:

@@ -208,8 +208,8 @@ def test_a_durable_journal_writes_its_records_into_zeros_written_ahead(tmp_path,
     """The first commit writes its records and a reserve of zeros after them, and
     fsyncs; commits that fit in the reserve overwrite zeros and need only a data sync,
     made by the write itself (the file's size does not move); one that does not fit
-    writes the next reserve with it and fsyncs. A journal opened again (a restart) writes right after the last record,
-    and replay reads the records, never the zeros."""
+    writes the next reserve with it and fsyncs. A journal opened again (a restart) writes
+    right after the last record, and replay reads the records, never the zeros."""
     path = tmp_path / "queue.journal"
     journal = Journal(path, durable=True)
     syncs = SyncCalls(monkeypatch)
@@ -466,8 +466,8 @@ def test_a_failed_atomic_write_keeps_the_old_file_and_leaves_no_temp_file(tmp_pa
 
 class GatedDisk:
     """``os.fsync``, ``os.fdatasync`` and ``store.write_durably`` (or the journal's
-    ``write_at``) that hold their first call on the writer thread until the test opens the gate: a commit stays on the
-    disk while the test hands more over."""
+    ``write_at``) that hold their first call on the writer thread until the test opens
+    the gate: a commit stays on the disk while the test hands more over."""
 
     def __init__(self, monkeypatch, *, fail_first: bool = False) -> None:
         import threading
