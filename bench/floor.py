@@ -11,7 +11,13 @@ and the ratio says how far the daemon is from that floor. The targets are issue 
 goals for the daemon.
 
 Rows (runs alternate floor on asyncio, floor on uvloop, roost, so all see the same load;
-figures are medians over runs; the floor quoted is the better of the two loops, named):
+figures are medians over runs; the floor quoted is the better of the two loops, named).
+A row's ratio is the median of its *paired* ratios: each repetition runs the floors and
+roost back to back and divides roost's figure by the better floor's of that repetition.
+The machine's load drifts over minutes (the lean clients' own CPU per message, the same
+code in every run, moved by a quarter between runs minutes apart), so a ratio of two
+medians taken from different moments moves with it; a pair's two runs share one moment.
+The row gives the paired ratios' range beside it.
 
 * send → deliver, 1 pair lockstep, p50 and p99: foreground receiver (no mailbox), as in
   ``latency``;
@@ -28,6 +34,7 @@ figures are medians over runs; the floor quoted is the better of the two loops, 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from bench.common import Row, fmt_rate, fmt_time, median, ratio_of
@@ -45,6 +52,25 @@ def loop_name(system: str) -> str:
     return "uvloop" if system == "lean-uvloop" else "asyncio"
 
 
+def paired_ratios(runs: dict[str, list[float]], better: Callable[[Iterable[float]], float]) -> list[float]:
+    """roost's figure over the better floor's (``better``: ``min`` for a time, ``max`` for
+    a rate), repetition by repetition: ``runs[system][n]`` is that system's figure in
+    repetition n, the runs of one repetition made back to back."""
+    ratios = []
+    for n, mine in enumerate(runs["roost"]):
+        floor = better(runs[system][n] for system in floors())
+        if floor:
+            ratios.append(mine / floor)
+    return ratios
+
+
+def spread(ratios: list[float]) -> str:
+    """The paired ratios' range, for the row's text."""
+    if len(ratios) < 2:
+        return ""
+    return f"; paired ratios {min(ratios):.2f}–{max(ratios):.2f}"
+
+
 def latency_rows(quick: bool, smoke: bool) -> list[Row]:
     from bench.latency import one_run
 
@@ -60,11 +86,12 @@ def latency_rows(quick: bool, smoke: bool) -> list[Row]:
         figures = {system: median([r[key] for r in runs[system]]) for system in systems}
         best = min(floors(), key=lambda system: figures[system])
         others = ", ".join(f"{loop_name(s)} {fmt_time(figures[s])}" for s in floors())
-        ratio = figures["roost"] / figures[best]
+        ratios = paired_ratios({system: [r[key] for r in runs[system]] for system in systems}, min)
+        ratio = median(ratios)
         rows.append(Row(
             "floor",
             f"send→deliver {key}, 1 pair lockstep, lean clients, vs the lean broker on {loop_name(best)} "
-            f"(floor: {others}; {count} msgs × {reps})",
+            f"(floor: {others}; {count} msgs × {reps}{spread(ratios)})",
             fmt_time(figures["roost"]), fmt_time(figures[best]), ratio, f"≤ {limit:g}x", ratio <= limit,
             raw={system: runs[system] for system in systems},
         ))
@@ -76,7 +103,9 @@ def throughput_rows(quick: bool, smoke: bool) -> list[Row]:
 
     seconds = 0.15 if smoke else 1.0 if quick else 3.0
     warmup = 0.1 if smoke else 0.3 if quick else 0.5
-    reps = 1 if smoke or quick else 3
+    # Five in full: the goal rows sit near their lines, and the median of five pairs
+    # moves less with the machine than that of three.
+    reps = 1 if smoke or quick else 5
     pairs = 2 if smoke else PAIRS
     processes = 1 if smoke else 4
     shapes = [("durable", True, 4), ("durable", True, 64), ("non-durable", False, 4)]
@@ -100,7 +129,8 @@ def throughput_rows(quick: bool, smoke: bool) -> list[Row]:
             return f"{med(system, field) * 1e6:.0f} µs"
 
         best = max(floors(), key=lambda system: med(system))
-        ratio = ratio_of(med("roost"), med(best))
+        ratios = paired_ratios({system: [r["rate"] for r in results[(name, window, system)]] for system in [*floors(), "roost"]}, max)
+        ratio = median(ratios) if ratios else None
         floor_text = ", ".join(f"{loop_name(s)} {fmt_rate(med(s))} at {us(s, 'cpu_per_msg')}/msg" for s in floors())
         retries = median([r["retries"] for r in results[(name, window, "roost")]])
         # Issue 18's goals are for a window of 4. At 64 in flight a job's queue cap (20
@@ -113,7 +143,7 @@ def throughput_rows(quick: bool, smoke: bool) -> list[Row]:
             f"{name} msgs/s, {pairs} pairs × {window} in flight, lean clients, vs the lean broker on {loop_name(best)} "
             f"({seconds:g} s × {reps}; roost daemon CPU {us('roost', 'cpu_per_msg')}/msg, clients "
             f"{us('roost', 'client_cpu_per_msg')}/msg, {retries:,.0f} queue_full retries; floor: {floor_text}, "
-            f"clients {us(best, 'client_cpu_per_msg')}/msg)",
+            f"clients {us(best, 'client_cpu_per_msg')}/msg{spread(ratios)})",
             fmt_rate(med("roost")), fmt_rate(med(best)), ratio, target, met,
             raw={system: results[(name, window, system)] for system in [*floors(), "roost"]},
         ))
