@@ -14,6 +14,7 @@ again sooner than needed, never kept when it is stale.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from types import MemberDescriptorType
 from typing import Any, ClassVar
 
 _generation = 0
@@ -27,17 +28,33 @@ def changed() -> None:
 
 class NotesChanges:
     """The base of a record the peer tables are made from: setting one of its fields in
-    ``shown`` (what a table shows) notes a change. (Not attrs' ``on_setattr`` hooks:
-    with them every other field's set, such as a counter moved per message, paid for a
-    failed lookup too.)"""
+    ``shown`` (what a table shows) notes a change.
+
+    Each shown field of a slotted subclass (attrs' ``define``) becomes a property over its
+    slot whose setter notes the change; every other field keeps its slot as it is. (Not a
+    ``__setattr__``, nor attrs' ``on_setattr`` hooks: with them every other field's set,
+    such as a seq or a time moved per message, ran Python code too.)"""
 
     __slots__ = ()
     shown: ClassVar[frozenset[str]] = frozenset()
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in self.shown:
-            changed()
-        object.__setattr__(self, name, value)
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # attrs makes the slotted class anew: this runs for it too, and only it has slots.
+        for name in cls.shown:
+            slot = cls.__dict__.get(name)
+            if isinstance(slot, MemberDescriptorType):
+                setattr(cls, name, _noting(slot))
+
+
+def _noting(slot: MemberDescriptorType) -> property:
+    """A property over ``slot``: read as the slot is (in C); a set notes a change."""
+
+    def note(record: Any, value: Any) -> None:
+        changed()
+        slot.__set__(record, value)
+
+    return property(slot.__get__, note, doc=slot.__doc__)
 
 
 def generation() -> int:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 
 from roost_core import faults
 from roost_core.protocol import encode
@@ -32,24 +33,21 @@ MAX_DEAD = 1000
 PREVIEW_CHARS = 80
 
 
-class Receipt:
-    """What happened to one agent item, as its sender sees it. (A plain slotted class:
-    one is made per send.)"""
+class Receipt(msgspec.Struct, gc=False):
+    """What happened to one agent item, as its sender sees it. (A msgspec struct: one is
+    made per send, in C; its fields are strings, numbers and None, so it can hold no cycle
+    and the garbage collector need not track it.)"""
 
-    __slots__ = ("sender", "to", "to_name", "kind", "state", "seq", "reason", "preview", "created", "updated")
-
-    def __init__(
-        self, sender: str, to: str, to_name: str, kind: str, state: str, seq: int | None, reason: str | None, preview: str, created: float
-    ) -> None:
-        self.sender, self.to, self.to_name, self.kind, self.state = sender, to, to_name, kind, state
-        self.seq, self.reason, self.preview = seq, reason, preview
-        self.created = self.updated = created
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Receipt) and self.to_json() == other.to_json()
-
-    def __repr__(self) -> str:
-        return f"Receipt({self.to_json()!r})"
+    sender: str
+    to: str
+    to_name: str
+    kind: str
+    state: str
+    seq: int | None
+    reason: str | None
+    preview: str
+    created: float
+    updated: float
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -155,7 +153,8 @@ class Receipts:
             log.error("dead letters: %d lines of %s are no letters: set aside in %s, the rest is served", len(bad), self.dead_file.name, aside.name)
 
     def record(self, sender: str, to: str, to_name: str, kind: str, state: str, *, seq: int | None = None, reason: str | None = None, text: str = "") -> Receipt:
-        receipt = Receipt(sender, to, to_name, kind, state, seq, reason, text[:PREVIEW_CHARS], time.time())
+        now = time.time()
+        receipt = Receipt(sender, to, to_name, kind, state, seq, reason, text[:PREVIEW_CHARS], now, now)
         box = self._by_sender.get(sender)
         if box is None:  # (not setdefault: that would make a deque per call)
             box = self._by_sender[sender] = deque(maxlen=PER_SENDER)
