@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import msgspec
+
 from roost_core import faults
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
@@ -44,18 +46,15 @@ class JournalSink(Protocol):
     def add_line(self, line: bytes) -> Commit: ...
 
 
-class Pending:
+class Pending(msgspec.Struct):
     """An op's result that waits for a journal commit: ``finish()`` makes it once
     ``commit`` is over (and raises what the op would have raised then). The server
     answers it from the commit's callback, so requests pipelined on one connection join
-    one commit; :func:`settle` awaits it where an op needs the result itself. (A plain
-    slotted class: one is made per durable send.)"""
+    one commit; :func:`settle` awaits it where an op needs the result itself. (A msgspec
+    struct: one is made per durable send, in C.)"""
 
-    __slots__ = ("commit", "finish")
-
-    def __init__(self, commit: Commit, finish: Callable[[], dict[str, Any]]) -> None:
-        self.commit = commit
-        self.finish = finish
+    commit: Commit
+    finish: Callable[[], dict[str, Any]]
 
 
 async def settle(answer: dict[str, Any] | Pending) -> dict[str, Any]:
@@ -232,17 +231,20 @@ class Mailroom:
         return {"acked": seq}
 
 
-class QueuedAnswer:
+class QueuedAnswer(msgspec.Struct):
     """The answer to a send queued on a job, made once the item's commit is over (a
     :class:`Pending` answer's ``finish``): what :meth:`Mailroom.outcome` says, with the
-    seq, and the sender's receipt. (A slotted callable rather than a closure: one is
-    made per message.)"""
+    seq, and the sender's receipt. (A msgspec struct with a ``__call__`` rather than a
+    closure: one is made per message, in C.)"""
 
-    __slots__ = ("mailroom", "job", "target", "item", "queued", "commit", "answer", "wake")
-
-    def __init__(self, mailroom: Mailroom, job: Job, target: PeerInfo, item: OutgoingItem, queued: Item, commit: Commit, answer: dict[str, Any], wake: bool) -> None:
-        self.mailroom, self.job, self.target, self.item = mailroom, job, target, item
-        self.queued, self.commit, self.answer, self.wake = queued, commit, answer, wake
+    mailroom: Mailroom
+    job: Job
+    target: PeerInfo
+    item: OutgoingItem
+    queued: Item
+    commit: Commit
+    answer: dict[str, Any]
+    wake: bool
 
     def __call__(self) -> dict[str, Any]:
         job, queued, item, target, answer = self.job, self.queued, self.item, self.target, self.answer
