@@ -102,6 +102,28 @@ class Item(msgspec.Struct, tag_field="event", tag="deliver", rename=EVENT_NAMES,
         return cls.from_json({FIELD_NAMES.get(key, key): value for key, value in data.items() if key != "event"})
 
     @classmethod
+    def received(cls, event: dict[str, Any], *, kind: str = "reply") -> Item:
+        """An item from a ``deliver`` event as a client reads it (a worker, an MCP peer):
+        leniently, a field the event lacks taking its default (``kind`` for the kind)."""
+        return cls(
+            seq=int(event["seq"]),
+            kind=str(event.get("kind", kind)),
+            content=str(event.get("content", "")),
+            text=str(event.get("text") or ""),
+            sender=event.get("from"),
+            sender_name=event.get("fromName"),
+            relation=event.get("relation"),
+            trace=event.get("trace"),
+            hops=int(event.get("hops") or 0),
+            msg_id=event.get("id"),
+            reply_to=event.get("replyTo"),
+            scope=event.get("scope"),
+            broadcast_chain=bool(event.get("broadcastChain")),
+            delivery="followUp" if event.get("delivery") == "followUp" else "steer",
+            reply_quote=event.get("replyQuote"),
+        )
+
+    @classmethod
     def from_json(cls, data: Any) -> Item:
         """An item from its fields by their own names (``as_fields`` of one: how the
         journal stored items before it stored their ``deliver`` events, and what

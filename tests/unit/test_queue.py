@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 
 from roost_core.protocol import QUEUE_FULL, ProtocolError, encode
@@ -159,3 +160,19 @@ def test_an_item_round_trips_through_its_deliver_event_with_every_field():
         with pytest.raises(ValueError):
             Item.from_event(bad)
 
+
+
+def test_a_client_reads_a_deliver_event_back_into_the_item_it_carries():
+    item = Item(
+        seq=9, kind="message", content="framed", text="hi", sender="a1b2c3d4", sender_name="lead", relation="parent",
+        trace="t-1", hops=3, msg_id="m0000000a", reply_to="m00000009", scope="children",
+        broadcast_chain=True, delivery="followUp", reply_quote="the question",
+    )
+    received = Item.received(json.loads(item.encoded()))
+    # Every field but the time it was made (a client's item is made when it arrives).
+    assert msgspec.structs.replace(received, created=item.created) == item
+    # Leniently: what an event lacks takes its default, the kind the reader's.
+    bare = Item.received({"seq": "4"})
+    assert bare == Item(seq=4, kind="reply", content="", created=bare.created)
+    sparse = Item.received({"seq": 5, "delivery": "later", "hops": None}, kind="message")
+    assert (sparse.kind, sparse.delivery, sparse.hops, sparse.msg_id) == ("message", "steer", 0, None)

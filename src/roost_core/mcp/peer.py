@@ -48,20 +48,6 @@ CONFIRM_SECONDS = 60.0
 CONFIRM_INTERVAL = 0.1
 
 
-def item_of(event: dict[str, Any]) -> Item:
-    return Item(
-        seq=int(event["seq"]),
-        kind=str(event.get("kind", "message")),
-        content=str(event.get("content", "")),
-        text=str(event.get("text") or ""),
-        sender=event.get("from"),
-        sender_name=event.get("fromName"),
-        relation=event.get("relation"),
-        trace=event.get("trace"),
-        hops=int(event.get("hops") or 0),
-    )
-
-
 def find_claude_transcript(session_id: str, env: dict[str, str] | None = None) -> str | None:
     """The transcript of Claude Code session ``session_id``, if it exists yet."""
     pattern = str(config_dir(env) / "projects" / "*" / f"{glob.escape(session_id)}.jsonl")
@@ -241,7 +227,7 @@ class McpPeer:
     async def _on_event(self, event: dict[str, Any], client: AsyncClient) -> None:
         if event.get("event") != "deliver":
             return
-        item = item_of(event)
+        item = Item.received(event, kind="message")
         if self.transcript is not None:
             self.transcript.scan()
             if item.seq in self.transcript.seqs:

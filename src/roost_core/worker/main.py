@@ -85,26 +85,6 @@ def cause_of(item: Item, *, joined: bool = False) -> dict[str, Any]:
     return {"seq": item.seq, "kind": item.kind, "sender": item.sender, "joined": joined}
 
 
-def item_from_event(event: dict[str, Any]) -> Item:
-    return Item(
-        seq=int(event["seq"]),
-        kind=str(event.get("kind", "reply")),
-        content=str(event.get("content", "")),
-        text=str(event.get("text") or ""),
-        sender=event.get("from"),
-        sender_name=event.get("fromName"),
-        relation=event.get("relation"),
-        trace=event.get("trace"),
-        hops=int(event.get("hops") or 0),
-        msg_id=event.get("id"),
-        reply_to=event.get("replyTo"),
-        scope=event.get("scope"),
-        broadcast_chain=bool(event.get("broadcastChain")),
-        delivery="followUp" if event.get("delivery") == "followUp" else "steer",
-        reply_quote=event.get("replyQuote"),
-    )
-
-
 class Worker:
     def __init__(self, job_id: str, token: str, socket_path: str, prepared: PreparedPlugins | None = None, *, warm: bool = False) -> None:
         self.job_id = job_id
@@ -233,7 +213,7 @@ class Worker:
     async def on_event(self, event: dict[str, Any]) -> None:
         name = event.get("event")
         if name == "deliver":
-            self.queue.push(item_from_event(event))
+            self.queue.push(Item.received(event))
         elif name == "adopt":
             self.adopted.set()
         elif name == "shutdown":
