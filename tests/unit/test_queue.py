@@ -161,7 +161,6 @@ def test_an_item_round_trips_through_its_deliver_event_with_every_field():
             Item.from_event(bad)
 
 
-
 def test_a_client_reads_a_deliver_event_back_into_the_item_it_carries():
     item = Item(
         seq=9, kind="message", content="framed", text="hi", sender="a1b2c3d4", sender_name="lead", relation="parent",
