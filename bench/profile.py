@@ -120,7 +120,9 @@ def table(path: str, messages: int, cpu_per_msg: float) -> str:
     return "\n".join(rows)
 
 
-def profile_durable(seconds: float, clients: str, top: int, durable: bool = True) -> str:
+def profile_load(seconds: float, clients: str, top: int, durable: bool = True) -> str:
+    """The 16 pairs × 4 in flight load on roost (job receivers; with fsync or, with
+    ``durable`` False, without), its daemon sampled: the summary and the table per message."""
     from bench.common import raise_nofile
     from bench.throughput import pairs_run
 
@@ -165,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument("--clients", choices=("lean", "anyio"), default="lean")
         parser.add_argument("--top", type=int, default=40)
         args = parser.parse_args(argv[1:])
-        print(profile_durable(args.seconds, args.clients, args.top, durable=argv[0] == "durable"))
+        print(profile_load(args.seconds, args.clients, args.top, durable=argv[0] == "durable"))
         return 0
     parser = argparse.ArgumentParser(prog="python -m bench.profile")
     parser.add_argument("file")
