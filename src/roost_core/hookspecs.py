@@ -113,7 +113,8 @@ def roost_decide_reach_many(
 def roost_check_send(item: OutgoingItem, now: float, config: Config) -> Refusal | None:
     """Check an agent message before it is queued.
 
-    Called for every ``send`` that reach allowed, before anything is stored.
+    Called for every ``send`` that reach allowed, before anything is stored, on the
+    plugins that do not implement ``roost_admit_send`` (which checks and counts at once).
 
     :param item: sender, target, text, kind and relation of the message.
     :param now: the daemon's clock (monotonic seconds), so rate windows are testable.
@@ -131,8 +132,44 @@ def roost_note_sent(item: OutgoingItem, now: float) -> None:
     Called once per accepted ``send``, after every check passed and the item was taken
     (so counters such as rate limits count only what went out), before it is durable: a
     send pipelined right behind it on the same connection is already checked against it.
+    Not called on a plugin that implements ``roost_admit_send`` (which counted it then).
 
     :param item: the accepted item.
+    :param now: the daemon's clock (monotonic seconds).
+    :return: ignored.
+    """
+
+
+@hookspec
+def roost_admit_send(item: OutgoingItem, now: float, config: Config) -> Refusal | None:
+    """Check an agent message and, if it may go, count it as accepted: ``roost_check_send``
+    and ``roost_note_sent`` in one call.
+
+    A plugin that implements this hook is asked it instead of those two (the default
+    limits plugin does: one call into it per send). The core asks it once per ``send``
+    that reach allowed, after its own checks and after the ``roost_check_send`` of the
+    plugins that do not admit, before anything is stored. If the send is refused after
+    all (another plugin refused it, or the receiver's queue is full), the core calls
+    ``roost_withdraw_send`` with the same item.
+
+    :param item: sender, target, text, kind and relation of the message.
+    :param now: the daemon's clock (monotonic seconds), so rate windows are testable.
+    :param config: the user-level config.
+    :return: a :class:`~roost_core.records.Refusal` to refuse the message (counting
+        nothing), or None, having counted it. The core refuses on the first refusal.
+    """
+
+
+@hookspec
+def roost_withdraw_send(item: OutgoingItem, now: float) -> None:
+    """Take back what ``roost_admit_send`` counted for ``item``: the send was refused
+    after it was admitted.
+
+    Called on every plugin that implements it, right after the admission it takes back
+    (nothing else is admitted in between), so a plugin that refused ``item`` itself, or
+    did not count it, changes nothing.
+
+    :param item: the item the core asked ``roost_admit_send`` about.
     :param now: the daemon's clock (monotonic seconds).
     :return: ignored.
     """

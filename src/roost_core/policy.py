@@ -159,12 +159,22 @@ def first_refusal(answers: list[object]) -> Refusal | None:
     return None
 
 
-def check_send(pm: pluggy.PluginManager, item: OutgoingItem, now: float, config: Config) -> Refusal | None:
-    return send_policy(pm).check_send(item, now, config)
+def admit_send(pm: pluggy.PluginManager, item: OutgoingItem, now: float, config: Config) -> Refusal | None:
+    """The send limits' answer for ``item`` (see :class:`SendPolicy`): a refusal, or None,
+    and then an admitting plugin has counted it."""
+    return send_policy(pm).admit(item, now, config)
+
+
+def withdraw_send(pm: pluggy.PluginManager, item: OutgoingItem, now: float) -> None:
+    """``item``, admitted, was refused after all: the admitting plugins take it back."""
+    send_policy(pm).withdraw(item, now)
 
 
 def note_sent(pm: pluggy.PluginManager, item: OutgoingItem, now: float) -> None:
-    send_policy(pm).note_sent(item, now)
+    """``item``, admitted, was taken: the plugins that only observe it count it now."""
+    note = send_policy(pm).note_sent
+    if note is not None:
+        note(item, now)
 
 
 def fallback_frame(item: OutgoingItem) -> str:
@@ -283,18 +293,30 @@ def check_budget(pm: pluggy.PluginManager, usage: TreeUsage, config: Config) -> 
 
 class SendPolicy:
     """The hooks every ``send`` asks, each ready to call with the spec's arguments in
-    order and giving the answer :func:`check_send`, :func:`note_sent`,
-    :func:`frame_item` and :func:`decide_delivery` give: a hook with one plain
+    order and giving the answer pluggy's own call gives: a hook with one plain
     implementation that names the spec's arguments in order is that function, wrapped
     only to read its answer; any other goes through pluggy. Worked out once per
-    :attr:`~roost_core.plugins.RoostPluginManager.generation` (:func:`send_policy`)."""
+    :attr:`~roost_core.plugins.RoostPluginManager.generation` (:func:`send_policy`).
 
-    __slots__ = ("generation", "check_send", "note_sent", "frame_item", "decide_delivery")
+    The send limits come in two shapes. A plugin that implements ``roost_admit_send``
+    checks a send and counts it in one call (the default limits plugin: one call into it
+    per send), and takes it back in ``roost_withdraw_send`` when the send is refused after
+    all; its ``roost_check_send`` and ``roost_note_sent`` are then not asked. A plugin
+    that implements only those two is asked them as before: its check first, its note
+    once the item is taken. So :attr:`admit` is every plugin's check, then every
+    admitting plugin's admission (taken back if one of them refuses); :attr:`withdraw`
+    takes an admission back; :attr:`note_sent` is None when no plugin only observes."""
+
+    __slots__ = ("generation", "admit", "withdraw", "note_sent", "frame_item", "decide_delivery")
 
     def __init__(self, pm: pluggy.PluginManager, generation: int | None) -> None:
         self.generation = generation
-        self.check_send = _checker(pm.hook.roost_check_send)
-        self.note_sent = _noter(pm.hook.roost_note_sent)
+        admitters = [impl.plugin for impl in pm.hook.roost_admit_send.get_hookimpls()]
+        check_hook = pm.subset_hook_caller("roost_check_send", admitters)
+        note_hook = pm.subset_hook_caller("roost_note_sent", admitters)
+        self.withdraw = _noter(pm.hook.roost_withdraw_send)
+        self.admit = _admitter(_checker(check_hook) if check_hook.get_hookimpls() else None, pm.hook.roost_admit_send, self.withdraw)
+        self.note_sent = _noter(note_hook) if note_hook.get_hookimpls() else None
         self.frame_item = _framer(pm.hook.roost_frame_item)
         self.decide_delivery = _delivery(pm.hook.roost_decide_delivery)
 
@@ -330,6 +352,38 @@ def _checker(hook: pluggy.HookCaller) -> Callable[[OutgoingItem, float, Config],
         return answer if isinstance(answer, Refusal) else None
 
     return check
+
+
+def _admitter(
+    check: Callable[[OutgoingItem, float, Config], Refusal | None] | None,
+    admit_hook: pluggy.HookCaller,
+    withdraw: Callable[[OutgoingItem, float], None],
+) -> Callable[[OutgoingItem, float, Config], Refusal | None]:
+    """:attr:`SendPolicy.admit`: the checking plugins' call (``check``), then the
+    admitting plugins' (``admit_hook``), whose admissions are taken back when one of them
+    refuses (each plugin's ``roost_withdraw_send`` ignores an item it did not count)."""
+    if not admit_hook.get_hookimpls():
+        return check or (lambda item, now, config: None)
+    function = _straight(admit_hook, _SEND_ARGS)
+    if function is None:
+
+        def function(item: OutgoingItem, now: float, config: Config) -> Refusal | None:
+            return first_refusal(admit_hook(item=item, now=now, config=config))
+
+    def admitted(item: OutgoingItem, now: float, config: Config) -> Refusal | None:
+        if check is not None:
+            refusal = check(item, now, config)
+            if refusal is not None:
+                return refusal
+        answer = function(item, now, config)
+        if answer is None:
+            return None  # the usual case: the default limits plugin, asked once
+        if isinstance(answer, Refusal):
+            withdraw(item, now)
+            return answer
+        return None
+
+    return admitted
 
 
 def _noter(hook: pluggy.HookCaller) -> Callable[[OutgoingItem, float], None]:

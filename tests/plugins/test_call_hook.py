@@ -78,9 +78,9 @@ def test_the_policy_functions_keep_their_fallbacks():
     pm = make_manager(Silent())
     item = make_item(text="a <b>")
     assert policy.frame_item(pm, item) == policy.fallback_frame(item)
-    assert policy.check_send(pm, item, 1.0, make_config()) is None
+    assert policy.admit_send(pm, item, 1.0, make_config()) is None
     assert policy.decide_delivery(pm, item, make_config()) == "steer"
-    refused = policy.check_send(make_manager(Refuser()), item, 1.0, make_config())
+    refused = policy.admit_send(make_manager(Refuser()), item, 1.0, make_config())
     assert refused is not None and refused.code == "nope"
 
 
@@ -95,7 +95,7 @@ def test_the_send_policy_answers_as_pluggy_does(plugins, hook, extra):
         expected = pm.hook.roost_frame_item(item=item)
         assert sent.frame_item(item) == (expected if isinstance(expected, str) and expected else policy.fallback_frame(item))
     elif hook == "roost_check_send":
-        assert sent.check_send(item, 1.0, config) == policy.first_refusal(pm.hook.roost_check_send(item=item, now=1.0, config=config))
+        assert sent.admit(item, 1.0, config) == policy.first_refusal(pm.hook.roost_check_send(item=item, now=1.0, config=config))
     else:
         expected = pm.hook.roost_decide_delivery(item=item, config=config)
         assert sent.decide_delivery(item, config) == (expected.mode if isinstance(expected, DeliveryDecision) else "steer")
@@ -104,11 +104,11 @@ def test_the_send_policy_answers_as_pluggy_does(plugins, hook, extra):
 def test_a_plugin_registered_or_blocked_after_the_first_send_is_asked_from_the_next():
     pm = make_manager(Silent())
     item, config = make_item(text="hello"), make_config()
-    assert policy.check_send(pm, item, 1.0, config) is None
+    assert policy.admit_send(pm, item, 1.0, config) is None
     pm.register(Refuser(), name="refuser")
-    refused = policy.check_send(pm, item, 1.0, config)
+    refused = policy.admit_send(pm, item, 1.0, config)
     assert refused is not None and refused.code == "nope"
     pm.set_blocked("refuser")
-    assert policy.check_send(pm, item, 1.0, config) is None
+    assert policy.admit_send(pm, item, 1.0, config) is None
     pm.register(Framer(), name="framer")
     assert policy.frame_item(pm, item) == "framed hello"

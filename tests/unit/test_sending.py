@@ -27,7 +27,8 @@ from roost_core.daemon.receipts import MessageQuotes, Receipts
 from roost_core.daemon.sending import SendDesk
 from roost_core.daemon.tables import PeerTables
 from roost_core.plugins import make_plugin_manager
-from roost_core.protocol import BAD_ARGS, NOT_ACCEPTED, NOT_FOUND, UNREACHABLE, ProtocolError
+from roost_core.protocol import BAD_ARGS, NOT_ACCEPTED, NOT_FOUND, QUEUE_FULL, UNREACHABLE, ProtocolError
+from roost_core.queue import MAX_AGENT_ITEMS
 from roost_core.records import OutgoingItem
 from roost_core.testing import make_config
 from roost_plugins.limits import LimitsPlugin
@@ -163,6 +164,18 @@ def test_the_rate_limit_counts_accepted_sends_in_the_desks_clock_window(tmp_path
     t.now += 61  # the window moves with the clock the desk was given, not the wall clock
     assert isinstance(t.send(t.lead, "worker", "three, later"), Pending)
     assert [item.text for item in t.jobs["j-1"].queue.items] == ["one", "two", "three, later"]
+
+
+def test_a_send_refused_by_a_full_queue_does_not_count_towards_the_rate(tmp_path):
+    t = Desk(tmp_path, messages_per_minute=MAX_AGENT_ITEMS + 1)
+    t.child("j-1", "worker")
+    t.child("j-2", "other")
+    for n in range(MAX_AGENT_ITEMS):
+        assert isinstance(t.send(t.lead, "worker", f"item {n}"), Pending)
+    # Admitted by the limits, then refused by the receiver's queue: taken back.
+    assert t.refused(t.lead, "worker", "one too many").code == QUEUE_FULL
+    assert isinstance(t.send(t.lead, "other", "still within the rate"), Pending)
+    assert t.refused(t.lead, "other", "now past it").code == "rate_limited"
 
 
 def test_a_job_of_another_tree_is_unreachable_by_id_and_unknown_by_name(tmp_path):

@@ -96,20 +96,25 @@ class SendDesk:
             sender, target, text, "message", inverse_relation(decision.relation), hops + 1,
             identity.new_message_id(), reply_to, None, broadcast_chain, args.get("urgent"),
         )
-        hooks = policy.send_policy(self.pm)
-        now = self.clock()
-        refusal = hooks.check_send(outgoing, now, self.config)
-        if refusal is not None:
-            self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=refusal.code, text=text)
-            raise ProtocolError(refusal.code, refusal.message)
         if not target.accepts_messages:
             self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=NOT_ACCEPTED, text=text)
             raise ProtocolError(NOT_ACCEPTED, f"{target.id} is a {target.host} job; it takes no messages")
-        content = hooks.frame_item(outgoing)
-        answer = self.deliver(target, outgoing, content, trace=trace, relation=decision.relation, delivery=hooks.decide_delivery(outgoing, self.config))
-        # Counted once accepted, not once durable: a send pipelined right behind this one
-        # is checked against it.
-        hooks.note_sent(outgoing, now)
+        hooks = policy.send_policy(self.pm)
+        now = self.clock()
+        # Checked and counted as accepted at once (the limits plugin's one call), not once
+        # durable: a send pipelined right behind this one is checked against it.
+        refusal = hooks.admit(outgoing, now, self.config)
+        if refusal is not None:
+            self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=refusal.code, text=text)
+            raise ProtocolError(refusal.code, refusal.message)
+        try:
+            content = hooks.frame_item(outgoing)
+            answer = self.deliver(target, outgoing, content, trace=trace, relation=decision.relation, delivery=hooks.decide_delivery(outgoing, self.config))
+        except BaseException:
+            hooks.withdraw(outgoing, now)  # refused after all (a full queue): not counted
+            raise
+        if hooks.note_sent is not None:
+            hooks.note_sent(outgoing, now)
         return answer
 
     def broadcast(
@@ -147,7 +152,8 @@ class SendDesk:
                 urgent=urgent,
             )
             row = {"to": target.id, "name": target.name, "relation": receiver.relation}
-            refusal = policy.check_send(self.pm, outgoing, self.clock(), self.config)
+            now = self.clock()
+            refusal = policy.admit_send(self.pm, outgoing, now, self.config)
             if refusal is not None:
                 self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=refusal.code, text=text)
                 answers.append({**row, "result": "refused", "code": refusal.code, "reason": refusal.message})
@@ -155,9 +161,10 @@ class SendDesk:
             try:
                 answer = self.deliver(target, outgoing, policy.frame_item(self.pm, outgoing), trace=trace)
             except ProtocolError as exc:
+                policy.withdraw_send(self.pm, outgoing, now)
                 answers.append({**row, "result": "refused", "code": exc.code, "reason": exc.message})
                 continue
-            policy.note_sent(self.pm, outgoing, self.clock())
+            policy.note_sent(self.pm, outgoing, now)
             answers.append(answer)
 
         def finish() -> dict[str, Any]:

@@ -29,11 +29,17 @@ RATE_WINDOW_SECONDS = 60.0
 
 
 class LimitsPlugin:
-    """Send checks plus per-sender timestamps of accepted messages."""
+    """Send checks plus per-sender timestamps of accepted messages. The core asks
+    ``roost_admit_send`` (check and count at once) and ``roost_withdraw_send``; the
+    ``roost_check_send`` and ``roost_note_sent`` pair gives the same answers, for a
+    caller of those hooks."""
 
     def __init__(self) -> None:
         self._sent: dict[str, deque[float]] = {}
         self._spawned: dict[str, deque[float]] = {}
+        #: The send admitted last (``roost_admit_send``): the one ``roost_withdraw_send``
+        #: may take back.
+        self._admitted: OutgoingItem | None = None
 
     def _recent(self, sender_id: str, now: float, table: dict[str, deque[float]] | None = None) -> int:
         table = self._sent if table is None else table
@@ -48,9 +54,10 @@ class LimitsPlugin:
             return 0
         return len(stamps)
 
-    @hookimpl
-    def roost_check_send(self, item: OutgoingItem, now: float, config: Config) -> Refusal | None:
-        """Refuse self-sends always; empty, oversized and over-rate messages (not reports)."""
+    @staticmethod
+    def _refusal(item: OutgoingItem, config: Config) -> Refusal | None:
+        """The checks of a send that keep no count: self-sends always; empty, oversized
+        and over-long-chain messages (not reports)."""
         sender, target = item.sender, item.target
         if sender.id == target.id or (sender.session is not None and sender.session == target.session):
             return Refusal("self_send", "cannot send a message to yourself")
@@ -68,21 +75,55 @@ class LimitsPlugin:
                 "hop_limit",
                 f"this message would be step {item.hops} of a chain of agent messages; the limit is {config.agent_max_hops}",
             )
-        per_minute = config.messages_per_minute
-        if self._recent(sender.id, now) >= per_minute:
-            return Refusal(
-                "rate_limited", f"more than {per_minute} messages a minute; wait before sending again"
-            )
         return None
 
     @hookimpl
+    def roost_admit_send(self, item: OutgoingItem, now: float, config: Config) -> Refusal | None:
+        """``roost_check_send``, and when it passes ``roost_note_sent``, in one call: the
+        one call into this plugin per send."""
+        refusal = self._refusal(item, config)
+        if refusal is not None or item.kind != "message":
+            return refusal
+        stamps = self._sent.get(item.sender.id)
+        if stamps is None:  # (not setdefault: that would make a deque per call)
+            stamps = self._sent[item.sender.id] = deque()
+        else:
+            while stamps and now - stamps[0] >= RATE_WINDOW_SECONDS:
+                stamps.popleft()
+            if len(stamps) >= config.messages_per_minute:
+                return _over_rate(config)
+        stamps.append(now)
+        self._admitted = item
+        return None
+
+    @hookimpl
+    def roost_withdraw_send(self, item: OutgoingItem, now: float) -> None:
+        """Take back the count of the send admitted last, refused after all."""
+        if item is not self._admitted:
+            return  # refused here, or never counted
+        self._admitted = None
+        stamps = self._sent.get(item.sender.id)
+        if stamps:
+            stamps.pop()  # its stamp: nothing was admitted after it
+
+    @hookimpl
+    def roost_check_send(self, item: OutgoingItem, now: float, config: Config) -> Refusal | None:
+        """:meth:`roost_admit_send`'s checks, counting nothing (for a caller that asks
+        the two hooks of old; the core asks ``roost_admit_send``)."""
+        refusal = self._refusal(item, config)
+        if refusal is None and item.kind == "message" and self._recent(item.sender.id, now) >= config.messages_per_minute:
+            return _over_rate(config)
+        return refusal
+
+    @hookimpl
     def roost_note_sent(self, item: OutgoingItem, now: float) -> None:
-        """Count an accepted message towards its sender's rate window."""
+        """Count an accepted message towards its sender's rate window (for a caller that
+        asks the two hooks of old)."""
         if item.kind != "message":
             return
         # Its check (roost_check_send, just before) pruned the sender's window already.
         stamps = self._sent.get(item.sender.id)
-        if stamps is None:  # (not setdefault: that would make a deque per call)
+        if stamps is None:
             stamps = self._sent[item.sender.id] = deque()
         stamps.append(now)
 
@@ -113,6 +154,11 @@ class LimitsPlugin:
         """Count a spawn towards its tree's rate window."""
         self._recent(request.tree, now, self._spawned)
         self._spawned.setdefault(request.tree, deque()).append(now)
+
+
+def _over_rate(config: Config) -> Refusal:
+    per_minute = config.messages_per_minute
+    return Refusal("rate_limited", f"more than {per_minute} messages a minute; wait before sending again")
 
 
 plugin = LimitsPlugin()
