@@ -18,6 +18,7 @@ Default: at least 20,000 accepted messages, bounded to a couple of minutes on 2 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import re
@@ -34,6 +35,7 @@ from conftest import wait_until
 from fg import in_thread, run_async
 from reliability.kit import Ledger, check_delivery, quiet, received_messages, rss_bytes, stuck_jobs, tool_pairs, transcript, user_texts
 from roost_core.client import DaemonUnavailable, NotSent
+from roost_core.daemon.receipts import DEAD_FILE_BYTES, MAX_DEAD
 from roost_core.foreground import ForegroundSession
 from roost_core.protocol import ProtocolError
 
@@ -377,7 +379,8 @@ def test_load_with_reaps_and_restarts(daemon_factory, write_config, tmp_path, re
 def test_dead_letters_stay_bounded_and_readable(daemon_factory, write_config, tmp_path, record):
     """Every ``queue_full`` refusal is a dead letter (the sender backs off and sends it
     again, so under load there are thousands: 17,293 in the soak). The daemon must keep
-    their number bounded, and ``dead`` must stay answerable."""
+    their number bounded, in memory and on disk, and ``dead`` must stay answerable,
+    after a restart too."""
     from fg import session
 
     write_config({"agentExternalMessages": True})
@@ -385,7 +388,7 @@ def test_dead_letters_stay_bounded_and_readable(daemon_factory, write_config, tm
     job = daemon.start_job("first", name="full", scenario={"default": {"steps": [{"say": "ok"}]}})
     daemon.wait_job(job)
     daemon.call("stop", job=job)
-    refusals = 4000
+    refusals = 5000
     pad = "p" * 80
 
     async def main():
@@ -398,7 +401,16 @@ def test_dead_letters_stay_bounded_and_readable(daemon_factory, write_config, tm
                     assert exc.code == "queue_full", exc
 
     run_async(main)
-    size = (daemon.paths.state_dir / "dead.jsonl").stat().st_size
+    files = [daemon.paths.state_dir / name for name in ("dead.jsonl.1", "dead.jsonl")]
+
+    def on_disk() -> list[str]:
+        return [json.loads(line)["preview"].split()[0] for path in files if path.exists() for line in path.read_text().splitlines()]
+
+    # Before a write would take it past DEAD_FILE_BYTES the file was set aside: the two
+    # files hold the newest letters, none torn, none missing in between.
+    wait_until(lambda: on_disk()[-1:] == [str(19 + refusals)], what="the last letter written")
+    kept = on_disk()
+    sizes = [path.stat().st_size for path in files]
     try:
         with daemon.client(timeout=10) as conn:
             held = len(conn.call("dead")["dead"])
@@ -406,5 +418,21 @@ def test_dead_letters_stay_bounded_and_readable(daemon_factory, write_config, tm
     except (OSError, ProtocolError) as exc:
         held = None
         outcome = f"`dead` could not be read ({type(exc).__name__})"
-    record("load", "dead letters after 4,000 queue_full refusals", runs=1, messages=refusals + 20, cases=refusals, result=f"dead.jsonl {size / 2**20:.1f} MiB; {outcome}")
-    assert held is not None and held <= 1000
+    daemon.terminate()
+    daemon.restart()
+    listed = [letter["preview"].split()[0] for letter in daemon.call("dead")["dead"]]
+    record(
+        "load",
+        f"dead letters after {refusals:,} queue_full refusals",
+        runs=1,
+        messages=refusals + 20,
+        cases=refusals,
+        result=(
+            f"dead.jsonl.1 {sizes[0] / 2**20:.2f} MiB and dead.jsonl {sizes[1] / 2**20:.2f} MiB ({len(kept):,} letters, the newest); "
+            f"{outcome}; after a restart {len(listed)}, the newest"
+        ),
+    )
+    assert held is not None and held <= MAX_DEAD
+    assert all(size <= DEAD_FILE_BYTES for size in sizes), sizes
+    assert kept == [str(n) for n in range(20 + refusals - len(kept), 20 + refusals)] and len(kept) >= MAX_DEAD
+    assert listed == kept[-MAX_DEAD:]

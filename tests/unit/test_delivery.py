@@ -231,6 +231,26 @@ def test_a_foreground_peer_gets_a_numbered_event_it_holds_until_acked(tmp_path):
     run(story)
 
 
+def test_the_dead_letter_files_stay_bounded_and_a_start_lists_the_newest(tmp_path, monkeypatch):
+    """Before a write would take ``dead.jsonl`` past ``DEAD_FILE_BYTES`` it is set aside as
+    ``dead.jsonl.1`` (the one before is dropped): the disk holds two files at most, and
+    receipts made anew (a restart) list the newest ``MAX_DEAD`` letters across both,
+    oldest first."""
+    monkeypatch.setattr("roost_core.daemon.receipts.DEAD_FILE_BYTES", 4096)
+    monkeypatch.setattr("roost_core.daemon.receipts.MAX_DEAD", 10)  # fewer than a file holds
+    dead_file = tmp_path / "dead.jsonl"
+    receipts = Receipts(dead_file, durable=False)
+    for n in range(200):
+        receipts.record(SENDER.id, "j-1", "full", "message", "dead", reason="queue full", text=f"letter {n}")
+        sizes = [path.stat().st_size for path in (dead_file, tmp_path / "dead.jsonl.1") if path.exists()]
+        assert all(size <= 4096 for size in sizes) and len(sizes) <= 2
+    assert (tmp_path / "dead.jsonl.1").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["dead.jsonl", "dead.jsonl.1"]
+    on_disk = [json.loads(line)["preview"] for path in (tmp_path / "dead.jsonl.1", dead_file) for line in path.read_text().splitlines()]
+    assert 10 < len(on_disk) < 200 and on_disk == [f"letter {n}" for n in range(200 - len(on_disk), 200)]
+    listed = [letter["preview"] for letter in Receipts(dead_file, durable=False).dead]
+    assert listed == [f"letter {n}" for n in range(190, 200)]
+
+
 def test_quotes_keep_the_newest_messages_and_their_first_words(monkeypatch):
     monkeypatch.setattr("roost_core.daemon.receipts.MAX_QUOTES", 3)
     quotes = MessageQuotes()

@@ -6,6 +6,13 @@ told why) or ``dead`` (it can never be delivered: the target was removed, its qu
 full, a foreground receiver was not running). Dead letters are kept in ``dead.jsonl`` so
 ``roost dead`` shows them after a restart; receipts are kept in memory, the last
 :data:`PER_SENDER` per sender.
+
+Every ``queue_full`` refusal is a dead letter, so a client that retries into a full queue
+makes thousands a second. So letters are written in batches, at most one write and fsync
+per :data:`FLUSH_SECONDS`, and the file is bounded: before a write would take it past
+:data:`DEAD_FILE_BYTES` it is set aside as ``dead.jsonl.1`` (replacing the one before) and
+a new one begun, so the disk holds at most two files of letters and a start reads at most
+those two.
 """
 
 from __future__ import annotations
@@ -23,13 +30,20 @@ import msgspec
 
 from roost_core import faults
 from roost_core.protocol import encode
-from roost_core.store import atomic_write, write_all
+from roost_core.store import atomic_write, fsync_dir, write_all
 
 log = logging.getLogger("roost.daemon")
 
 PER_SENDER = 100
-#: Dead letters kept in memory (the newest); the file keeps them all.
+#: Dead letters kept in memory (the newest); the files keep more (:data:`DEAD_FILE_BYTES`).
 MAX_DEAD = 1000
+#: ``dead.jsonl`` is set aside as ``dead.jsonl.1`` before a write would take it past this
+#: (about 4,000 letters; far more than :data:`MAX_DEAD`, so the two files always hold the
+#: newest ``MAX_DEAD``): the one set aside before is dropped.
+DEAD_FILE_BYTES = 1 << 20
+#: Letters buried meanwhile wait at most this long for their write (one write and fsync
+#: for all): the sender was told already, and a burst must not fsync on every loop pass.
+FLUSH_SECONDS = 0.05
 PREVIEW_CHARS = 80
 
 
@@ -101,20 +115,30 @@ class Receipts:
         self._flush_due = False
         self._by_sender: dict[str, deque[Receipt]] = {}
         self._by_item: dict[tuple[str, int], Receipt] = {}
-        self.dead: deque[dict[str, Any]] = deque(self.read_letters(), maxlen=MAX_DEAD)
-        #: Dead letters the file could not take yet (a full disk): written before the next.
+        self.dead: deque[dict[str, Any]] = deque(maxlen=MAX_DEAD)
+        for path in (self.set_aside_file, dead_file):
+            self.dead.extend(self.read_letters(path))
+        #: Dead letters the file has not taken yet: buried since the last write, or
+        #: refused by the disk (a full disk; then ``_refused``), written with the next.
         self.unwritten: list[bytes] = []
+        self._refused = False
 
-    def read_letters(self) -> list[dict[str, Any]]:
-        """The dead letters of the file. Lines that are no letter roost writes (damaged,
-        foreign) are set aside: appended to ``dead.jsonl.bad``, and the file is written
-        anew without them (a torn last line, from a crash mid-write, is only dropped)."""
+    @property
+    def set_aside_file(self) -> Path:
+        """Where ``dead.jsonl`` goes once it passes :data:`DEAD_FILE_BYTES`."""
+        return self.dead_file.with_name(self.dead_file.name + ".1")
+
+    def read_letters(self, path: Path) -> list[dict[str, Any]]:
+        """The dead letters of the file ``path``. Lines that are no letter roost writes
+        (damaged, foreign) are set aside: appended to ``dead.jsonl.bad``, and the file is
+        written anew without them (a torn last line, from a crash mid-write, is only
+        dropped)."""
         try:
-            data = self.dead_file.read_bytes()
+            data = path.read_bytes()
         except FileNotFoundError:
             return []
         except OSError as exc:
-            log.error("dead letters: cannot read %s (%s); starting with none", self.dead_file, exc)
+            log.error("dead letters: cannot read %s (%s); starting without them", path, exc)
             return []
         lines = data.split(b"\n")
         letters: list[dict[str, Any]] = []
@@ -133,10 +157,10 @@ class Receipts:
             elif number < len(lines):
                 bad.append(line + b"\n")
         if bad or not data.endswith(b"\n"):
-            self._set_aside(good, bad)
+            self._set_aside(path, good, bad)
         return letters
 
-    def _set_aside(self, good: list[bytes], bad: list[bytes]) -> None:
+    def _set_aside(self, path: Path, good: list[bytes], bad: list[bytes]) -> None:
         aside = self.dead_file.with_name(self.dead_file.name + ".bad")
         try:
             if bad:
@@ -145,12 +169,12 @@ class Receipts:
                     write_all(fd, b"".join(bad))
                 finally:
                     os.close(fd)
-            atomic_write(self.dead_file, b"".join(good), durable=self.durable, kind="receipts")
+            atomic_write(path, b"".join(good), durable=self.durable, kind="receipts")
         except OSError as exc:
-            log.error("dead letters: %d lines of %s are no letters and could not be set aside (%s); they are skipped", len(bad), self.dead_file, exc)
+            log.error("dead letters: %d lines of %s are no letters and could not be set aside (%s); they are skipped", len(bad), path, exc)
             return
         if bad:
-            log.error("dead letters: %d lines of %s are no letters: set aside in %s, the rest is served", len(bad), self.dead_file.name, aside.name)
+            log.error("dead letters: %d lines of %s are no letters: set aside in %s, the rest is served", len(bad), path.name, aside.name)
 
     def record(self, sender: str, to: str, to_name: str, kind: str, state: str, *, seq: int | None = None, reason: str | None = None, text: str = "") -> Receipt:
         now = time.time()
@@ -182,18 +206,18 @@ class Receipts:
             self.bury(receipt)
 
     def bury(self, receipt: Receipt) -> None:
-        """Keep a dead letter: in memory at once, in ``dead.jsonl`` as soon as the disk
-        takes it. A letter records a refusal the sender was told already, so a write that
-        fails (a full disk, an I/O error) refuses nothing: it is kept and written before
-        the next one (:meth:`flush`)."""
+        """Keep a dead letter: in memory at once, in ``dead.jsonl`` with the letters of the
+        next :data:`FLUSH_SECONDS` (at once without ``later``). A letter records a refusal
+        the sender was told already, so a write that fails (a full disk, an I/O error)
+        refuses nothing: it is kept and written with the next one (:meth:`flush`)."""
         letter = receipt.to_json()
         self.dead.append(letter)
         self.unwritten.append(encode(letter))
         if self.later is None:
             self.flush()
         elif not self._flush_due:
-            # A burst of refusals (a client pipelining into a full queue) would otherwise
-            # cost a write and an fsync each, on the loop.
+            # A burst of refusals (a client retrying into a full queue) would otherwise
+            # cost a write and an fsync per loop pass, on the loop.
             self._flush_due = True
             self.later(self._flush_now)
 
@@ -206,6 +230,14 @@ class Receipts:
         if not self.unwritten:
             return True
         data = b"".join(self.unwritten)
+        try:
+            size = os.stat(self.dead_file).st_size
+        except FileNotFoundError:
+            size = 0
+        except OSError as exc:
+            return self._failed(exc)
+        if size and size + len(data) > DEAD_FILE_BYTES:
+            self._begin_anew()
         try:
             fd = os.open(self.dead_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         except OSError as exc:
@@ -225,13 +257,26 @@ class Receipts:
             return self._failed(exc)
         finally:
             os.close(fd)
-        if len(self.unwritten) > 1:
+        if self._refused:
             log.warning("dead letters: %d kept while the disk refused them are written now", len(self.unwritten))
+            self._refused = False
         self.unwritten.clear()
         return True
 
+    def _begin_anew(self) -> None:
+        """Set ``dead.jsonl`` aside (replacing the one set aside before): the letters this
+        write would take past :data:`DEAD_FILE_BYTES` begin a new one. If the disk refuses,
+        the file grows on until a later write tries again."""
+        try:
+            os.replace(self.dead_file, self.set_aside_file)
+            if self.durable:
+                fsync_dir(self.dead_file.parent)
+        except OSError as exc:
+            log.warning("dead letters: cannot set %s aside (%s); it grows until the next try", self.dead_file, exc)
+
     def _failed(self, exc: OSError) -> bool:
-        if len(self.unwritten) == 1:
+        if not self._refused:
+            self._refused = True
             log.warning("dead letters: cannot write %s (%s); kept in memory and written with the next", self.dead_file, exc)
         # Bounded as the letters in memory are: the oldest unwritten ones go first.
         del self.unwritten[:-MAX_DEAD]
