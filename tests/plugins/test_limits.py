@@ -29,9 +29,9 @@ def admit(pm, item, now: float, **config) -> Refusal | None:
     return refusals[0] if refusals else None
 
 
-def check_and_note(pm, item, now: float) -> Refusal | None:
+def check_and_note(pm, item, now: float, **config) -> Refusal | None:
     """The two hooks of old: check, and note the item when nothing refused it."""
-    refusal = check(pm, item, now)
+    refusal = check(pm, item, now, **config)
     if refusal is None:
         pm.hook.roost_note_sent(item=item, now=now)
     return refusal
@@ -116,6 +116,11 @@ def test_rate_is_per_sender(pm, send) -> None:
         assert send(pm, make_item(alice, bob), now=float(n)) is None
     assert send(pm, make_item(alice, carol), now=30.0).code == "rate_limited"
     assert send(pm, make_item(carol, bob), now=30.0) is None
+
+
+def test_a_rate_of_zero_refuses_every_message(pm, send) -> None:
+    refusals = [send(pm, make_item(alice, bob), now=float(n), messages_per_minute=0) for n in range(2)]
+    assert [refusal.code for refusal in refusals] == ["rate_limited"] * 2
 
 
 def test_a_withdrawn_send_does_not_count(pm) -> None:

@@ -85,13 +85,13 @@ class LimitsPlugin:
         if refusal is not None or item.kind != "message":
             return refusal
         stamps = self._sent.get(item.sender.id)
-        if stamps is None:  # (not setdefault: that would make a deque per call)
-            stamps = self._sent[item.sender.id] = deque()
-        else:
+        if stamps is not None:
             while stamps and now - stamps[0] >= RATE_WINDOW_SECONDS:
                 stamps.popleft()
-            if len(stamps) >= config.messages_per_minute:
-                return _over_rate(config)
+        if (len(stamps) if stamps is not None else 0) >= config.messages_per_minute:
+            return _over_rate(config)
+        if stamps is None:  # (not setdefault: that would make a deque per call)
+            stamps = self._sent[item.sender.id] = deque()
         stamps.append(now)
         self._admitted = item
         return None
