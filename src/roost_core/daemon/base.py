@@ -31,7 +31,7 @@ from roost_core.daemon.delivery import MAX_CRASH_RESTARTS, Mailroom, not_stored,
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.pool import WarmKey, WarmPool, WarmSlot
-from roost_core.daemon.receipts import FLUSH_SECONDS, MessageQuotes, Receipts
+from roost_core.daemon.receipts import MessageQuotes, Receipts
 from roost_core.daemon.sending import SendDesk, chain_of
 from roost_core.daemon.tables import PeerListing, PeerTables
 from roost_core.daemon.watch import Watchers
@@ -111,7 +111,7 @@ class DaemonBase:
         self.stopping = anyio.Event()
         self._kill_at: dict[str, float] = {}
         self.tg: anyio.abc.TaskGroup | None = None
-        self.receipts = Receipts(paths.state_dir / "dead.jsonl", durable=durable, later=flush_later)
+        self.receipts = Receipts(paths.state_dir / "dead.jsonl", durable=durable, later=call_soon)
         self.refuser = Refuser()
         self.messages = MessageQuotes()
         #: The op logic of every item's path (no I/O): it asks the daemon only to start workers.
@@ -745,11 +745,6 @@ async def _logged(fn: Any, *args: Any) -> None:
 def call_soon(fn: Callable[[], None]) -> None:
     """Run ``fn`` at the running loop's next pass."""
     asyncio.get_running_loop().call_soon(fn)
-
-
-def flush_later(fn: Callable[[], None]) -> None:
-    """Run ``fn`` (a write of dead letters) :data:`~roost_core.daemon.receipts.FLUSH_SECONDS` from now."""
-    asyncio.get_running_loop().call_later(FLUSH_SECONDS, fn)
 
 
 def default_name(task: str) -> str:

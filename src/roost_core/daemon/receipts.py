@@ -8,11 +8,10 @@ full, a foreground receiver was not running). Dead letters are kept in ``dead.js
 :data:`PER_SENDER` per sender.
 
 Every ``queue_full`` refusal is a dead letter, so a client that retries into a full queue
-makes thousands a second. So letters are written in batches, at most one write and fsync
-per :data:`FLUSH_SECONDS`, and the file is bounded: before a write would take it past
-:data:`DEAD_FILE_BYTES` it is set aside as ``dead.jsonl.1`` (replacing the one before) and
-a new one begun, so the disk holds at most two files of letters and a start reads at most
-those two.
+makes thousands a second. So the letters of one loop pass share a write, and the file is
+bounded: before a write would take it past :data:`DEAD_FILE_BYTES` it is set aside as
+``dead.jsonl.1`` (replacing the one before) and a new one begun, so the disk holds at most
+two files of letters and a start reads at most those two.
 """
 
 from __future__ import annotations
@@ -41,9 +40,6 @@ MAX_DEAD = 1000
 #: (about 4,000 letters; far more than :data:`MAX_DEAD`, so the two files always hold the
 #: newest ``MAX_DEAD``): the one set aside before is dropped.
 DEAD_FILE_BYTES = 1 << 20
-#: Letters buried meanwhile wait at most this long for their write (one write and fsync
-#: for all): the sender was told already, and a burst must not fsync on every loop pass.
-FLUSH_SECONDS = 0.05
 PREVIEW_CHARS = 80
 
 
@@ -206,18 +202,18 @@ class Receipts:
             self.bury(receipt)
 
     def bury(self, receipt: Receipt) -> None:
-        """Keep a dead letter: in memory at once, in ``dead.jsonl`` with the letters of the
-        next :data:`FLUSH_SECONDS` (at once without ``later``). A letter records a refusal
-        the sender was told already, so a write that fails (a full disk, an I/O error)
-        refuses nothing: it is kept and written with the next one (:meth:`flush`)."""
+        """Keep a dead letter: in memory at once, in ``dead.jsonl`` as soon as the disk
+        takes it. A letter records a refusal the sender was told already, so a write that
+        fails (a full disk, an I/O error) refuses nothing: it is kept and written with the
+        next one (:meth:`flush`)."""
         letter = receipt.to_json()
         self.dead.append(letter)
         self.unwritten.append(encode(letter))
         if self.later is None:
             self.flush()
         elif not self._flush_due:
-            # A burst of refusals (a client retrying into a full queue) would otherwise
-            # cost a write and an fsync per loop pass, on the loop.
+            # A burst of refusals (a client pipelining into a full queue) would otherwise
+            # cost a write and an fsync each, on the loop.
             self._flush_due = True
             self.later(self._flush_now)
 
