@@ -15,13 +15,17 @@ import asyncio
 import json
 import os
 import socket
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import anyio.lowlevel
+import pytest
 
-from roost_core import identity
+from roost_core import identity, locks
 from roost_core.daemon.connection import Connection, Flusher
 from roost_core.daemon.core import Daemon
 from roost_core.daemon.jobs import Job
@@ -425,3 +429,60 @@ def test_a_foreground_receivers_item_leaves_before_the_senders_answer_and_the_pa
             theirs.close()
 
     run(tmp_path, story)
+
+
+def adopt(job: Job, worker: subprocess.Popen[bytes]) -> None:
+    """Give ``job`` the worker ``worker``, as a daemon finds a worker its predecessor started."""
+    job.worker_pid, job.worker_create_time = worker.pid, locks.create_time(worker.pid)
+
+
+@pytest.fixture
+def worker() -> Iterator[subprocess.Popen[bytes]]:
+    """A process standing in for a worker the daemon did not start: it waits to be killed."""
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    yield child
+    child.kill()
+    child.wait()
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="pidfds are Linux's (5.3 on)")
+def test_an_adopted_workers_exit_is_noticed_at_once_with_no_liveness_polling(tmp_path, worker, monkeypatch):
+    async def story(daemon: Daemon, jobs: list[str]) -> None:
+        job = daemon.jobs[jobs[0]]
+        adopt(job, worker)
+        exited = asyncio.Event()
+        handle = daemon.exits.on_exit
+
+        def on_exit(key: str, pid: int) -> None:
+            handle(key, pid)
+            exited.set()
+
+        daemon.exits.on_exit = on_exit
+        daemon.check_worker(job, daemon.clock())  # the monitor's first round: checked once, watched
+        assert job.id in daemon.exits and job.worker_pid == worker.pid
+        polls: list[tuple[Any, ...]] = []
+        monkeypatch.setattr(locks, "is_alive", lambda *args: polls.append(args) or True)
+        for _ in range(5):  # the monitor's next rounds
+            daemon.check_worker(job, daemon.clock())
+        worker.kill()
+        with anyio.fail_after(30):
+            await exited.wait()
+        assert polls == []
+        assert job.worker_pid is None and job.id not in daemon.exits
+
+    run(tmp_path, story, jobs=1)
+
+
+def test_without_pidfds_the_monitor_checks_an_adopted_workers_liveness(tmp_path, worker):
+    async def story(daemon: Daemon, jobs: list[str]) -> None:
+        job = daemon.jobs[jobs[0]]
+        adopt(job, worker)
+        daemon.exits.supported = False  # as on a kernel without pidfds
+        daemon.check_worker(job, daemon.clock())
+        assert job.worker_pid == worker.pid and len(daemon.exits) == 0
+        worker.kill()
+        worker.wait()
+        daemon.check_worker(job, daemon.clock())
+        assert job.worker_pid is None
+
+    run(tmp_path, story, jobs=1)

@@ -28,6 +28,7 @@ from roost_core.daemon.accept import Refuser
 from roost_core.daemon.budgets import Budgets
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.delivery import MAX_CRASH_RESTARTS, Mailroom, not_stored, settle
+from roost_core.daemon.exits import ExitWatches
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.pool import WarmKey, WarmPool, WarmSlot
@@ -142,6 +143,9 @@ class DaemonBase:
         #: routed again by the monitor (once the journal writes again).
         self.reports_to_retry = False
         self._monitor_errors: set[str] = set()
+        #: Exit notices for adopted workers (the daemon did not start them): a pidfd each
+        #: where the kernel has them, so the monitor need not check their liveness.
+        self.exits = ExitWatches(self.adopted_worker_exited)
 
     @property
     def journal(self) -> Journal | None:
@@ -349,9 +353,11 @@ class DaemonBase:
             if job.process.orphaned:
                 # Its fork server died before reporting its exit: only liveness tells now.
                 job.process = None
-        if job.process is None and not locks.is_alive(job.worker_pid, job.worker_create_time):
-            self.worker_gone(job, None)
-            return
+        if job.process is None:
+            watched = self.exits.watch(job.id, job.worker_pid, job.worker_create_time)
+            if watched is False or (watched is None and not locks.is_alive(job.worker_pid, job.worker_create_time)):
+                self.worker_gone(job, None)
+                return
         deadline = self._kill_at.get(job.id)
         if deadline is not None and now >= deadline:
             self.kill_worker(job)
@@ -363,6 +369,17 @@ class DaemonBase:
             job.reaping = True
             job.conn.send({"event": "shutdown", "reason": reason})
             self._kill_at[job.id] = now + STOP_GRACE_SECONDS
+
+    def adopted_worker_exited(self, job_id: str, pid: int) -> None:
+        """An adopted worker's pidfd says it exited (:class:`ExitWatches`): handled as
+        the monitor handles a worker found gone, if the job still has that worker."""
+        job = self.jobs.get(job_id)
+        if job is None or job.worker_pid != pid or job.process is not None:
+            return
+        try:
+            self.worker_gone(job, None)
+        except Exception:  # noqa: BLE001 - a loop callback: the monitor's error boundary
+            log.exception("handling the exit of the worker of %s failed; the monitor tries again", job_id)
 
     def idle_grace(self, job: Job) -> tuple[float, str]:
         """How long ``job``'s worker may sit idle with nothing pending, and what ending it
@@ -437,6 +454,7 @@ class DaemonBase:
         """A worker exited: clean (reaped, stopped) or a crash. Whatever it started and
         left behind is killed before anything else (a new worker may start below)."""
         clean = job.reaping or job.state == "stopped" or (code == 0 and job.state != "running")
+        self.exits.forget(job.id)
         in_a_run = job.state == "running"
         self._kill_at.pop(job.id, None)
         self.kill_leftovers(job)
@@ -621,6 +639,7 @@ class DaemonBase:
         self.write_records()  # records changed since (answers cut short by the stop)
         if self.journal is not None:
             await self.journal.aclose()
+        self.exits.close()
         if self.spawner is not None:
             # Its workers keep running; the next daemon finds them by pid and create time.
             await self.spawner.aclose()

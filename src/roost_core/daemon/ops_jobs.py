@@ -333,6 +333,7 @@ class JobOps(DaemonBase):
         if job.conn is not None:
             job.conn.job = None
             job.conn.close()
+        self.exits.forget(job.id)
         self.jobs.pop(job.id, None)
         changes.changed()
         self.budgets.usage_changed()

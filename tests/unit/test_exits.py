@@ -1,0 +1,121 @@
+"""Exit notices by pidfd (``roost_core.daemon.exits``): a watched process's exit arrives as
+a loop callback, on asyncio's loop and on uvloop (the daemon's), and a pid that names
+another process now is never watched. Real child processes, real pidfds."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+
+import pytest
+import uvloop
+
+from roost_core import locks
+from roost_core.daemon.exits import ExitWatches
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="pidfds are Linux's (5.3 on)")
+
+
+def run_on(loop: str, story: Callable[[], Awaitable[None]]) -> None:
+    (uvloop.run if loop == "uvloop" else asyncio.run)(story())
+
+
+@pytest.fixture
+def sleepers() -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
+    """Starts child processes that wait to be killed; every one is killed and reaped after."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start() -> subprocess.Popen[bytes]:
+        child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+        started.append(child)
+        return child
+
+    yield start
+    for child in started:
+        child.kill()
+        child.wait()
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_watched_process_exit_arrives_once_as_a_callback(loop, sleepers):
+    child = sleepers()
+    started = locks.create_time(child.pid)
+
+    async def story() -> None:
+        seen: list[tuple[str, int]] = []
+        arrived = asyncio.Event()
+
+        def on_exit(key: str, pid: int) -> None:
+            seen.append((key, pid))
+            arrived.set()
+
+        watches = ExitWatches(on_exit)
+        assert watches.watch("j1", child.pid, started) is True
+        assert watches.watch("j1", child.pid, started) is True  # watched already: no second pidfd
+        assert len(watches) == 1
+        child.kill()
+        await asyncio.wait_for(arrived.wait(), 30)
+        assert seen == [("j1", child.pid)]
+        assert "j1" not in watches
+
+    run_on(loop, story)
+
+
+def test_a_pid_that_names_another_process_or_none_is_not_watched(sleepers):
+    child = sleepers()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+
+    async def story() -> None:
+        watches = ExitWatches(lambda key, pid: pytest.fail(f"no exit was watched, yet {key} got one"))
+        # The pid runs, but not the process that started then: a newcomer with a reused pid.
+        assert watches.watch("j1", child.pid, locks.create_time(child.pid) - 5.0) is False
+        assert watches.watch("j2", gone.pid, None) is False
+        assert len(watches) == 0
+
+    run_on("asyncio", story)
+
+
+def test_a_forgotten_watch_says_nothing_of_its_exit(sleepers):
+    first, second = sleepers(), sleepers()
+
+    async def story() -> None:
+        seen: list[str] = []
+        arrived = asyncio.Event()
+
+        def on_exit(key: str, _pid: int) -> None:
+            seen.append(key)
+            arrived.set()
+
+        watches = ExitWatches(on_exit)
+        assert watches.watch("first", first.pid, locks.create_time(first.pid))
+        assert watches.watch("second", second.pid, locks.create_time(second.pid))
+        watches.forget("first")
+        first.kill()
+        first.wait()  # gone before the second is killed: its pidfd, were it read, is ready first
+        second.kill()
+        await asyncio.wait_for(arrived.wait(), 30)
+        assert seen == ["second"]
+
+    run_on("asyncio", story)
+
+
+def test_without_pidfds_the_caller_is_told_to_check_liveness(sleepers, monkeypatch):
+    child = sleepers()
+
+    def refused(_pid: int) -> int:
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(os, "pidfd_open", refused)
+
+    async def story() -> None:
+        watches = ExitWatches(lambda key, pid: None)
+        assert watches.watch("j1", child.pid, locks.create_time(child.pid)) is None
+        assert watches.supported is False
+        assert len(watches) == 0
+
+    run_on("asyncio", story)
