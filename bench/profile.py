@@ -69,7 +69,7 @@ def summarise(path: str, top: int = 30, messages: int | None = None, rate: int =
 #: names a stack holds takes its samples (function names as py-spy writes them).
 BUCKETS: list[tuple[str, tuple[str, ...]]] = [
     ("teardown: the bench's receivers exit, their jobs' workers are gone (not per message)", ("worker_gone",)),
-    ("worker liveness (monitor every 0.1 s: check_worker → psutil; per second, not per message)", ("DaemonBase.monitor",)),
+    ("the monitor (every 0.1 s; before: each adopted worker's liveness by psutil, now a pidfd each; per second, not per message)", ("DaemonBase.monitor",)),
     ("accept_send: reach (sender_info, resolve_target, reach)", ("DaemonBase.reach", "PeerTables.reach", "resolve_target", "sender_info", "MessagingOps.route", "PeerTables.route")),
     ("accept_send: limits check and note (plugin hooks)", ("admit", "check_send", "note_sent", "_checker", "LimitsPlugin.")),
     ("accept_send: framing (envelope hook)", ("frame_item", "_framer")),
