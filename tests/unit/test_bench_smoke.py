@@ -75,6 +75,21 @@ def test_the_opcode_count_diagnostic_runs():
     assert any("sending.py:send" in line for line in lines[6:]), done.stdout
 
 
+def test_the_monitor_diagnostic_runs():
+    """``python -m bench.monitor`` times the monitor's round over adopted workers both ways
+    (a pidfd each, and the liveness check it replaced) and gives their ratio; the figures
+    are not checked, only that both ways ran and took time."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ROOST_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.monitor", "--workers", "2", "--rounds", "5", "--repeat", "1"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    figures = [float(line.split()[0]) for line in done.stdout.splitlines() if "µs  " in line]
+    assert len(figures) == 2 and all(figure > 0 for figure in figures), done.stdout
+    assert "ratio" in done.stdout, done.stdout
+
+
 def test_the_syscall_count_diagnostic_runs():
     """``python -m bench.profile syscalls`` runs the durable load on roost and on the lean
     broker and counts each server's syscalls per message (read from ``/proc``: a server
