@@ -119,3 +119,20 @@ def test_without_pidfds_the_caller_is_told_to_check_liveness(sleepers, monkeypat
         assert len(watches) == 0
 
     run_on("asyncio", story)
+
+
+def test_a_loop_that_cannot_watch_the_pidfd_leaves_the_check_to_the_caller(sleepers):
+    child = sleepers()
+
+    async def story() -> None:
+        loop = asyncio.get_running_loop()
+
+        def cannot(_fd: int, *_args: object) -> None:
+            raise OSError(errno.EPERM, "Operation not permitted")
+
+        loop.add_reader = cannot  # type: ignore[method-assign]
+        watches = ExitWatches(lambda key, pid: None)
+        assert watches.watch("j1", child.pid, locks.create_time(child.pid)) is None
+        assert len(watches) == 0 and watches.supported  # this fd, this time: the next round tries again
+
+    run_on("asyncio", story)

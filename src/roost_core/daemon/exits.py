@@ -74,7 +74,11 @@ class ExitWatches:
             os.close(fd)
             return False
         loop = asyncio.get_running_loop()
-        loop.add_reader(fd, self._exited, key)
+        try:
+            loop.add_reader(fd, self._exited, key)
+        except (OSError, ValueError, RuntimeError):  # a loop that cannot watch this fd
+            os.close(fd)
+            return None
         self._watched[key] = (pid, fd, loop)
         return True
 
