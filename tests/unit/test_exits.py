@@ -66,15 +66,17 @@ def test_a_watched_process_exit_arrives_once_as_a_callback(loop, sleepers):
 
 
 def test_a_pid_that_names_another_process_or_none_is_not_watched(sleepers):
-    child = sleepers()
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    child, gone = sleepers(), sleepers()
+    gone_started = locks.create_time(gone.pid)
+    gone.kill()
     gone.wait()
 
     async def story() -> None:
         watches = ExitWatches(lambda key, pid: pytest.fail(f"no exit was watched, yet {key} got one"))
         # The pid runs, but not the process that started then: a newcomer with a reused pid.
         assert watches.watch("j1", child.pid, locks.create_time(child.pid) - 5.0) is False
-        assert watches.watch("j2", gone.pid, None) is False
+        # (Had the pid been reused since, its create time would not match either.)
+        assert watches.watch("j2", gone.pid, gone_started) is False
         assert len(watches) == 0
 
     run_on("asyncio", story)
