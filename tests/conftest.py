@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -238,3 +238,20 @@ def daemon_factory(roost_env: dict[str, str]):
 @pytest.fixture
 def daemon(daemon_factory) -> DaemonHandle:
     return daemon_factory().start()
+
+
+@pytest.fixture
+def sleepers() -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
+    """Starts child processes that wait to be killed (standing in for workers the daemon
+    did not start); every one is killed and reaped after the test."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start() -> subprocess.Popen[bytes]:
+        child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+        started.append(child)
+        return child
+
+    yield start
+    for child in started:
+        child.kill()
+        child.wait()

@@ -16,9 +16,7 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -437,12 +435,9 @@ def adopt(job: Job, worker: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.fixture
-def worker() -> Iterator[subprocess.Popen[bytes]]:
+def worker(sleepers) -> subprocess.Popen[bytes]:
     """A process standing in for a worker the daemon did not start: it waits to be killed."""
-    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
-    yield child
-    child.kill()
-    child.wait()
+    return sleepers()
 
 
 @pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="pidfds are Linux's (5.3 on)")

@@ -7,9 +7,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-import subprocess
-import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 
 import pytest
 import uvloop
@@ -22,22 +20,6 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="pidfds ar
 
 def run_on(loop: str, story: Callable[[], Awaitable[None]]) -> None:
     (uvloop.run if loop == "uvloop" else asyncio.run)(story())
-
-
-@pytest.fixture
-def sleepers() -> Iterator[Callable[[], subprocess.Popen[bytes]]]:
-    """Starts child processes that wait to be killed; every one is killed and reaped after."""
-    started: list[subprocess.Popen[bytes]] = []
-
-    def start() -> subprocess.Popen[bytes]:
-        child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
-        started.append(child)
-        return child
-
-    yield start
-    for child in started:
-        child.kill()
-        child.wait()
 
 
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
