@@ -17,6 +17,7 @@ pushed to the worker and stored inside the item's journal record.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -186,7 +187,9 @@ class Mailroom:
         if commit.error is not None:
             job.queue.drop(item.seq)
             raise not_stored(commit.error, "the message")
-        job.queue.mark_durable(item.seq)
+        queue = job.queue
+        if item.seq > queue.durable:  # (queue.mark_durable, inlined: every send's answer)
+            queue.durable = item.seq
         faults.point("daemon.after_persist_before_answer")
         if job.conn is not None:
             if job.sent < item.seq:
@@ -283,4 +286,9 @@ def item_record(job_id: str, event: bytes) -> bytes:
     """The journal record of an item of ``job_id`` queued as ``event`` (its encoded
     ``deliver`` event): ``{"op": "item", "job": ..., "deliver": {...}}``, made around the
     event's bytes rather than encoded again (``base.apply_journal_record`` reads it)."""
-    return b'{"op":"item","job":' + encode_string(job_id) + b',"deliver":' + event[:-1] + b"}\n"
+    return b'{"op":"item","job":' + _job_key(job_id) + b',"deliver":' + event[:-1] + b"}\n"
+
+
+#: A job id as its records write it (``encode_string``), kept for the jobs messaged most
+#: lately: every item's record starts with it.
+_job_key = functools.lru_cache(maxsize=1024)(encode_string)

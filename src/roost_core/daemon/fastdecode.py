@@ -23,6 +23,8 @@ try:
     import msgspec
 except ImportError:  # pragma: no cover - msgspec is a dependency; the daemon runs without it
     msgspec = None  # type: ignore[assignment]
+else:
+    _asdict = msgspec.structs.asdict
 
 #: The argument types a fast struct can check exactly as ``protocol.compile_args`` does
 #: (msgspec takes no bool for an int, no int or float for a str, and counts a string's
@@ -80,7 +82,7 @@ class FastDecoder:
         """A fast request's checked arguments (an optional one not given is None): the
         schema's own checks run here, as ``compile_args`` runs them."""
         name, checks = self.ops[type(request)]
-        args = msgspec.structs.asdict(request)
+        args = _asdict(request)
         del args["id"]
         for key, check in checks:
             value = args[key]

@@ -72,6 +72,8 @@ class SendDesk:
         self.pm = pm
         self.config = config
         self.clock = clock
+        #: The send hooks (``policy.send_policy``), kept here too: every send asks them.
+        self._hooks: policy.SendPolicy | None = None
 
     def send(self, sender: PeerInfo, job: Job | None, args: dict[str, Any]) -> dict[str, Any] | Pending:
         """A ``send`` (``args``: the op's checked arguments) from ``sender``, speaking
@@ -99,7 +101,9 @@ class SendDesk:
         if not target.accepts_messages:
             self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=NOT_ACCEPTED, text=text)
             raise ProtocolError(NOT_ACCEPTED, f"{target.id} is a {target.host} job; it takes no messages")
-        hooks = policy.send_policy(self.pm)
+        hooks = self._hooks
+        if hooks is None or hooks.generation is None or hooks.generation != self.pm.generation:
+            hooks = self._hooks = policy.send_policy(self.pm)
         now = self.clock()
         # Checked and counted as accepted at once (the limits plugin's one call), not once
         # durable: a send pipelined right behind this one is checked against it.
