@@ -332,7 +332,7 @@ def _answer_batch(conn: Connection, batch: list[tuple[Any, Callable[[], dict[str
     try:
         for request_id, finish in batch:
             try:
-                conn.send(ok(request_id, finish()))
+                conn.send({"id": request_id, "ok": True, "result": finish()})  # (protocol.ok, inlined)
             except ProtocolError as exc:
                 conn.send(error(request_id, exc))
             except Exception as exc:  # noqa: BLE001 - as in handle_frame
