@@ -121,3 +121,21 @@ def test_the_disk_sync_diagnostic_runs():
     for line in lines:
         figures = [float(figure) for figure in re.findall(r"([0-9]+) µs", line)]
         assert len(figures) == 3 and all(figure > 0 for figure in figures), line
+
+
+def test_the_paired_before_after_runs(tmp_path):
+    """``python -m bench.pair OLD_SRC`` runs the durable row on an old copy of ``src``, on
+    this one and on the floor, alternating, and prints each side's medians; here the old
+    copy is this checkout's own ``src``. The figures are not checked, only that every
+    side ran and moved messages."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ROOST_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.pair", str(REPO / "src"), "--reps", "2", "--seconds", "0.3"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    rows = {line.split("|")[1].strip(): line.split("|")[2:7] for line in done.stdout.splitlines() if line.startswith("| ") and "side" not in line}
+    assert set(rows) == {"before", "after", "floor"}, done.stdout
+    for cells in rows.values():
+        assert float(cells[0].replace(",", "")) > 0, done.stdout
+    assert len([line for line in done.stdout.splitlines() if line.startswith("rep ")]) == 6, done.stdout

@@ -15,11 +15,9 @@ from roost_core.locks import WriterLock, create_time, is_alive, is_descendant, l
 
 
 @pytest.fixture
-def child():
-    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    yield process
-    process.kill()
-    process.wait(10)
+def child(sleepers):
+    """A live child process of this one (killed and reaped after the test)."""
+    return sleepers()
 
 
 def dead_pid() -> int:
