@@ -205,17 +205,12 @@ class JobQueue:
 
     def append(self, item: Item) -> None:
         """Queue ``item``, made with the next seq (raises ``queue_full`` at the cap)."""
-        items = self.items
-        count = len(items)
-        # Fewer items than either cap and few seqs waiting for the disk: room for an item of
-        # any kind, so check_room is asked only near a limit (every send comes here).
-        if count >= MAX_AGENT_ITEMS or count >= MAX_USER_REPLIES or self.reply_seq - self.durable >= MAX_UNDURABLE_SEQS or item.kind not in ITEM_KINDS:
-            self.check_room(item.kind)
+        self.check_room(item.kind)
         if item.seq != self.reply_seq + 1:
             raise ValueError(f"item seq {item.seq} is not the next one ({self.reply_seq + 1})")
         # The newest seq: its place is the end.
         self.reply_seq = item.seq
-        items.append(item)
+        self.items.append(item)
 
     def drop(self, seq: int) -> None:
         """Take back an item that could not be made durable (its sender is told so)."""

@@ -65,15 +65,10 @@ class Budgets:
         return refusal
 
     def spent(self, tree: str) -> bool:
-        # (The kept answer read here, not through refusal(): every send asks this and check.)
-        refusal = self._refusals.get(tree, _UNASKED)
-        return (self.refusal(tree) if refusal is _UNASKED else refusal) is not None
+        return self.refusal(tree) is not None
 
     def check(self, sender: PeerInfo) -> None:
         """Refuse a send or spawn from a tree whose budget is spent."""
-        tree = tree_of(sender)
-        refusal = self._refusals.get(tree, _UNASKED)
-        if refusal is _UNASKED:
-            refusal = self.refusal(tree)
+        refusal = self.refusal(tree_of(sender))
         if refusal is not None:
             raise ProtocolError(refusal.code, refusal.message)

@@ -92,15 +92,11 @@ class SendDesk:
         if not decision.allowed:
             self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason="unreachable", text=text)
             raise ProtocolError(UNREACHABLE, decision.reason or f"peer {target.id} is not reachable")
-        # (chain_of and inverse_relation, inlined: every message comes here.)
-        if job is None:
-            trace, hops, broadcast_chain = None, 0, False
-        else:
-            trace, hops, broadcast_chain = job.run_trace, job.run_hops, job.run_broadcast_chain
+        trace, hops, broadcast_chain = chain_of(job)
         relation = decision.relation
         # The envelope names the sender as the receiver sees it: my child sees "parent".
         outgoing = OutgoingItem(
-            sender, target, text, "message", _INVERSE.get(relation, relation), hops + 1,
+            sender, target, text, "message", inverse_relation(relation), hops + 1,
             identity.new_message_id(), reply_to, None, broadcast_chain, args.get("urgent"),
         )
         if not target.accepts_messages:

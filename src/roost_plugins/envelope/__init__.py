@@ -117,9 +117,7 @@ def frame(name: str, peer_id: str, relation: str, kind: str, body: str, msg: str
     if reply_to:
         # The sender wrote this id: sanitised like a name, so it cannot close the tag.
         ids += f' reply-to="{sanitize_id(reply_to)}"'
-    if "<" in body or "&" in body:  # (neutralise's own shortcut, asked here: every item comes here)
-        body = neutralise(body)
-    return f"{_opening(name, peer_id, relation, kind)}{ids}>\n{body}\n</agent-message>\n{NO_USER_AUTHORITY}"
+    return f"{_opening(name, peer_id, relation, kind)}{ids}>\n{neutralise(body)}\n</agent-message>\n{NO_USER_AUTHORITY}"
 
 
 @functools.lru_cache(maxsize=4096)
