@@ -4,7 +4,8 @@
   reads, every line of a read handled in turn) and one writer task that sends everything
   queued in one write per wake-up. Ops: ``hello`` (take a name), ``send`` (push a
   ``deliver`` event to the named connection, answer the sender), ``ack`` and ``peers``
-  (answer a prebuilt list of N rows, encoded per call). With ``--journal``, ``send`` and
+  (answer a prebuilt list of N rows, its JSON made once; with ``"fresh": true``,
+  encoded per call). With ``--journal``, ``send`` and
   ``ack`` append a record to one shared log with group commit (one write+fsync in flight,
   in a thread; appends arriving meanwhile join the next) and are answered once durable,
   from the commit (no task per request: a connection's next requests go on meanwhile,
@@ -167,6 +168,7 @@ class Broker:
              "state": "idle", "status": None, "summary": None, "question": None, "cwd": "/tmp", "live": bool(i % 2), "dialog": False}
             for i in range(rows)
         ]
+        self.rows_json = orjson.Fragment(orjson.dumps(self.rows)) if CODEC == "orjson" else self.rows
 
     async def handle(self, conn: Conn, frame: dict[str, Any]) -> None:
         op = frame.get("op")
@@ -199,7 +201,10 @@ class Broker:
             self.names[conn.name] = conn
             conn.send({"id": rid, "ok": True, "result": {"id": conn.name}})
         elif op == "peers":
-            conn.send({"id": rid, "ok": True, "result": {"self": {"id": conn.name}, "peers": self.rows}})
+            # The rows as JSON made once (as roost keeps a listing's), or with "fresh"
+            # encoded in this call (as roost does after a change).
+            rows = self.rows if frame.get("fresh") else self.rows_json
+            conn.send({"id": rid, "ok": True, "result": {"self": {"id": conn.name}, "peers": rows}})
         else:
             conn.send({"id": rid, "ok": True, "result": {}})
 

@@ -9,9 +9,14 @@ from this process on plain blocking sockets and registered with ``peer_register`
 process raises its file limit; the daemon inherits it).
 
 The clock runs at the caller, a no-session foreground peer: from just before it writes
-``{"op": "peers"}`` to the answer read and decoded (roost's client decoder). Baseline: the
-bare anyio broker answering a prebuilt list of as many rows of the same fields, encoded per
-call, read by the same loop with the bare codec.
+``{"op": "peers"}`` to the answer read and decoded (roost's client decoder). Two rows per
+N, each with its baseline, the bare anyio broker holding a prebuilt list of as many rows of
+the same fields, read by the same loop with the bare codec:
+
+* **table unchanged**: the caller asks again and again. roost answers from the listing it
+  keeps, its JSON made once; the bare broker from its rows' JSON made once.
+* **after a change**: before each call (off the clock) another peer takes a new name, so
+  roost builds the listing again and encodes it; the bare broker encodes its rows per call.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import socket
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from bench.common import BareServer, RoostDaemon, Row, fmt_time, percentile, raise_nofile, write_job_records
 
@@ -40,6 +45,8 @@ class RawConn:
         self.buffer = b""
         self.ids = 0
         self.decoder = decoder
+        #: The arguments of its ``peer_register`` (a foreground peer's), to register again.
+        self.registered: dict[str, Any] = {}
 
     def write(self, op: str, **args: Any) -> None:
         self.ids += 1
@@ -48,11 +55,20 @@ class RawConn:
     def read(self) -> Any:
         while True:
             # Skip pushed events; return the next answer.
-            while b"\n" not in self.buffer:
-                chunk = self.sock.recv(1 << 20)
-                if not chunk:
-                    raise ConnectionError("closed")
-                self.buffer += chunk
+            if b"\n" not in self.buffer:
+                # The chunks of a long answer are joined once: appending each to the
+                # buffer and searching it all again would copy and scan a 10,000-peer
+                # answer (2 MB) once per chunk, a cost that grows as N² and is the
+                # caller's, not the server's.
+                parts = [self.buffer]
+                while True:
+                    chunk = self.sock.recv(1 << 20)
+                    if not chunk:
+                        raise ConnectionError("closed")
+                    parts.append(chunk)
+                    if b"\n" in chunk:
+                        break
+                self.buffer = b"".join(parts)
             line, _, self.buffer = self.buffer.partition(b"\n")
             frame = self.decoder(line) if self.decoder else json.loads(line)
             if isinstance(frame, dict) and "event" not in frame:
@@ -91,6 +107,7 @@ def register_foreground(socket_path: str, count: int, *, with_session: int = 0, 
             else:
                 args["session"] = None
             conn.write("peer_register", **args)
+            conn.registered = args
             batch.append(conn)
         for conn in batch:
             frame = conn.read()
@@ -100,18 +117,29 @@ def register_foreground(socket_path: str, count: int, *, with_session: int = 0, 
     return conns
 
 
-def time_calls(conn: RawConn, op: str, reps: int) -> list[float]:
+def time_calls(conn: RawConn, op: str, reps: int, *, before: Callable[[int], None] | None = None,
+               **args: Any) -> list[float]:
+    """``reps`` calls of ``op``, each timed from its write to its answer decoded; ``before(i)``
+    runs ahead of call ``i``, off the clock."""
     times = []
-    for _ in range(reps):
+    for i in range(reps):
+        if before is not None:
+            before(i)
         t0 = time.perf_counter()
-        conn.write(op)
+        conn.write(op, **args)
         frame = conn.read()
         times.append(time.perf_counter() - t0)
         assert frame.get("ok"), frame
     return times
 
 
+def summary(times: list[float]) -> dict[str, float]:
+    return {"p50": percentile(times, 50), "p99": percentile(times, 99)}
+
+
 def roost_peers(n: int, reps: int) -> dict[str, Any]:
+    """roost's ``peers`` at ``n`` peers: ``unchanged`` and ``changed`` (each call after a
+    rename), with how many the caller lists and how long registering took."""
     try:  # the client's decoder (roost before 2026-12 read answers with decode_line)
         from roost_core.protocol import decode_answer as client_decode
     except ImportError:
@@ -134,23 +162,32 @@ def roost_peers(n: int, reps: int) -> dict[str, Any]:
         caller = conns[-1]  # a no-session peer
         caller.decoder = client_decode
         listed = len(caller.call("peers")["peers"])
-        times = time_calls(caller, "peers", reps)
+        unchanged = time_calls(caller, "peers", reps)
+        renamed = conns[-2]  # another no-session peer
+
+        def rename(i: int) -> None:
+            renamed.call("peer_register", **{**renamed.registered, "name": f"renamed {i}"})
+
+        changed = time_calls(caller, "peers", reps, before=rename)
     finally:
         for conn in conns:
             conn.close()
         daemon.close()
-    return {"p50": percentile(times, 50), "p99": percentile(times, 99), "listed": listed, "register_s": register_s}
+    return {"unchanged": summary(unchanged), "changed": summary(changed), "listed": listed, "register_s": register_s}
 
 
 def bare_peers(n: int, reps: int) -> dict[str, Any]:
+    """The bare broker's ``peers`` with ``n - 1`` rows: ``unchanged`` (its rows' JSON made
+    once) and ``changed`` (encoded per call)."""
     from bench.bare import loads
 
     with BareServer(rows=n - 1, label="peers") as server:
         conn = RawConn(server.socket, decoder=loads)
         conn.call("hello", name="caller")
-        times = time_calls(conn, "peers", reps)
+        unchanged = time_calls(conn, "peers", reps)
+        changed = time_calls(conn, "peers", reps, fresh=True)
         conn.close()
-    return {"p50": percentile(times, 50), "p99": percentile(times, 99)}
+    return {"unchanged": summary(unchanged), "changed": summary(changed)}
 
 
 def sizes(quick: bool, smoke: bool) -> list[tuple[int, int]]:
@@ -158,7 +195,15 @@ def sizes(quick: bool, smoke: bool) -> list[tuple[int, int]]:
         return [(8, 3), (24, 3)]
     if quick:
         return [(100, 30), (1000, 20), (10000, 5)]
-    return [(100, 100), (1000, 50), (10000, 15)]
+    # (Calls per size: a 10,000-peer call takes about 25 ms, and the median of 15 moved
+    # by a third between runs on a busy 2-core host; of 60, it holds still.)
+    return [(100, 200), (1000, 100), (10000, 60)]
+
+
+CASES = {
+    "unchanged": "table unchanged (roost: the listing kept, its JSON made once; bare: its rows' JSON made once)",
+    "changed": "after a change (a peer renamed before each call: roost builds and encodes the listing again; bare: encoded per call)",
+}
 
 
 def run(quick: bool = False, smoke: bool = False) -> list[Row]:
@@ -167,22 +212,29 @@ def run(quick: bool = False, smoke: bool = False) -> list[Row]:
     for n, reps in sizes(quick, smoke):
         roost, bare = roost_peers(n, reps), bare_peers(n, reps)
         results.append((n, roost, bare))
-        # The spec's (1,000 peers answered within 5 ms) and issue 18's (10,000 peers within
-        # 1.5× the bare broker's listing).
-        target = "p50 < 5 ms" if n == 1000 else "≤ 1.5x" if n == 10000 else "—"
-        met = roost["p50"] < 0.005 if n == 1000 else roost["p50"] <= 1.5 * bare["p50"] if n == 10000 else None
-        rows.append(
-            Row(
-                "peers",
-                f"p50 with {n:,} peers ({roost['listed']:,} listed, {reps} calls); p99 {fmt_time(roost['p99'])}",
-                fmt_time(roost["p50"]),
-                fmt_time(bare["p50"]),
-                roost["p50"] / bare["p50"],
-                target,
-                met,
-                raw={"n": n, "roost": roost, "bare": bare},
+        for case, what in CASES.items():
+            mine, theirs = roost[case], bare[case]
+            # The spec's (1,000 peers answered within 5 ms) and issue 18's (10,000 peers within
+            # 1.5× the bare broker's listing), both set for a call on an unchanged table (all
+            # this benchmark measured when they were set). A call after a change has no
+            # target yet: its figures are information.
+            target, met = "—", None
+            if case == "unchanged" and n == 1000:
+                target, met = "p50 < 5 ms", mine["p50"] < 0.005
+            elif case == "unchanged" and n == 10000:
+                target, met = "≤ 1.5x", mine["p50"] <= 1.5 * theirs["p50"]
+            rows.append(
+                Row(
+                    "peers",
+                    f"p50 with {n:,} peers, {what} ({roost['listed']:,} listed, {reps} calls); p99 {fmt_time(mine['p99'])}",
+                    fmt_time(mine["p50"]),
+                    fmt_time(theirs["p50"]),
+                    mine["p50"] / theirs["p50"],
+                    target,
+                    met,
+                    raw={"n": n, "case": case, "roost": mine, "bare": theirs, "register_s": roost["register_s"]},
+                )
             )
-        )
     # Growth: cost ∝ N^k, k fitted over every size (least squares on log-log); linear is
     # k = 1 (≤ 1.1 passes, for noise: issue 18's goal). The steps between consecutive sizes are shown too:
     # the smallest listing fits in the CPU's caches, so its step alone overstates growth
@@ -196,21 +248,22 @@ def run(quick: bool = False, smoke: bool = False) -> list[Row]:
     def steps(points: list[tuple[int, float]]) -> str:
         return ", ".join(f"{math.log(t2 / t1) / math.log(n2 / n1):.2f}" for (n1, t1), (n2, t2) in zip(points, points[1:]))
 
-    roost_points = [(n, r["p50"]) for n, r, _ in results]
-    bare_points = [(n, b["p50"]) for n, _, b in results]
-    k, bare_k = fitted(roost_points), fitted(bare_points)
-    per_peer = ", ".join(f"{r['p50'] / n * 1e6:.1f} µs/peer at {n:,}" for n, r, _ in results)
-    rows.append(
-        Row(
-            "peers",
-            f"growth exponent k (time ∝ N^k) fitted over {', '.join(f'{n:,}' for n, _, _ in results)} "
-            f"(steps: roost {steps(roost_points)}, bare {steps(bare_points)}); {per_peer}",
-            f"k = {k:.2f}",
-            f"k = {bare_k:.2f}",
-            None,
-            "k ≤ 1.1",
-            k <= 1.1,
-            raw={"roost": roost_points, "bare": bare_points},
+    for case in CASES:
+        roost_points = [(n, r[case]["p50"]) for n, r, _ in results]
+        bare_points = [(n, b[case]["p50"]) for n, _, b in results]
+        k, bare_k = fitted(roost_points), fitted(bare_points)
+        per_peer = ", ".join(f"{t / n * 1e6:.1f} µs/peer at {n:,}" for n, t in roost_points)
+        rows.append(
+            Row(
+                "peers",
+                f"growth exponent k (time ∝ N^k), {case if case == 'unchanged' else 'after a change'}, fitted over "
+                f"{', '.join(f'{n:,}' for n, _, _ in results)} (steps: roost {steps(roost_points)}, bare {steps(bare_points)}); {per_peer}",
+                f"k = {k:.2f}",
+                f"k = {bare_k:.2f}",
+                None,
+                "k ≤ 1.1",
+                k <= 1.1,
+                raw={"case": case, "roost": roost_points, "bare": bare_points},
+            )
         )
-    )
     return rows

@@ -259,6 +259,30 @@ def test_report_kept_while_the_parent_is_gone_and_retried_when_it_is_back(daemon
     run_async(story)
 
 
+def test_report_kept_across_a_daemon_restart_reaches_the_parent_when_it_is_back(daemon, tmp_path):
+    """The daemon finds the reports its children keep when it loads their records (a
+    registration looks only at those), so one kept before a restart is routed after it."""
+    gate = tmp_path / "gate"
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "work", "kid", scenario={"run": [{"steps": [{"wait_for": str(gate)}, {"say": "kid done"}]}]})
+            lead_id = await lead.ensure_registered()
+        await in_thread(wait_until, lambda: not any(r["live"] for r in daemon.call("agents")["agents"] if r["id"] == lead_id), what="the lead gone")
+        gate.write_text("go")
+        await in_thread(daemon.wait_job, kid, "done")
+        await in_thread(wait_until, lambda: daemon.job(kid)["undeliveredReport"], what="kept")
+        await in_thread(daemon.restart)
+        assert daemon.job(kid)["undeliveredReport"] is True
+        async with session(daemon, tmp_path) as back:
+            await back.ensure_registered()
+            await back.wait_for_delivery(1)
+            assert back.delivered[0]["kind"] == "report" and "kid done" in back.delivered[0]["content"]
+        assert daemon.job(kid)["undeliveredReport"] is False
+
+    run_async(story)
+
+
 def test_foreground_parent_moved_to_the_background_still_gets_reports(daemon, tmp_path):
     gate = tmp_path / "gate"
     lead_file = tmp_path / "lead.jsonl"

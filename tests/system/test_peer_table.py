@@ -5,6 +5,10 @@ that registers, renames or goes away)."""
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+
 from conftest import wait_until
 from fg import in_thread, run_async, send, session, spawn
 
@@ -92,3 +96,57 @@ def test_listing_order_parent_first_then_relation_then_name(daemon, tmp_path):
             ]
 
     run_async(story)
+
+
+class Line:
+    """A peer on a plain socket that reads each answer as the bytes the daemon wrote."""
+
+    def __init__(self, daemon, name: str) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(20)
+        self.sock.connect(str(daemon.paths.socket))
+        self.buffer = b""
+        self.ids = 0
+        answer = json.loads(self.call("peer_register", name=name, pid=os.getpid(), session=None, cwd="/tmp"))
+        assert answer["ok"], answer
+        self.id = answer["result"]["id"]
+
+    def call(self, op: str, **args) -> bytes:
+        self.ids += 1
+        self.sock.sendall(json.dumps({"id": self.ids, "op": op, **args}).encode() + b"\n")
+        while True:
+            while b"\n" not in self.buffer:
+                chunk = self.sock.recv(65536)
+                assert chunk, "the daemon closed the connection"
+                self.buffer += chunk
+            line, _, self.buffer = self.buffer.partition(b"\n")
+            if b'"event"' not in line[:12]:  # skip pushed events
+                return line
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_a_listing_asked_again_is_the_same_bytes_until_the_table_changes(daemon_factory, write_config):
+    """The daemon writes a listing's JSON once and sends it again while the peer table is
+    unchanged: an unchanged table gives the same bytes, and a change (a peer comes, a
+    peer goes) is in the next answer. (No-session peers are trees of their own: they
+    list each other with external reach on.)"""
+    write_config({"agentExternalMessages": True})
+    daemon = daemon_factory().start()
+    me, first = Line(daemon, "lister"), Line(daemon, "first")
+    try:
+        one, two = me.call("peers"), me.call("peers")
+        assert one.split(b'"result":', 1)[1] == two.split(b'"result":', 1)[1]
+        assert [row["id"] for row in json.loads(two)["result"]["peers"]] == [first.id]
+        second = Line(daemon, "second")
+        rows = json.loads(me.call("peers"))["result"]["peers"]
+        assert sorted(row["id"] for row in rows) == sorted([first.id, second.id])
+        assert {row["name"] for row in rows} == {"first", "second"}
+        second.close()
+        # A no-session peer that leaves stays listed, as not running, once the daemon saw it go.
+        gone = lambda: {row["id"]: row["live"] for row in json.loads(me.call("peers"))["result"]["peers"]}  # noqa: E731
+        wait_until(lambda: gone() == {first.id: True, second.id: False}, what="the second peer shown as gone")
+    finally:
+        me.close()
+        first.close()

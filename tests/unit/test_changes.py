@@ -45,3 +45,33 @@ def test_a_value_kept_until_change_is_made_again_after_one():
     a_job().state = "running"
     assert kept.get("k", lambda: made.append(3) or "third") == "third"
     assert made == [1, 3]
+
+
+def test_a_record_keeps_its_peer_info_until_a_shown_field_moves():
+    """A table built again after another record's change takes this record's entry over:
+    the record keeps its PeerInfo, forgotten when (and only when) a shown field is set."""
+    job = a_job()
+    info = job.peer_info()
+    job.sent = 3  # not shown
+    assert job.peer_info() is info
+    job.status = "compiling"
+    fresh = job.peer_info()
+    assert fresh is not info and fresh.status == "compiling"
+    assert job.peer_info(accepts_messages=False).accepts_messages is False  # made for its own argument
+    assert job.peer_info(accepts_messages=False) is job.peer_info(accepts_messages=False)
+    job.worker_pid = 1234
+    assert job.peer_info(accepts_messages=False).live is True
+
+
+def test_a_foreground_peer_keeps_its_peer_info_for_the_same_tree_record_only():
+    peer = ForegroundPeer(id="f-1", name="lead", session="/s/lead.jsonl", cwd=None, pid=os.getpid(), conn=object())
+    tree = a_job().peer_info()
+    info = peer.peer_info(tree)
+    assert peer.peer_info(tree) is info
+    other_tree = Job(id="j-2", name="w", host="scripted", cwd="/", session="/s/lead.jsonl", token="t", task="x",
+                     parent_session="/s/parent.jsonl").peer_info()
+    relinked = peer.peer_info(other_tree)
+    assert relinked is not info and relinked.parent_session == "/s/parent.jsonl"
+    peer.conn = None
+    gone = peer.peer_info(other_tree)
+    assert gone.live is False and gone.state == "not running"

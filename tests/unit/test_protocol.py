@@ -13,6 +13,7 @@ from roost_core.protocol import (
     BAD_JSON,
     FRAME_TOO_LARGE,
     MAX_FRAME,
+    EncodedOnce,
     Field,
     FrameDecoder,
     ProtocolError,
@@ -351,3 +352,22 @@ def test_a_compiled_check_reads_the_frame_without_its_id_and_op():
         check({"id": 1, "op": "send", "to": "abcdef"})
     with pytest.raises(ProtocolError, match="must be number"):
         check({"id": 1, "op": "send", "to": "ab", "n": True})
+
+
+def test_a_list_encoded_once_is_written_as_the_list_it_holds_and_its_json_made_once():
+    rows = [{"id": "a1", "name": "Café", "live": True, "status": None}, {"id": "b2", "name": "x\n<y>", "live": False, "status": "busy"}]
+    kept = EncodedOnce(rows)
+    frame = {"id": 7, "ok": True, "result": {"peers": kept, "sent": []}}
+    first = encode(frame)
+    assert first == encode({"id": 7, "ok": True, "result": {"peers": rows, "sent": []}})
+    assert json.loads(first)["result"]["peers"] == rows
+    # The second frame reuses the JSON made for the first: a change to the list after it
+    # was shared (which nothing may make) would not show.
+    kept.append({"id": "c3"})
+    assert encode(frame) == first
+    assert kept == [*rows, {"id": "c3"}]
+
+
+def test_a_list_encoded_once_that_orjson_refuses_is_written_by_json():
+    kept = EncodedOnce([{1: "int key"}])
+    assert encode({"peers": kept}) == b'{"peers":[{"1":"int key"}]}\n'

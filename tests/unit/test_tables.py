@@ -210,3 +210,19 @@ def test_info_of_a_record_the_tables_do_not_hold_is_made_from_it() -> None:
     stray = ForegroundPeer(id="f-stray", name="stray", session=ROOT, cwd="/", pid=os.getpid())
     info = t.tables.info_of(stray)  # not registered: tree links from its session's job
     assert (info.id, info.kind, info.parent_session) == ("f-stray", "foreground", "/s/lead.jsonl")
+
+
+def test_a_listing_made_again_after_a_change_remakes_only_the_moved_records_rows(t: Tables) -> None:
+    still = t.job("j-1", "still")
+    moving = t.job("j-2", "moving")
+    first = t.tables.peer_listing()
+    rows = {peer.id: rows for peer, rows in zip(first.peers, first.rows)}
+    moving.summary = "half way"
+    second = t.tables.peer_listing()
+    assert second is not first
+    again = {peer.id: rows for peer, rows in zip(second.peers, second.rows)}
+    assert again["j-1"] is rows["j-1"]  # taken over: its record did not move
+    assert again["j-2"] is not rows["j-2"] and again["j-2"][None]["summary"] == "half way"
+    moving.name = "a-first-now"  # a new name reorders the listing
+    assert [peer.id for peer in t.tables.peer_listing().peers] == ["j-2", "j-1"]
+    assert still.peer_info() is t.tables.info_of(still)

@@ -15,7 +15,7 @@ from roost_core.paths import Paths, resolve_paths
 #: Seconds the loop keeps the GIL while the journal thread waits for it (see run_daemon).
 #: 20 µs, not 0.2 ms: under load the journal thread waits for the GIL twice per commit
 #: (after the write, and when the next records are handed over), and those waits set
-#: the pace of commits, so of every send's answer (bench/README.md, issue 18's eighth
+#: the pace of commits, so of every send's answer (bench/HISTORY.md, issue 18's eighth
 #: round: 10 alternating pairs of the durable row, 8 faster).
 SWITCH_INTERVAL = 0.00002
 

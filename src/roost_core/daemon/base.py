@@ -142,6 +142,9 @@ class DaemonBase:
         #: Reports kept because the journal or the parent's queue could not take them:
         #: routed again by the monitor (once the journal writes again).
         self.reports_to_retry = False
+        #: The ids of jobs that keep a report their parent has not taken (a dict for its
+        #: order), so that a peer's registration looks at these, not at every job record.
+        self.kept_reports: dict[str, None] = {}
         self._monitor_errors: set[str] = set()
         #: Exit notices for adopted workers (the daemon did not start them): a pidfd each
         #: where the kernel has them, so the monitor need not check their liveness.
@@ -192,6 +195,8 @@ class DaemonBase:
         for job in self.jobs.values():
             job.queue.reply_seq += SEQ_RESTART_GAP
             job.queue.durable = job.queue.reply_seq
+            if job.undelivered_report is not None:
+                self.kept_reports[job.id] = None
         changes.changed()
         self.journal = Journal(self.paths.journal, durable=self.durable, snapshot=self.journal_snapshot, reserve=journal_reserve())
         try:

@@ -28,7 +28,10 @@ def changed() -> None:
 
 class NotesChanges:
     """The base of a record the peer tables are made from: setting one of its fields in
-    ``shown`` (what a table shows) notes a change.
+    ``shown`` (what a table shows) notes a change, and forgets the record's
+    ``kept_info`` (its :class:`~roost_core.records.PeerInfo` as last made from those
+    fields, which a subclass keeps in that slot), so that a table built again makes
+    anew only the entries of the records that moved.
 
     Each shown field of a slotted subclass (attrs' ``define``) becomes a property over its
     slot whose setter notes the change; every other field keeps its slot as it is. (Not a
@@ -53,6 +56,7 @@ def _noting(slot: MemberDescriptorType) -> property:
     def note(record: Any, value: Any) -> None:
         changed()
         slot.__set__(record, value)
+        record.kept_info = None
 
     return property(slot.__get__, note, doc=slot.__doc__)
 

@@ -144,6 +144,7 @@ class HandbackOps(DaemonBase):
                 if result["result"] != "not running":
                     if job.undelivered_report is not None:
                         job.undelivered_report = None
+                        self.kept_reports.pop(job.id, None)
                         self.save(job)
                     return result["result"]
         if route.action == "drop":
@@ -156,12 +157,19 @@ class HandbackOps(DaemonBase):
             "synthetic": report.synthetic,
             "reason": report.reason,
         }
+        self.kept_reports[job.id] = None
         self.save(job)
         return "kept"
 
+    def jobs_keeping_reports(self) -> list[Job]:
+        """The jobs that keep a report, in the order they were loaded or kept it."""
+        for job_id in [job_id for job_id in self.kept_reports if job_id not in self.jobs]:
+            del self.kept_reports[job_id]  # removed since
+        return [self.jobs[job_id] for job_id in self.kept_reports]
+
     async def retry_undelivered(self, *, session: str | None = None, peer_id: str | None = None) -> None:
         """A peer for ``session`` registered, or a job for it started: retry kept reports."""
-        for job in list(self.jobs.values()):
+        for job in self.jobs_keeping_reports():
             kept = job.undelivered_report
             if kept is None:
                 continue
@@ -173,7 +181,7 @@ class HandbackOps(DaemonBase):
 
     async def retry_all_undelivered(self) -> None:
         """Route again every kept report (after the disk or a parent's queue had no room)."""
-        for job in list(self.jobs.values()):
+        for job in self.jobs_keeping_reports():
             kept = job.undelivered_report
             if kept is not None and job.id in self.jobs:
                 await self.route_report(job, Report(child=job.peer_info(), **kept))

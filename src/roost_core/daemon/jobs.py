@@ -86,6 +86,10 @@ class Job(NotesChanges):
     idle_since: float = attrs.field(factory=time.monotonic)
     sent: int = 0  # items pushed to the current worker connection (seq watermark)
     last_message: float | None = None
+    #: ``peer_info`` as last made, with the ``accepts_messages`` it was made for;
+    #: forgotten when a shown field moves (NotesChanges), so a peer table built again
+    #: after another record's change makes no new entry for this one.
+    kept_info: tuple[bool, PeerInfo] | None = attrs.field(default=None, init=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         data = {name: getattr(self, name) for name in PERSISTED}
@@ -117,6 +121,14 @@ class Job(NotesChanges):
         return self.root_session or self.session
 
     def peer_info(self, *, accepts_messages: bool = True) -> PeerInfo:
+        kept = self.kept_info
+        if kept is not None and kept[0] == accepts_messages:
+            return kept[1]
+        info = self._make_peer_info(accepts_messages)
+        self.kept_info = (accepts_messages, info)
+        return info
+
+    def _make_peer_info(self, accepts_messages: bool) -> PeerInfo:
         return PeerInfo(
             id=self.id,
             name=self.name,

@@ -37,6 +37,9 @@ class ForegroundPeer(NotesChanges):
     #: Who waits to be told when this session ends (see daemon.watches); not persisted,
     #: as nothing of a foreground peer is.
     watchers: list = attrs.field(factory=list)
+    #: ``peer_info`` as last made, with the tree record's info it was made with;
+    #: forgotten when a shown field moves (NotesChanges).
+    kept_info: tuple[PeerInfo | None, PeerInfo] | None = attrs.field(default=None, init=False, repr=False)
 
     @property
     def connected(self) -> bool:
@@ -44,6 +47,14 @@ class ForegroundPeer(NotesChanges):
 
     def peer_info(self, tree: PeerInfo | None = None) -> PeerInfo:
         """As policy sees it; tree links come from a job record of the same session."""
+        kept = self.kept_info
+        if kept is not None and kept[0] is tree:
+            return kept[1]
+        info = self._make_peer_info(tree)
+        self.kept_info = (tree, info)
+        return info
+
+    def _make_peer_info(self, tree: PeerInfo | None) -> PeerInfo:
         return PeerInfo(
             id=self.id,
             name=self.name,

@@ -21,6 +21,7 @@ from roost_core.config import Config
 from roost_core.daemon import changes
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
+from roost_core.protocol import EncodedOnce
 from roost_core.records import PeerInfo, ReachDecision
 
 #: Reach decisions (and routes) kept between two changes of the peer table (then asked again).
@@ -65,6 +66,8 @@ class PeerTables:
         self._records: dict[str, PeerInfo] = {}
         self._table = routing.PeerTable(holders={}, aliases={})
         self._listing: PeerListing | None = None
+        #: peer id -> (its PeerInfo, its rows by relation) as the last listing had them.
+        self._rows_of: dict[str, tuple[PeerInfo, dict[str | None, dict[str, Any]]]] = {}
 
     # Every reader checks the generation itself before it reads what _build made (not a
     # helper that does): info_of runs on every message, and one more call there is felt.
@@ -90,12 +93,24 @@ class PeerTables:
         if changes.generation() != self._generation:
             self._build()
         if self._listing is None:
-            holders = sorted(self._table.holders.items(), key=lambda item: (item[1].name, item[1].id))
-            self._listing = PeerListing(
-                peers=[peer for _, peer in holders],
-                rows=[{None: self.peer_row(peer, None)} for _, peer in holders],
-                index={**{peer.id: n for n, (_, peer) in enumerate(holders)}, **{key: n for n, (key, _) in enumerate(holders)}},
-            )
+            # By name, then id (ids are unique: the sort never compares further).
+            order = sorted([(peer.name, peer.id, key, peer) for key, peer in self._table.holders.items()])
+            # A holder whose record did not move is the same PeerInfo as in the last
+            # listing (the records keep theirs): its rows are taken over, not made again.
+            kept, rows_of = self._rows_of, {}
+            peers, rows = [], []
+            for _, peer_id, _, peer in order:
+                entry = kept.get(peer_id)
+                if entry is None or entry[0] is not peer:
+                    entry = (peer, {None: self.peer_row(peer, None)})
+                rows_of[peer_id] = entry
+                peers.append(peer)
+                rows.append(entry[1])
+            self._rows_of = rows_of
+            # A holder's place by its id, then by its session key (a key wins over an id).
+            index = {peer_id: n for n, (_, peer_id, _, _) in enumerate(order)}
+            index.update({key: n for n, (_, _, key, _) in enumerate(order)})
+            self._listing = PeerListing(peers=peers, rows=rows, index=index)
         return self._listing
 
     def info_of(self, record: Job | ForegroundPeer) -> PeerInfo:
@@ -148,14 +163,15 @@ class PeerTables:
         target, addressed_by = routing.resolve_target(to, self.peer_table(), lambda peer: self.reach(sender, peer, "name").allowed)
         return target, self.reach(sender, target, addressed_by)
 
-    def listed_for(self, sender: PeerInfo) -> list[dict[str, Any]]:
+    def listed_for(self, sender: PeerInfo) -> EncodedOnce:
         """The rows ``peers`` lists for ``sender``: every peer it may reach but its own
         session, parent first, then by relation. Made once per sender while the peer
         table stays as it is (what it is made from is the table and reach decisions,
-        which follow from it: :meth:`reach`)."""
+        which follow from it: :meth:`reach`), and so is their JSON (an agent view that
+        asks again and again, at 10,000 peers, would have the loop write 2 MB each time)."""
         return self._listed.get(sender.id, self._make_listed, sender)
 
-    def _make_listed(self, sender: PeerInfo) -> list[dict[str, Any]]:
+    def _make_listed(self, sender: PeerInfo) -> EncodedOnce:
         peers, rows = self.peer_listing().without(sender)
         decisions = policy.decide_reach_many(self.pm, sender, peers, "list", self.config)
         # The listing is in name and id order already, which each relation's rows keep.
@@ -163,7 +179,7 @@ class PeerTables:
         for relation_rows, decision in zip(rows, decisions):
             if decision.allowed:
                 by_relation.setdefault(decision.relation, []).append(PeerListing.row(relation_rows, decision.relation))
-        listed = by_relation.pop("parent", [])
+        listed = EncodedOnce(by_relation.pop("parent", []))
         for relation in sorted(by_relation):
             listed.extend(by_relation[relation])
         return listed
