@@ -256,7 +256,7 @@ def run(quick: bool = False, smoke: bool = False) -> list[Row]:
         rows.append(
             Row(
                 "peers",
-                f"growth exponent k (time ∝ N^k), {case if case == 'unchanged' else 'after a change'}, fitted over "
+                f"growth exponent k, {'table unchanged' if case == 'unchanged' else 'after a change'} (time ∝ N^k), fitted over "
                 f"{', '.join(f'{n:,}' for n, _, _ in results)} (steps: roost {steps(roost_points)}, bare {steps(bare_points)}); {per_peer}",
                 f"k = {k:.2f}",
                 f"k = {bare_k:.2f}",
