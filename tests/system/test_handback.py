@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 
+import proctools
 import pytest
 
 from conftest import agent_items, wait_until
@@ -237,48 +238,56 @@ def test_report_to_a_stopped_parent_is_queued_not_woken(daemon, tmp_path):
     assert reports(daemon.entries(parent)) == []
 
 
-def test_report_kept_while_the_parent_is_gone_and_retried_when_it_is_back(daemon, tmp_path):
+async def keep_a_report(daemon, tmp_path) -> str:
+    """A child that settles once its parent is gone: its report is kept on it. Its id."""
     gate = tmp_path / "gate"
+    async with session(daemon, tmp_path) as lead:
+        kid = await spawn(lead, "work", "kid", scenario={"run": [{"steps": [{"wait_for": str(gate)}, {"say": "kid done"}]}]})
+        lead_id = await lead.ensure_registered()
+    # Only once the daemon has seen the parent go is the report kept on the kid (one
+    # routed before is pushed to the closing connection and held for the session).
+    await in_thread(wait_until, lambda: not any(r["live"] for r in daemon.call("agents")["agents"] if r["id"] == lead_id), what="the lead gone")
+    gate.write_text("go")
+    await in_thread(daemon.wait_job, kid, "done")
+    await in_thread(wait_until, lambda: daemon.job(kid)["undeliveredReport"], what="kept")
+    return kid
 
+
+async def parent_back_gets_the_report(daemon, tmp_path, kid: str) -> None:
+    async with session(daemon, tmp_path) as back:
+        await back.ensure_registered()
+        await back.wait_for_delivery(1)
+        assert back.delivered[0]["kind"] == "report" and "kid done" in back.delivered[0]["content"]
+    assert daemon.job(kid)["undeliveredReport"] is False
+
+
+def test_report_kept_while_the_parent_is_gone_and_retried_when_it_is_back(daemon, tmp_path):
     async def story():
-        async with session(daemon, tmp_path) as lead:
-            kid = await spawn(lead, "work", "kid", scenario={"run": [{"steps": [{"wait_for": str(gate)}, {"say": "kid done"}]}]})
-            lead_id = await lead.ensure_registered()
-        # Only once the daemon has seen the parent go is the report kept on the kid (one
-        # routed before is pushed to the closing connection and held for the session).
-        await in_thread(wait_until, lambda: not any(r["live"] for r in daemon.call("agents")["agents"] if r["id"] == lead_id), what="the lead gone")
-        gate.write_text("go")
-        await in_thread(daemon.wait_job, kid, "done")
-        await in_thread(wait_until, lambda: daemon.job(kid)["undeliveredReport"], what="kept")
-        async with session(daemon, tmp_path) as back:
-            await back.ensure_registered()
-            await back.wait_for_delivery(1)
-            assert back.delivered[0]["kind"] == "report" and "kid done" in back.delivered[0]["content"]
-        assert daemon.job(kid)["undeliveredReport"] is False
+        kid = await keep_a_report(daemon, tmp_path)
+        await parent_back_gets_the_report(daemon, tmp_path, kid)
 
     run_async(story)
 
 
-def test_report_kept_across_a_daemon_restart_reaches_the_parent_when_it_is_back(daemon, tmp_path):
+def test_report_kept_on_a_hibernated_child_across_a_restart_reaches_the_parent(daemon_factory, write_config, tmp_path):
     """The daemon finds the reports its children keep when it loads their records (a
-    registration looks only at those), so one kept before a restart is routed after it."""
-    gate = tmp_path / "gate"
+    registration looks only at those): with the child hibernated, no worker of it comes
+    back to route the report again, so only what was loaded can."""
+    write_config({"hibernateAfterSeconds": 0.3})
+    daemon = daemon_factory().start()
 
     async def story():
-        async with session(daemon, tmp_path) as lead:
-            kid = await spawn(lead, "work", "kid", scenario={"run": [{"steps": [{"wait_for": str(gate)}, {"say": "kid done"}]}]})
-            lead_id = await lead.ensure_registered()
-        await in_thread(wait_until, lambda: not any(r["live"] for r in daemon.call("agents")["agents"] if r["id"] == lead_id), what="the lead gone")
-        gate.write_text("go")
-        await in_thread(daemon.wait_job, kid, "done")
-        await in_thread(wait_until, lambda: daemon.job(kid)["undeliveredReport"], what="kept")
+        kid = await keep_a_report(daemon, tmp_path)
+        worker = proctools.proc(daemon.job(kid)["workerPid"])
+        assert worker is not None
+        # Its worker gone (not only dropped from the record): none can say its handback
+        # again to the daemon that comes after.
+        await in_thread(wait_until, lambda: not daemon.job(kid)["live"] and not proctools.alive(worker), what="the kid hibernated")
+        assert await in_thread(daemon.terminate) == 0
         await in_thread(daemon.restart)
-        assert daemon.job(kid)["undeliveredReport"] is True
-        async with session(daemon, tmp_path) as back:
-            await back.ensure_registered()
-            await back.wait_for_delivery(1)
-            assert back.delivered[0]["kind"] == "report" and "kid done" in back.delivered[0]["content"]
-        assert daemon.job(kid)["undeliveredReport"] is False
+        row = daemon.job(kid)
+        assert row["undeliveredReport"] is True and not row["live"]
+        await parent_back_gets_the_report(daemon, tmp_path, kid)
 
     run_async(story)
 
