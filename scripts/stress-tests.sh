@@ -4,16 +4,19 @@
 #   scripts/stress-tests.sh [-n RUNS] [-j BUSY] [PYTEST ARGS...]
 #
 # Starts BUSY busy loops (default: one per core, `nproc`) at the tests' own priority, then
-# runs pytest RUNS times (default 5) while they spin (with no PYTEST ARGS: tests/ and the
-# example plugins' tests in .venv-examples, as scripts/test.sh does), each run with its own
-# JUnit XML report, and prints each run's counts and every test that failed at least once with how
-# many times. Exits 1 when any test failed (or a run crashed), 0 otherwise. The busy
-# loops end with the script, however it ends.
+# runs pytest RUNS times (default 5) while they spin, on one pytest worker per core as
+# scripts/test.sh does (-n auto; `-- -n 0 ...` after the script's options for one process).
+# With no PYTEST ARGS a run is tests/ and the example plugins' tests in .venv-examples, as
+# in scripts/test.sh. Each run has its own JUnit XML report; the script prints each run's
+# counts and every test that failed at least once with how many times. Exits 1 when any
+# test failed (or a run crashed), 0 otherwise. The busy loops end with the script,
+# however it ends.
 #
 # Examples:
 #   scripts/stress-tests.sh                         # the whole suite, 5 runs, busy loops on every core
 #   scripts/stress-tests.sh -n 20 tests/system      # one folder, 20 runs
-#   scripts/stress-tests.sh -n 3 -j 4 -k stopping   # harder contention, a few tests
+#   scripts/stress-tests.sh -n 3 -j 4 -- -k stopping   # harder contention, a few tests
+#   scripts/stress-tests.sh -n 3 -- -n 0 tests/unit     # one pytest process
 #
 # Uses .venv (made by scripts/test.sh); no coverage, so a run is as the test command's
 # without its report. The runs' XML reports stay in $STRESS_OUT (default: a temp dir).
@@ -32,7 +35,7 @@ done
 shift $((OPTIND - 1))
 
 py=.venv/bin/python
-if ! "$py" -c 'import roost_core, pytest' 2>/dev/null; then
+if ! "$py" -c 'import roost_core, pytest, xdist' 2>/dev/null; then
     echo "scripts/stress-tests.sh: no test environment in .venv; run scripts/test.sh once first" >&2
     exit 2
 fi
@@ -58,7 +61,7 @@ crashed=0
 for run in $(seq "$runs"); do
     began=$(date +%s)
     status=0
-    "$py" -m pytest -q -p no:cacheprovider --junitxml="$out/run-$run.xml" "$@" >"$out/run-$run.log" 2>&1 || status=$?
+    "$py" -m pytest -q -p no:cacheprovider -n auto --dist worksteal --junitxml="$out/run-$run.xml" "$@" >"$out/run-$run.log" 2>&1 || status=$?
     summary=$(tail -n 1 "$out/run-$run.log")
     # The whole suite includes the example plugins' tests, in their own venv (scripts/test.sh).
     if [[ $# -eq 0 && -x .venv-examples/bin/python ]]; then

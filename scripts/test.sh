@@ -5,7 +5,9 @@
 #   scripts/test.sh --fast [PYTEST ARGS...]   unit, plugin and smoke system tests, under a minute
 #
 # Full run: every test in tests/ under coverage (the daemon and worker subprocesses
-# included: [tool.coverage.run] patch), then the example plugins' own tests
+# included: [tool.coverage.run] patch), spread over one pytest worker per core
+# (pytest-xdist, -n auto; each test has its own home, daemon and processes, so tests do
+# not meet; `-n 0` in PYTEST ARGS runs them in one process), then the example plugins' own tests
 # (examples/plugins/*) in a venv of their own, .venv-examples, so that the user's .venv
 # keeps the default plugins and `roost demo` frames messages as it always does. Prints
 # the 15 slowest tests. Fails when a test fails, when no test ran (pytest exit 5), or
@@ -44,7 +46,7 @@ ensure_venv() {
     fi
 }
 
-ensure_venv .venv 'import roost_core, pytest, coverage, hypothesis' -e '.[test]'
+ensure_venv .venv 'import roost_core, pytest, coverage, hypothesis, xdist' -e '.[test]'
 py=.venv/bin/python
 
 if [[ $fast -eq 1 ]]; then
@@ -57,7 +59,7 @@ fi
 # What .venv holds before the tests: they must leave it as they found it.
 before=$("$py" -m pip freeze --disable-pip-version-check 2>/dev/null)
 pytest_status=0
-"$py" -m coverage run -m pytest --durations=15 "$@" || pytest_status=$?
+"$py" -m coverage run -m pytest -n auto --dist worksteal --durations=15 "$@" || pytest_status=$?
 
 examples_status=0
 ensure_venv .venv-examples 'import roost_core, pytest, coverage, roost_repo_reach, roost_json_envelope' \
