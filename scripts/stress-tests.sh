@@ -13,9 +13,9 @@
 # however it ends.
 #
 # Examples:
-#   scripts/stress-tests.sh                         # the whole suite, 5 runs, busy loops on every core
-#   scripts/stress-tests.sh -n 20 tests/system      # one folder, 20 runs
-#   scripts/stress-tests.sh -n 3 -j 4 -- -k stopping   # harder contention, a few tests
+#   scripts/stress-tests.sh                             # the whole suite, 5 runs, busy loops on every core
+#   scripts/stress-tests.sh -n 20 tests/system          # one folder, 20 runs
+#   scripts/stress-tests.sh -n 3 -j 4 -- -k stopping    # harder contention, a few tests
 #   scripts/stress-tests.sh -n 3 -- -n 0 tests/unit     # one pytest process
 #
 # Uses .venv (made by scripts/test.sh); no coverage, so a run is as the test command's

@@ -7,8 +7,8 @@
 # Full run: every test in tests/ under coverage (the daemon and worker subprocesses
 # included: [tool.coverage.run] patch), spread over one pytest worker per core
 # (pytest-xdist, -n auto; each test has its own home, daemon and processes, so tests do
-# not meet; `-n 0` in PYTEST ARGS runs them in one process), then the example plugins' own tests
-# (examples/plugins/*) in a venv of their own, .venv-examples, so that the user's .venv
+# not meet; `-n 0` in PYTEST ARGS runs them in one process), then the example plugins'
+# own tests (examples/plugins/*) in a venv of their own, .venv-examples, so that the user's .venv
 # keeps the default plugins and `roost demo` frames messages as it always does. Prints
 # the 15 slowest tests. Fails when a test fails, when no test ran (pytest exit 5), or
 # when line coverage of src is below 85%. PYTEST ARGS go to the run of tests/.
