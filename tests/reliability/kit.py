@@ -41,6 +41,13 @@ class Raw:
 
     def read(self) -> dict[str, Any]:
         """The next answer; pushed events are kept in :attr:`events`."""
+        return self._answer()[1]
+
+    def read_line(self) -> bytes:
+        """The next answer as the bytes the daemon wrote (without the newline)."""
+        return self._answer()[0]
+
+    def _answer(self) -> tuple[bytes, dict[str, Any]]:
         while True:
             while b"\n" not in self.buffer:
                 chunk = self.sock.recv(256 * 1024)
@@ -52,7 +59,7 @@ class Raw:
             if "event" in frame:
                 self.events.append(frame)
                 continue
-            return frame
+            return line, frame
 
     def request(self, frame: dict[str, Any] | bytes) -> dict[str, Any]:
         if isinstance(frame, bytes):

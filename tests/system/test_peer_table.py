@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 
 from conftest import wait_until
 from fg import in_thread, run_async, send, session, spawn
+from reliability.kit import Raw
 
 QUIET = {"default": {"steps": [{"say": "ok: {input}"}]}}
 
@@ -98,33 +98,18 @@ def test_listing_order_parent_first_then_relation_then_name(daemon, tmp_path):
     run_async(story)
 
 
-class Line:
-    """A peer on a plain socket that reads each answer as the bytes the daemon wrote."""
+def registered(daemon, name: str) -> tuple[Raw, str]:
+    """A no-session foreground peer on a raw socket, and its id."""
+    conn = Raw(daemon.paths.socket, timeout=20)
+    answer = conn.request({"id": 1, "op": "peer_register", "name": name, "pid": os.getpid(), "session": None, "cwd": "/tmp"})
+    assert answer["ok"], answer
+    return conn, answer["result"]["id"]
 
-    def __init__(self, daemon, name: str) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(20)
-        self.sock.connect(str(daemon.paths.socket))
-        self.buffer = b""
-        self.ids = 0
-        answer = json.loads(self.call("peer_register", name=name, pid=os.getpid(), session=None, cwd="/tmp"))
-        assert answer["ok"], answer
-        self.id = answer["result"]["id"]
 
-    def call(self, op: str, **args) -> bytes:
-        self.ids += 1
-        self.sock.sendall(json.dumps({"id": self.ids, "op": op, **args}).encode() + b"\n")
-        while True:
-            while b"\n" not in self.buffer:
-                chunk = self.sock.recv(65536)
-                assert chunk, "the daemon closed the connection"
-                self.buffer += chunk
-            line, _, self.buffer = self.buffer.partition(b"\n")
-            if b'"event"' not in line[:12]:  # skip pushed events
-                return line
-
-    def close(self) -> None:
-        self.sock.close()
+def peers_line(conn: Raw) -> bytes:
+    """A ``peers`` answer as the bytes the daemon wrote."""
+    conn.send_frame({"id": 2, "op": "peers"})
+    return conn.read_line()
 
 
 def test_a_listing_asked_again_is_the_same_bytes_until_the_table_changes(daemon_factory, write_config):
@@ -134,19 +119,19 @@ def test_a_listing_asked_again_is_the_same_bytes_until_the_table_changes(daemon_
     list each other with external reach on.)"""
     write_config({"agentExternalMessages": True})
     daemon = daemon_factory().start()
-    me, first = Line(daemon, "lister"), Line(daemon, "first")
+    (me, _), (first, first_id) = registered(daemon, "lister"), registered(daemon, "first")
     try:
-        one, two = me.call("peers"), me.call("peers")
+        one, two = peers_line(me), peers_line(me)
         assert one.split(b'"result":', 1)[1] == two.split(b'"result":', 1)[1]
-        assert [row["id"] for row in json.loads(two)["result"]["peers"]] == [first.id]
-        second = Line(daemon, "second")
-        rows = json.loads(me.call("peers"))["result"]["peers"]
-        assert sorted(row["id"] for row in rows) == sorted([first.id, second.id])
+        assert [row["id"] for row in json.loads(two)["result"]["peers"]] == [first_id]
+        second, second_id = registered(daemon, "second")
+        rows = json.loads(peers_line(me))["result"]["peers"]
+        assert sorted(row["id"] for row in rows) == sorted([first_id, second_id])
         assert {row["name"] for row in rows} == {"first", "second"}
         second.close()
         # A no-session peer that leaves stays listed, as not running, once the daemon saw it go.
-        gone = lambda: {row["id"]: row["live"] for row in json.loads(me.call("peers"))["result"]["peers"]}  # noqa: E731
-        wait_until(lambda: gone() == {first.id: True, second.id: False}, what="the second peer shown as gone")
+        gone = lambda: {row["id"]: row["live"] for row in json.loads(peers_line(me))["result"]["peers"]}  # noqa: E731
+        wait_until(lambda: gone() == {first_id: True, second_id: False}, what="the second peer shown as gone")
     finally:
         me.close()
         first.close()
