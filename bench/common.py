@@ -440,6 +440,36 @@ def rss_bytes(pid: int) -> int:
         return int(process.memory_info().rss)
 
 
+def thread_schedstats(pid: int) -> dict[int, tuple[int, int]]:
+    """Each thread of ``pid``: nanoseconds it has run on a core and waited, runnable, for
+    one (Linux's ``/proc/PID/task/TID/schedstat``); empty where the kernel has none."""
+    stats: dict[int, tuple[int, int]] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return stats
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                ran, waited = f.read().split()[:2]
+        except (OSError, ValueError):
+            continue
+        stats[int(tid)] = (int(ran), int(waited))
+    return stats
+
+
+def busiest_thread(before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]], seconds: float) -> tuple[float, float] | None:
+    """The share of ``seconds`` that the thread which ran most between two
+    :func:`thread_schedstats` readings ran, and the share it waited for a core: a server
+    whose loop thread adds up to about 1 is bound by that thread's CPU; one well below it
+    is bound by its round trips (the disk, the clients, the wakeups)."""
+    deltas = [(after[tid][0] - ran, after[tid][1] - waited) for tid, (ran, waited) in before.items() if tid in after]
+    if not deltas or seconds <= 0:
+        return None
+    ran, waited = max(deltas)
+    return ran / 1e9 / seconds, waited / 1e9 / seconds
+
+
 def wait_for_socket(path: str, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

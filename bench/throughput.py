@@ -43,7 +43,10 @@ import json
 import time
 from typing import Any
 
-from bench.common import PYTHON, REPO, Agent, BareServer, RoostDaemon, Row, bench_env, fmt_rate, median, ratio_of, write_job_records
+from bench.common import (
+    PYTHON, REPO, Agent, BareServer, RoostDaemon, Row, bench_env, busiest_thread, fmt_rate, median, ratio_of, thread_schedstats,
+    write_job_records,
+)
 
 PAIRS = 16
 WINDOW = 4
@@ -114,6 +117,7 @@ def pairs_run(system: str, *, receivers: str, durable: bool, seconds: float, war
             t_start = t_begin
         time.sleep(max(0.0, t_start - time.perf_counter()))
         cpu0 = sum(server_process.cpu_times()[:2])
+        sched0 = thread_schedstats(server.pid)
         io0 = server_process.io_counters()
         client0 = sum(sum(p.cpu_times()[:2]) for p in client_processes)
         if count is None:
@@ -122,6 +126,7 @@ def pairs_run(system: str, *, receivers: str, durable: bool, seconds: float, war
             sent = [agent.hear(timeout=120) for agent in agents]
             seconds = time.perf_counter() - t_start
         cpu1 = sum(server_process.cpu_times()[:2])
+        sched1 = thread_schedstats(server.pid)
         io1 = server_process.io_counters()
         client1 = sum(sum(p.cpu_times()[:2]) for p in client_processes)
         if count is None:
@@ -147,6 +152,9 @@ def pairs_run(system: str, *, receivers: str, durable: bool, seconds: float, war
         # The server's read- and write-type syscalls (its journal's included) per message.
         "reads_per_msg": (io1.read_count - io0.read_count) / counted if counted else float("nan"),
         "writes_per_msg": (io1.write_count - io0.write_count) / counted if counted else float("nan"),
+        # The server's busiest thread (its loop): the share of the window it ran, and
+        # waited for a core (None where the kernel keeps no schedstat).
+        "loop": busiest_thread(sched0, sched1, seconds),
         "retries": sum(s.get("retries", 0) for s in sent),
         "sent_total": sum(s["sent"] for s in sent),
         "delivered_rate": sum(s["in_window"] for s in seen) / seconds,
