@@ -139,3 +139,25 @@ def test_the_paired_before_after_runs(tmp_path):
     for cells in rows.values():
         assert float(cells[0].replace(",", "")) > 0, done.stdout
     assert len([line for line in done.stdout.splitlines() if line.startswith("rep ")]) == 6, done.stdout
+
+
+def test_the_in_flight_sweep_runs():
+    """``python -m bench.windows`` runs the durable load at each depth on the floor and on
+    roost and says, per run, how busy the server's loop thread was (Linux's schedstat: a
+    server that moved messages ran for some of the window); the figures are not checked."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ROOST_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.windows", "--in-flight", "1,2", "--reps", "1", "--seconds", "0.3"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    runs = [line for line in done.stdout.splitlines() if line.startswith("rep ")]
+    assert [run.split()[4] for run in runs] == ["floor", "roost"] * 2, done.stdout
+    if os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/schedstat"):
+        for run in runs:
+            ran = re.search(r"loop thread ran +([0-9]+)%", run)
+            assert ran is not None and int(ran[1]) > 0, run
+    table = {line.split("|")[1].strip(): line.split("|")[2:5] for line in done.stdout.splitlines() if line.startswith("| ") and "in flight" not in line}
+    assert set(table) == {"1", "2"}, done.stdout
+    for roost, floor, _ratio in table.values():
+        assert float(roost.replace(",", "")) > 0 and float(floor.replace(",", "")) > 0, done.stdout
