@@ -140,7 +140,8 @@ def throughput_rows(quick: bool, smoke: bool) -> list[Row]:
                 return ""
             return f"{median([ran for ran, _ in shares]):.0%} + {median([waited for _, waited in shares]):.0%}"
 
-        loops = f"; loop thread ran + waited for a core: roost {loop_share('roost')}, floor {loop_share(best)}" if loop_share("roost") else ""
+        roost_loop = loop_share("roost")
+        loops = f"; loop thread ran + waited for a core: roost {roost_loop}, floor {loop_share(best)}" if roost_loop else ""
         # Issue 18's goals are for a window of 4. At 64 in flight a job's queue cap (20
         # agent items, the spec's) refuses most sends: the row shows what that costs,
         # with nothing to meet.
