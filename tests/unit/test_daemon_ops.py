@@ -309,7 +309,7 @@ def test_a_changed_job_record_is_a_value_of_the_op_logic_written_once_per_pass(t
 
 
 def test_the_flusher_writes_the_records_before_any_byte_of_a_pass_leaves(tmp_path):
-    """Wired as the daemon wires it (``Flusher(before_write=daemon.write_records)``, a
+    """Wired as the daemon wires it (``Flusher(before_write=daemon.before_output)``, a
     real socket): an op that changes a record and answers has its record on disk by
     the time the first byte of that pass reaches any client, and so does a connection's
     last output when it closes."""
@@ -322,7 +322,7 @@ def test_the_flusher_writes_the_records_before_any_byte_of_a_pass_leaves(tmp_pat
         early: list[bytes] = []
 
         def before_write() -> None:
-            daemon.write_records()
+            daemon.before_output()
             try:
                 early.append(theirs.recv(1 << 16, socket.MSG_PEEK))
             except BlockingIOError:
@@ -348,6 +348,56 @@ def test_the_flusher_writes_the_records_before_any_byte_of_a_pass_leaves(tmp_pat
     run(tmp_path, story, jobs=1, state="idle")
 
 
+def test_a_refusals_dead_letter_is_on_disk_before_its_answer_leaves(tmp_path):
+    """Wired as the daemon wires it (``Flusher(before_write=daemon.before_output)``, real
+    sockets): a send refused ``queue_full`` in a pass whose output began earlier (another
+    client's) has its dead letter written before any byte of that pass leaves, so the
+    sender never reads a refusal whose letter a crash right after would lose."""
+
+    async def story(daemon: Daemon, jobs: list[str]) -> None:
+        (job_id,) = jobs
+        loop = asyncio.get_running_loop()
+        assert daemon.journal is not None
+        dead_file = daemon.paths.state_dir / "dead.jsonl"
+        async with anyio.create_task_group() as tg:
+            await tg.start(daemon.journal.run)
+            # (Names of their own: the limits plugin counts each sender's messages across
+            # the daemons of this process.)
+            carol, _ = await registered(daemon, 1, "carol")
+            dave, _ = await registered(daemon, 2, "dave")
+            flusher = Flusher(loop, before_write=daemon.before_output, commit=daemon.journal.hand_over_due)
+            theirs = await attached(carol, flusher)
+            await attached(dave, flusher)
+            for n in range(20):  # the job's queue is full
+                assert accept_frame(daemon, carol, send(job_id, f"m{n}", n)) is True
+            lines: list[bytes] = []
+            while len(lines) < 20:
+                lines += (await loop.sock_recv(theirs, 1 << 16)).splitlines()
+            assert all(json.loads(line)["ok"] for line in lines)
+            # When the letter is written: what carol could read already.
+            readable_then: list[bytes] = []
+            write_letters = daemon.receipts.flush
+
+            def flush() -> bool:
+                try:
+                    readable_then.append(theirs.recv(1 << 16, socket.MSG_PEEK))
+                except BlockingIOError:
+                    readable_then.append(b"")
+                return write_letters()
+
+            daemon.receipts.flush = flush  # type: ignore[method-assign]
+            dave.send({"event": "output of this pass, first"})
+            assert accept_frame(daemon, carol, send(job_id, "one too many", 99)) is True
+            answer = json.loads(await loop.sock_recv(theirs, 1 << 16))
+            assert answer["id"] == 99 and answer["error"]["code"] == "queue_full"
+            assert readable_then == [b""], "the refusal left before its letter was written"
+            assert [json.loads(line)["preview"] for line in dead_file.read_text().splitlines()] == ["one too many"]
+            theirs.close()
+            tg.cancel_scope.cancel()
+
+    run(tmp_path, story, jobs=1)
+
+
 def test_answers_waiting_for_a_pass_commit_leave_in_that_pass_write(tmp_path):
     """Wired as the daemon wires it (``Flusher(commit=journal.hand_over_due)``, the
     journal bound to the loop, no fsync): the flusher hands the pass's journal records
@@ -361,7 +411,7 @@ def test_answers_waiting_for_a_pass_commit_leave_in_that_pass_write(tmp_path):
         async with anyio.create_task_group() as tg:
             await tg.start(daemon.journal.run)
             alice, _ = await registered(daemon, 1, "alice")
-            flusher = Flusher(loop, before_write=daemon.write_records, commit=daemon.journal.hand_over_due)
+            flusher = Flusher(loop, before_write=daemon.before_output, commit=daemon.journal.hand_over_due)
             theirs = await attached(alice, flusher)
             alice.send({"event": "queued first"})
             assert accept_frame(daemon, alice, send(job_id, "for the record", 1)) is True

@@ -248,10 +248,11 @@ class DaemonBase:
 
     def save(self, job: Job) -> None:
         """Note that ``job``'s record changed. The op logic does no I/O: the record is
-        written by :meth:`write_records`, which the wire layer calls before any byte leaves
-        the daemon (``Flusher``), so no client ever sees a state a crash would take back;
-        and at the loop's next pass at the latest, for a change nobody is told of. Changes
-        made in one pass share one write."""
+        written by :meth:`write_records`, which the wire layer has called (through
+        :meth:`before_output`) before any byte leaves the daemon (``Flusher``), so no
+        client ever sees a state a crash would take back; and at the loop's next pass at
+        the latest, for a change nobody is told of. Changes made in one pass share one
+        write."""
         job.updated = time.time()
         self.watch.touch()
         self.dirty[job.id] = job
@@ -261,6 +262,14 @@ class DaemonBase:
                 call_soon(self.write_records)
             except RuntimeError:  # no loop (loading, a test of the records): write now
                 self.write_records()
+
+    def before_output(self) -> None:
+        """What must be on disk before any byte of a pass reaches a client (the wire
+        layer's ``Flusher`` calls it first): the job records the pass changed and the
+        dead letters it buried. A client never reads a state or a refusal that a crash
+        right after would take back."""
+        self.write_records()
+        self.receipts.write_due()
 
     def write_records(self) -> None:
         """Write the records changed since the last call (see :meth:`save`). One that

@@ -215,11 +215,16 @@ class Receipts:
             # A burst of refusals (a client pipelining into a full queue) would otherwise
             # cost a write and an fsync each, on the loop.
             self._flush_due = True
-            self.later(self._flush_now)
+            self.later(self.write_due)
 
-    def _flush_now(self) -> None:
-        self._flush_due = False
-        self.flush()
+    def write_due(self) -> None:
+        """Write the letters buried since the last write, if there are any: at the loop's
+        next pass, and before any byte of this pass reaches a client (the daemon calls
+        it then, as it writes job records), so a refusal's answer never reaches its
+        sender before its letter is on disk."""
+        if self._flush_due:
+            self._flush_due = False
+            self.flush()
 
     def flush(self) -> bool:
         """Write the dead letters the file has not taken yet; False if it still cannot."""

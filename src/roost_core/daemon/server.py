@@ -147,10 +147,11 @@ async def _signals(daemon: Daemon, signals: Any) -> None:
 async def _accept_loop(daemon: Daemon, listener: Any) -> None:
     number = 0
     refuser = daemon.refuser
-    # Job records an op changed are written before its answers leave (DaemonBase.save);
-    # the pass's journal records are handed over before either.
+    # Job records an op changed, and dead letters it buried, are written before its
+    # answers leave (DaemonBase.before_output); the pass's journal records are handed
+    # over before either.
     assert daemon.journal is not None
-    flusher = Flusher(asyncio.get_running_loop(), before_write=daemon.write_records, commit=daemon.journal.hand_over_due)
+    flusher = Flusher(asyncio.get_running_loop(), before_write=daemon.before_output, commit=daemon.journal.hand_over_due)
     while True:
         try:
             stream = await listener.accept()
