@@ -19,6 +19,7 @@ import argparse
 import sys
 
 from bench.common import median, raise_nofile
+from bench.pair import run_once
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,15 +29,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=3.0)
     args = parser.parse_args(argv)
     raise_nofile()
-    from bench.throughput import pairs_run
-
     windows = [int(w) for w in args.windows.split(",")]
     rates: dict[tuple[int, str], list[float]] = {}
     for rep in range(args.reps):
         for window in windows:
             for system in ("lean-uvloop", "roost"):
-                receivers = "job" if system == "roost" else "bare-job"
-                r = pairs_run(system, receivers=receivers, durable=True, seconds=args.seconds, warmup=0.5, window=window, clients="lean")
+                r = run_once(system, args.seconds, window)
                 rates.setdefault((window, system), []).append(r["rate"])
                 loop = f"loop thread ran {r['loop'][0]:4.0%} + waited {r['loop'][1]:4.0%}" if r.get("loop") else ""
                 print(f"rep {rep + 1} × {window:2d} {'floor' if system != 'roost' else 'roost':5} {r['rate']:8,.0f}/s  "
