@@ -57,6 +57,9 @@ class MessagingOps(DaemonBase):
             validated = validate_args(schema, params, name)
             # A host in the tool's arguments is the agent's choice (the op's is the caller's).
             extra = {"via_tool": True} if op_name == "op_spawn" else {}
+            if op_name == "op_send" and args.get("key") is not None:
+                # The tool call's key is the send's: asked again, the same message id.
+                validated["key"] = args["key"]
             data = await getattr(self, op_name)(conn, validated, **extra)
             # Plugins get data of their own: an op's result may hold rows the daemon keeps.
             result = ToolResult(tool=name, ok=True, data=decode_answer(encode(data)))
