@@ -20,8 +20,8 @@ import anyio
 import pytest
 
 from conftest import wait_until
-from fg import in_thread, run_async, session
-from reliability.kit import received_messages, reports_in, user_texts
+from fg import in_thread, run_async, session, taken
+from reliability.kit import received_messages, reports_in, transcript, user_texts
 from reliability.test_crash_points import Story
 
 pytestmark = pytest.mark.timeout(180)
@@ -140,3 +140,71 @@ def test_a_cli_reply_whose_answer_was_lost_is_asked_again_and_taken_once(daemon_
     wait_until(lambda: daemon.job(job)["state"] == "done" and "did second" in str(daemon.entries(job)), what="the reply's run")
     assert user_texts(daemon.entries(job)).count("second") == 1
     assert received_messages(daemon.entries(job)) == []
+
+
+# --------------------------------------------------------------------------- reports to a parent that leaves
+
+
+def child_scenario() -> dict:
+    return {"default": {"steps": [{"say": "Done: {input}"}]}}
+
+
+def kept_report(daemon, child: str) -> dict | None:
+    """The report the child keeps for its parent, as its record on disk says."""
+    import json
+
+    return json.loads((daemon.paths.state_dir / "jobs" / f"{child}.json").read_text()).get("undelivered_report")
+
+
+@pytest.mark.parametrize("parent_kind", ["session", "no-session"])
+def test_a_report_pushed_as_its_parent_leaves_survives_a_daemon_restart_and_arrives_once(daemon_factory, tmp_path, parent_kind):
+    """The report reaches the foreground parent, which leaves before acking it. The report
+    goes back to the child, kept in its record; the daemon is killed and started again;
+    the parent comes back and has the report once: a parent with a session file skips the
+    second copy by its id (its file holds it); a no-session parent that lost everything
+    (a new process with the same peer id) gets it."""
+    daemon = daemon_factory().start()
+    session_file = tmp_path / "lead.jsonl" if parent_kind == "session" else None
+    ephemeral = "lead-" + parent_kind
+    left = anyio.Event()
+
+    async def leave(event) -> None:
+        if event.get("kind") == "report":
+            # Gone before the ack (and not coming back on this connection): it ends with
+            # the report in flight.
+            lead._closing = True
+            await lead.client.aclose()
+            left.set()
+
+    async def main():
+        nonlocal lead
+        from roost_core.foreground import ForegroundSession
+
+        lead = ForegroundSession(session_file, name="lead", paths=daemon.paths, cwd=str(tmp_path), on_deliver=leave)
+        lead.ephemeral_id = ephemeral
+        async with lead:
+            await lead.ensure_registered()
+            child = (await lead.call("spawn", task="the work", name="kid", scenario=child_scenario()))["id"]
+            await left.wait()
+            first_copy = [e for e in lead.delivered if e.get("kind") == "report"]
+            await in_thread(wait_until, lambda: kept_report(daemon, child) is not None, what="the report kept on the child")
+        daemon.kill9()
+        daemon.restart()
+        again = ForegroundSession(session_file, name="lead", paths=daemon.paths, cwd=str(tmp_path))
+        again.ephemeral_id = ephemeral
+        async with again:
+            await again.ensure_registered()
+            await in_thread(wait_until, lambda: kept_report(daemon, child) is None and taken(daemon, again), what="the kept report routed again")
+            reports = [e for e in again.delivered if e.get("kind") == "report"]
+        return child, first_copy, reports
+
+    lead = None
+    child, first_copy, reports = run_async(main)
+    assert len(first_copy) == 1 and "Done: the work" in first_copy[0]["content"]
+    if parent_kind == "session":
+        # The file held it: the second copy was acked, not written again.
+        assert reports == []
+        written = [e for e in transcript(session_file) if e.get("type") == "custom_message" and e.get("details", {}).get("kind") == "report"]
+        assert len(written) == 1, written
+    else:
+        assert len(reports) == 1 and reports[0]["id"] == first_copy[0]["id"]

@@ -138,6 +138,7 @@ class MessagingOps(DaemonBase):
         self.watch.touch()
         if conn.peer is not None and conn.peer.conn is conn:
             conn.peer.conn = None
+            self.put_back_reports(conn.peer)
             # A foreground session ends with its connection: its watchers hear it, and
             # its own watches end with it.
             self.fire_watches(conn.peer, "ended")
@@ -146,6 +147,21 @@ class MessagingOps(DaemonBase):
             conn.job.conn = None
         if conn.warm is not None and conn.warm.conn is conn:
             conn.warm.conn = None
+
+    def put_back_reports(self, peer: ForegroundPeer) -> None:
+        """The peer's connection ended with reports it had not acked: each goes back to its
+        child, kept in the child's record (a daemon restart keeps it), and is routed
+        again when the parent session registers (with its own message id, which the
+        parent's side skips if it holds it already)."""
+        for seq, (child_id, report) in sorted(peer.reports_in_flight.items()):
+            peer.in_flight.pop(seq, None)
+            child = self.jobs.get(child_id)
+            if child is None or child.undelivered_report is not None:
+                continue  # removed since, or it keeps a newer report
+            child.undelivered_report = report
+            self.kept_reports[child.id] = None
+            self.save(child)
+        peer.reports_in_flight.clear()
 
     async def op_peers(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         sender = self.sender_info(conn)
