@@ -208,3 +208,39 @@ def test_a_report_pushed_as_its_parent_leaves_survives_a_daemon_restart_and_arri
         assert len(written) == 1, written
     else:
         assert len(reports) == 1 and reports[0]["id"] == first_copy[0]["id"]
+
+
+def test_a_no_session_parent_back_from_away_holds_the_report_made_meanwhile_once(daemon_factory, tmp_path):
+    """A ``--no-session`` parent leaves; its child reports meanwhile (kept on the child);
+    the parent comes back with its peer id, gets the report, then one more message: it
+    holds one copy of the report, not two."""
+    daemon = daemon_factory().start()
+    gate = tmp_path / "gate"
+    scenario = {"run": [{"match": "^the work", "steps": [{"wait_for": str(gate)}, {"say": "Done: the work"}]}], "default": {"steps": [{"say": "ok"}]}}
+
+    async def main():
+        from roost_core.foreground import ForegroundSession
+
+        lead = ForegroundSession(None, name="lead", paths=daemon.paths, cwd=str(tmp_path))
+        async with lead:
+            await lead.ensure_registered()
+            child = (await lead.call("spawn", task="the work", name="kid", scenario=scenario))["id"]
+        # Away: the child settles and reports; the report is kept on the child.
+        gate.write_text("open")
+        await in_thread(wait_until, lambda: kept_report(daemon, child) is not None, what="the report kept while the parent is away")
+        back = ForegroundSession(None, name="lead", paths=daemon.paths, cwd=str(tmp_path))
+        back.ephemeral_id = lead.ephemeral_id
+        async with back:
+            await back.ensure_registered()
+            await back.wait_for_delivery(1)
+            daemon.call("reply", job=child, text="one more")
+            await in_thread(wait_until, lambda: daemon.job(child)["state"] == "done" and taken(daemon, back), what="the next run")
+            ok, text, _data = await back.call_tool("roost_send", {"to": child, "message": "thanks"})
+            assert ok, text
+            await in_thread(wait_until, lambda: taken(daemon, back) and daemon.job(child)["state"] in ("idle", "done"), what="quiet")
+            return [e for e in back.delivered if e.get("kind") == "report"]
+
+    reports = run_async(main)
+    firsts = [r for r in reports if "Done: the work" in r["content"]]
+    assert len(firsts) == 1, [r["content"][:80] for r in reports]
+    assert len({r["id"] for r in reports}) == len(reports), "a report reached the parent twice"
