@@ -29,6 +29,7 @@ from roost_core.cli_support import (
     format_reply,
     format_started,
     guarded,
+    keyed_call,
     local_manager,
     plugin_notes,
     user_config,
@@ -156,8 +157,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     if args.scenario:
         # Parsed here, so the job does not depend on the caller's cwd or files later.
         request["scenario"] = load_scenario(args.scenario)
-    with client() as conn:
-        result = conn.call("start", **request)
+    result = keyed_call("start", **request)
     emit(args, result, format_started(result))
     return 0
 
@@ -179,8 +179,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
 
 
 def cmd_reply(args: argparse.Namespace) -> int:
-    with client() as conn:
-        result = conn.call("reply", job=args.id, text=args.text)
+    result = keyed_call("reply", job=args.id, text=args.text)
     emit(args, result, format_reply(result))
     return 0
 

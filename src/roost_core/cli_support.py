@@ -106,6 +106,24 @@ def client() -> Any:
     return connect()
 
 
+def keyed_call(op: str, **args: Any) -> dict[str, Any]:
+    """A request that changes something (``start``, ``reply``), made with a key: when the
+    daemon dies before answering, it is asked again with the same key of a daemon started
+    anew, which answers what the first ask did (done once, never twice). Gives up once no
+    daemon has answered for ``client.REASK_SECONDS``."""
+    from roost_core.client import REASK_SECONDS, connect, new_key
+
+    args["key"] = new_key()
+    deadline = time.monotonic() + REASK_SECONDS
+    while True:
+        try:
+            with connect() as conn:
+                return conn.call(op, **args)
+        except ConnectionError:  # no daemon, or it died before answering (reset)
+            if time.monotonic() >= deadline:
+                raise
+
+
 def disabled_plugins() -> tuple[str, ...]:
     from roost_core.plugins import disabled_from_env
 

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -503,6 +504,51 @@ class AsyncClient:
             self._send_error = OSError("connection closed")
             self._end_backlog(self._socket)
         await self.stream.aclose()
+
+
+#: Ops that change something: a client sends each with a key of its own, and asks again
+#: with the same key when the answer is lost with the connection; the daemon answers what
+#: the first ask did (``roost_core.daemon.ledger``), so it is done once, never twice.
+KEYED_OPS = frozenset({"send", "spawn", "tool_call", "reply", "start"})
+#: How long a keyed request is asked again for while no daemon answers.
+REASK_SECONDS = 60.0
+
+
+def new_key() -> str:
+    """A request key: random, so no two requests ever share one."""
+    return uuid.uuid4().hex
+
+
+async def call_on_link(linked: Callable[[], Awaitable[AsyncClient | None]], op: str, args: dict[str, Any], *, reask_seconds: float = REASK_SECONDS) -> dict[str, Any]:
+    """``op`` on the connection ``linked()`` gives (once registered), for a client that keeps
+    a link to the daemon (a foreground session, the MCP peer). A request that never left
+    is sent again once the link is back. A request of an op in :data:`KEYED_OPS` carries a
+    key (one is made if ``args`` has none) and is asked again whenever its answer is lost,
+    until it is answered or no link came back for ``reask_seconds``. Any other request
+    whose answer was lost is not sent again (``DaemonUnavailable``)."""
+    if op in KEYED_OPS and "key" not in args:
+        args["key"] = new_key()
+    keyed = "key" in args
+    for attempt in itertools.count():
+        if keyed:
+            # Only the time with no daemon counts: a slow answer is waited for.
+            with anyio.fail_after(reask_seconds):
+                client = await linked()
+        else:
+            client = await linked()
+        if client is None:
+            continue
+        try:
+            return await client.call(op, **args)
+        except NotSent:
+            if attempt and not keyed:
+                raise
+        except DaemonUnavailable:
+            if not keyed:
+                raise
+        with anyio.fail_after(30):
+            await client.closed.wait()
+    raise AssertionError("unreachable")
 
 
 def dumps(obj: Any) -> str:

@@ -22,10 +22,10 @@ from typing import Any, Awaitable, Callable
 import anyio
 
 from roost_core import locks
-from roost_core.client import AsyncClient, DaemonUnavailable, NotSent
+from roost_core.client import REASK_SECONDS, AsyncClient, DaemonUnavailable, call_on_link
 from roost_core.paths import Paths, resolve_paths
 from roost_core.protocol import ProtocolError
-from roost_core.transcript import AGENT_MESSAGE_TYPE, SessionWriter, inspect_session, seqs_in
+from roost_core.transcript import AGENT_MESSAGE_TYPE, SessionWriter, inspect_session, message_ids_in, seqs_in
 
 log = logging.getLogger("roost.foreground")
 
@@ -69,6 +69,10 @@ class ForegroundSession:
         #: is dropped and made again after a growing pause, and the daemon pushes them again.
         self.write_failures = 0
         self._dropping: AsyncClient | None = None
+        #: Message ids of the agent items written (or, with no session, seen): a second
+        #: copy of one (a sender's resend after a daemon died) is acked, not kept.
+        self._seen_ids: set[str] = set()
+        self.reask_seconds = REASK_SECONDS
 
     async def __aenter__(self) -> ForegroundSession:
         if self.session is not None:
@@ -78,6 +82,7 @@ class ForegroundSession:
                 log.warning("%s", line)  # what this resume skips
             self.writer = SessionWriter(self.session, cwd=self.cwd)
             self._seen = seqs_in(self.writer.entries)
+            self._seen_ids = message_ids_in(self.session)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         return self
@@ -163,7 +168,8 @@ class ForegroundSession:
         if client is not None and client is self._dropping:
             return  # after a refused write: nothing more of this connection, to keep order
         seq = int(event["seq"])
-        if seq in self._seen:
+        msg_id = event.get("id")
+        if seq in self._seen or (msg_id is not None and msg_id in self._seen_ids):
             # Pushed again after a reconnect: already written; only ack it again.
             await self._ack(client, seq)
             return
@@ -191,6 +197,8 @@ class ForegroundSession:
                 return
         self.write_failures = 0
         self._seen.add(seq)
+        if msg_id is not None:
+            self._seen_ids.add(msg_id)
         self.delivered.append(event)
         self._arrived.set()
         self._arrived = anyio.Event()
@@ -213,24 +221,21 @@ class ForegroundSession:
 
     async def call(self, op: str, **args: Any) -> dict[str, Any]:
         """An op on this peer's connection. A request that never left (the daemon had
-        gone) is sent again once the session has registered anew; one whose answer was
-        lost is not, so nothing is done twice."""
-        for attempt in range(2):
-            await self.ensure_registered()
-            client = self.client
-            if client is None:
-                continue
-            try:
-                return await client.call(op, **args)
-            except NotSent:
-                if attempt:
-                    raise
-                with anyio.fail_after(30):
-                    await client.closed.wait()
-        raise NotSent("daemon connection lost")
+        gone) is sent again once the session has registered anew. A request of an op that
+        changes something (:data:`KEYED_OPS`) carries a key: when its answer is lost with
+        the connection, it is asked again with the same key once the session has
+        registered anew (within :attr:`reask_seconds`), and the daemon answers what the
+        first ask did, so it is done once, never twice. Any other request whose answer
+        was lost is not sent again."""
+        return await call_on_link(self._linked, op, args, reask_seconds=self.reask_seconds)
+
+    async def _linked(self) -> AsyncClient | None:
+        await self.ensure_registered()
+        return self.client
 
     async def call_tool(self, name: str, args: dict[str, Any]) -> tuple[bool, str, dict[str, Any]]:
-        """Call an agent tool as the model would: ``(ok, text for the model, data)``."""
+        """Call an agent tool as the model would: ``(ok, text for the model, data)``
+        (keyed: asked again after a lost answer, done once)."""
         result = await self.call("tool_call", name=name, args=args)
         return bool(result.get("ok")), str(result.get("text", "")), result.get("data") or {}
 

@@ -233,6 +233,11 @@ class JobQueue:
         self.items = [item for item in self.items if item.seq > self.acked]
         return done
 
+    def holding(self, msg_id: str) -> Item | None:
+        """The pending item with message id ``msg_id``, if any (a keyed request asked again
+        finds the item its first ask queued)."""
+        return next((item for item in self.items if item.msg_id == msg_id), None)
+
     def pending(self, after: int = 0) -> list[Item]:
         """The items with a seq above ``after``, in order (found from the end: usually
         the newest one alone)."""

@@ -258,6 +258,10 @@ class Report:
     error: str | None = None
     synthetic: bool = False
     reason: str | None = None
+    #: The report's message id, made once: a report routed again (kept on the child, put
+    #: back from a parent that left before acking it) keeps it, so the parent's side can
+    #: tell a second copy of one it holds.
+    id: str | None = None
 
 
 @attrs.frozen

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
@@ -150,6 +151,22 @@ def seqs_in(entries: list[dict[str, Any]]) -> set[int]:
         if isinstance(seq, int) and not isinstance(seq, bool):
             seqs.add(seq)
     return seqs
+
+
+#: An agent item's message id as a transcript stores it: in the envelope (``msg="m..."``,
+#: JSON-escaped in a session line) or in an entry's details (``"id": "m..."``).
+_MESSAGE_ID_IN_FILE = re.compile(rb'(?:msg=\\?"|"id":\s*")(m[0-9a-f]{8})[\\"]')
+
+
+def message_ids_in(path: str | Path) -> set[str]:
+    """The message ids of the agent items a session file holds, whatever the host wrote it
+    (pi, roost's own, Claude Code: the envelope carries the id in each): how a worker knows
+    a second copy of one it has. An unreadable file holds none."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return set()
+    return {match.decode() for match in _MESSAGE_ID_IN_FILE.findall(data)}
 
 
 def usage_of(entry: dict[str, Any]) -> tuple[int, float]:

@@ -30,6 +30,7 @@ from roost_core.daemon.connection import Connection
 from roost_core.daemon.delivery import MAX_CRASH_RESTARTS, Mailroom, not_stored, settle
 from roost_core.daemon.exits import ExitWatches
 from roost_core.daemon.jobs import Job
+from roost_core.daemon.ledger import AnswerLedger
 from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.pool import WarmKey, WarmPool, WarmSlot
 from roost_core.daemon.receipts import MessageQuotes, Receipts
@@ -51,7 +52,7 @@ from roost_core.records import (
     PeerInfo,
     ReachDecision,
 )
-from roost_core.store import RESERVE_BYTES, JobFiles, Journal, read_journal
+from roost_core.store import RESERVE_BYTES, JobFiles, Journal, JournalError, read_journal
 from roost_core.worker import proctree
 from roost_core.worker.spawner import Spawner, popen_worker
 
@@ -129,6 +130,9 @@ class DaemonBase:
         self.budgets = Budgets(self.jobs, pm, config)
         #: The send op's logic and every agent item's hand-over (no I/O): over the tables,
         #: the budgets and the mailroom.
+        #: The first answers of keyed requests, so a client may ask again after losing an
+        #: answer (no I/O: its records go to the journal).
+        self.ledger = AnswerLedger(self.write_answer)
         self.desk = SendDesk(self.tables, self.budgets, self.mailroom, self.receipts, self.jobs, self.foreground, pm, config, self.clock)
         #: Jobs whose record could not be written (disk full, I/O error): written again
         #: by the monitor; the record in memory is the truth meanwhile.
@@ -183,6 +187,12 @@ class DaemonBase:
         unreadable: list[int] = []
         bad_records = 0
         for record in read_journal(self.paths.journal, unreadable):
+            if record.get("op") == "answer":
+                try:
+                    self.ledger.restore(record)
+                except ValueError:
+                    bad_records += 1
+                continue
             job = self.jobs.get(record.get("job"))
             if job is None:
                 continue
@@ -229,7 +239,29 @@ class DaemonBase:
         for job in self.jobs.values():
             records.append({"op": "seq", "job": job.id, "replySeq": job.queue.reply_seq, "acked": job.queue.acked})
             records.extend({"op": "item", "job": job.id, "deliver": item.to_event()} for item in job.queue.items)
+        records.extend(self.ledger.records())
         return records
+
+    def write_answer(self, record: dict[str, Any]) -> None:
+        """Hand a kept answer's record to the journal (its next commit). One the journal
+        cannot take stays kept in memory: a repeat after a restart is then done anew,
+        and its receiver drops the second copy by its message id."""
+        journal = self.journal
+        if journal is None:
+            return
+        try:
+            journal.add(record)
+        except JournalError as exc:
+            log.warning("answer record not journaled (%s)", exc)
+
+    def caller_of(self, conn: Connection) -> str:
+        """Whom a keyed request's answer is kept for: the session the connection speaks
+        as, or ``user`` for an unbound one (the CLI: every connection of the daemon's user)."""
+        if conn.job is not None:
+            return conn.job.id
+        if conn.peer is not None:
+            return conn.peer.id
+        return "user"
 
     def reconcile_workers(self) -> None:
         """After a (re)start: a recorded worker that is gone is handled as an exit."""

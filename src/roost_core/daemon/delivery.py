@@ -230,6 +230,7 @@ class Mailroom:
         in_flight = peer.in_flight
         for key in [s for s in in_flight if s <= seq]:
             in_flight.pop(key)
+            peer.reports_in_flight.pop(key, None)
             self.receipts.move(peer.id, key, "acknowledged")
         return {"acked": seq}
 

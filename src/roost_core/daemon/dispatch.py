@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from roost_core.daemon.delivery import Pending
+from roost_core.daemon.ledger import KEY_CHARS
 from roost_core.daemon.fastdecode import FastDecoder
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.core import Daemon
@@ -49,13 +50,22 @@ class Op:
     #: A method that does the op with no wait and may return a ``Pending`` result: the
     #: connection's next requests go on while it waits for its journal commit.
     accept: str | None = None
+    #: The op changes something and takes a ``key``: asked again with the same key, it is
+    #: answered with the first answer instead of done twice (``daemon.ledger``).
+    keyed: bool = False
     #: ``schema`` compiled (``protocol.compile_args``): the arguments, checked, from the frame.
     check: Callable[[dict[str, Any]], dict[str, Any]] = attrs.field(init=False, eq=False, repr=False)
 
     def bind(self, name: str) -> Op:
-        """This op with its schema compiled for op ``name``."""
+        """This op with its schema compiled for op ``name`` (a keyed op's with ``key``)."""
+        if self.keyed:
+            object.__setattr__(self, "schema", {**self.schema, "key": Field(str, max_len=KEY_CHARS, check=_check_key)})
         object.__setattr__(self, "check", compile_args(self.schema, name))
         return self
+
+
+def _check_key(key: str) -> str | None:
+    return None if key else "must not be empty"
 
 
 OPS: dict[str, Op] = {
@@ -76,12 +86,13 @@ OPS: dict[str, Op] = {
             "trace": Field(str, max_len=NAME),
             "session": Field(str, max_len=PATH),
         },
+        keyed=True,
     ),
     "jobs": Op("op_jobs", {}),
     "agents": Op("op_agents", {}),
     "watch": Op("op_watch", {}),
     "dead": Op("op_dead", {}),
-    "reply": Op("op_reply", {"job": Field(str, required=True, max_len=NAME), "text": Field(str, required=True, max_len=TEXT)}),
+    "reply": Op("op_reply", {"job": Field(str, required=True, max_len=NAME), "text": Field(str, required=True, max_len=TEXT)}, keyed=True),
     "stop": Op("op_stop", {"job": Field(str, required=True, max_len=NAME)}),
     "remove": Op("op_remove", {"job": Field(str, required=True, max_len=NAME)}),
     "log": Op("op_log", {"job": Field(str, required=True, max_len=NAME), "entries": Field(bool)}),
@@ -138,6 +149,7 @@ OPS: dict[str, Op] = {
             "broadcastChain": Field(bool),
         },
         who="bound",
+        keyed=True,
     ),
     "spawn": Op(
         "op_spawn",
@@ -151,6 +163,7 @@ OPS: dict[str, Op] = {
             "scenario": Field((str, dict), max_len=TEXT),
         },
         who="bound",
+        keyed=True,
     ),
     "handback": Op(
         "op_handback",
@@ -174,6 +187,7 @@ OPS: dict[str, Op] = {
         },
         who="bound",
         accept="accept_send",
+        keyed=True,
     ),
 }
 
@@ -251,7 +265,7 @@ def accept_frame(daemon: Daemon, conn: Connection, frame: Any) -> bool:
             return True
     assert op is not None and op.accept is not None
     try:
-        answer = getattr(daemon, op.accept)(conn, args)
+        answer = _accept(daemon, conn, name, op, args)
         if isinstance(answer, Pending):
             _answer_when_durable(conn, request_id, answer)
         else:
@@ -287,7 +301,7 @@ async def handle_frame(daemon: Daemon, conn: Connection, frame: dict[str, Any] |
         if op.accept is not None:
             if conn.pending >= MAX_PIPELINED:
                 await conn.drained()
-            answer = getattr(daemon, op.accept)(conn, args)
+            answer = _accept(daemon, conn, name, op, args)
             if isinstance(answer, Pending):
                 _answer_when_durable(conn, request_id, answer)
                 return
@@ -296,7 +310,11 @@ async def handle_frame(daemon: Daemon, conn: Connection, frame: dict[str, Any] |
             return
         await conn.drained()
         handler: Callable[[Connection, dict[str, Any]], Awaitable[dict[str, Any]]] = getattr(daemon, op.handler)
-        result = await handler(conn, args)
+        key = args.get("key") if op.keyed else None
+        if key is None:
+            result = await handler(conn, args)
+        else:
+            result = await daemon.ledger.run(daemon.caller_of(conn), name, key, lambda: handler(conn, args))
         conn.send(ok(request_id, result))
         if op.after:
             getattr(daemon, op.after)(conn)
@@ -307,6 +325,16 @@ async def handle_frame(daemon: Daemon, conn: Connection, frame: dict[str, Any] |
         log.exception("op failed")
         await conn.drained()
         conn.send(error(request_id, ProtocolError(INTERNAL, f"internal error: {type(exc).__name__}")))
+
+
+def _accept(daemon: Daemon, conn: Connection, name: str, op: Op, args: dict[str, Any]) -> dict[str, Any] | Pending:
+    """Do an op with an ``accept`` method; a keyed one through the ledger, which answers a
+    key asked before with its first answer."""
+    do: Callable[[Connection, dict[str, Any]], dict[str, Any] | Pending] = getattr(daemon, op.accept)  # type: ignore[arg-type]
+    key = args.get("key") if op.keyed else None
+    if key is None:
+        return do(conn, args)
+    return daemon.ledger.accept(daemon.caller_of(conn), name, key, lambda: do(conn, args))
 
 
 def _answer_when_durable(conn: Connection, request_id: Any, answer: Pending) -> None:

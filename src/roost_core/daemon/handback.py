@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from roost_core import faults, identity, policy
 from roost_core.daemon.base import REPORT_CHARS, DaemonBase
 from roost_core.daemon.connection import Connection
@@ -114,6 +116,8 @@ class HandbackOps(DaemonBase):
 
     async def route_report(self, job: Job, report: Report) -> str:
         """Send a report where the handback plugin says; keep it on the child otherwise."""
+        if report.id is None:
+            report = attrs.evolve(report, id=identity.new_message_id())
         route = policy.route_report(self.pm, report, self.report_candidates(job))
         if route.action in ("deliver", "queue") and route.target is not None:
             table = self.peer_table()
@@ -129,7 +133,7 @@ class HandbackOps(DaemonBase):
                     kind="report",
                     relation="child",
                     hops=job.run_hops + 1,
-                    id=identity.new_message_id(),
+                    id=report.id,
                     broadcast_chain=job.run_broadcast_chain,
                 )
                 try:
@@ -141,6 +145,10 @@ class HandbackOps(DaemonBase):
                     # child, as for a parent not running, and routed again soon (monitor).
                     result = {"result": "not running"}
                     self.reports_to_retry = True
+                if result["result"] == "delivered" and target.kind == "foreground":
+                    peer = self.foreground.get(target.id)
+                    if peer is not None and "seq" in result:
+                        peer.reports_in_flight[result["seq"]] = (job.id, kept_report(report))
                 if result["result"] != "not running":
                     if job.undelivered_report is not None:
                         job.undelivered_report = None
@@ -149,14 +157,7 @@ class HandbackOps(DaemonBase):
                     return result["result"]
         if route.action == "drop":
             return "dropped"
-        job.undelivered_report = {
-            "state": report.state,
-            "result": report.result,
-            "question": report.question,
-            "error": report.error,
-            "synthetic": report.synthetic,
-            "reason": report.reason,
-        }
+        job.undelivered_report = kept_report(report)
         self.kept_reports[job.id] = None
         self.save(job)
         return "kept"
@@ -197,3 +198,14 @@ class HandbackOps(DaemonBase):
         await self.route_report(job, report)
 
 
+def kept_report(report: Report) -> dict[str, Any]:
+    """A report as its child keeps it (``undelivered_report``) until it can go."""
+    return {
+        "state": report.state,
+        "result": report.result,
+        "question": report.question,
+        "error": report.error,
+        "synthetic": report.synthetic,
+        "reason": report.reason,
+        "id": report.id,
+    }

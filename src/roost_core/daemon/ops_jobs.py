@@ -24,6 +24,7 @@ from roost_core.daemon.base import (
 from roost_core.daemon.delivery import Pending, not_stored, settle
 from roost_core.daemon import changes
 from roost_core.daemon.connection import Connection
+from roost_core.daemon.ledger import message_id_for
 from roost_core.daemon.jobs import Job
 from roost_core.protocol import (
     BAD_ARGS,
@@ -300,7 +301,17 @@ class JobOps(DaemonBase):
         text = args["text"]
         if not text.strip():
             raise ProtocolError(BAD_ARGS, "reply: text is empty")
-        item, outcome = await self.enqueue(job, "reply", text, text=text, trace=f"t-{job.id}-{job.queue.reply_seq + 1}")
+        key = args.get("key")
+        if key is None:
+            item, outcome = await self.enqueue(job, "reply", text, text=text, trace=f"t-{job.id}-{job.queue.reply_seq + 1}")
+            return {"id": job.id, "seq": item.seq, "result": outcome}
+        # A keyed reply has an id made from its key: asked again after a daemon died before
+        # answering, it is found in the queue (or its worker drops the second copy by id).
+        msg_id = message_id_for(self.caller_of(conn), key)
+        held = job.queue.holding(msg_id)
+        if held is not None:
+            return {"id": job.id, "seq": held.seq, "result": "queued"}
+        item, outcome = await self.enqueue(job, "reply", text, text=text, trace=f"t-{job.id}-{job.queue.reply_seq + 1}", msg_id=msg_id)
         return {"id": job.id, "seq": item.seq, "result": outcome}
 
     async def op_stop(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:

@@ -57,6 +57,9 @@ class MessagingOps(DaemonBase):
             validated = validate_args(schema, params, name)
             # A host in the tool's arguments is the agent's choice (the op's is the caller's).
             extra = {"via_tool": True} if op_name == "op_spawn" else {}
+            if op_name == "op_send" and args.get("key") is not None:
+                # The tool call's key is the send's: asked again, the same message id.
+                validated["key"] = args["key"]
             data = await getattr(self, op_name)(conn, validated, **extra)
             # Plugins get data of their own: an op's result may hold rows the daemon keeps.
             result = ToolResult(tool=name, ok=True, data=decode_answer(encode(data)))
@@ -135,6 +138,7 @@ class MessagingOps(DaemonBase):
         self.watch.touch()
         if conn.peer is not None and conn.peer.conn is conn:
             conn.peer.conn = None
+            self.put_back_reports(conn.peer)
             # A foreground session ends with its connection: its watchers hear it, and
             # its own watches end with it.
             self.fire_watches(conn.peer, "ended")
@@ -143,6 +147,21 @@ class MessagingOps(DaemonBase):
             conn.job.conn = None
         if conn.warm is not None and conn.warm.conn is conn:
             conn.warm.conn = None
+
+    def put_back_reports(self, peer: ForegroundPeer) -> None:
+        """The peer's connection ended with reports it had not acked: each goes back to its
+        child, kept in the child's record (a daemon restart keeps it), and is routed
+        again when the parent session registers (with its own message id, which the
+        parent's side skips if it holds it already)."""
+        for seq, (child_id, report) in sorted(peer.reports_in_flight.items()):
+            peer.in_flight.pop(seq, None)
+            child = self.jobs.get(child_id)
+            if child is None or child.undelivered_report is not None:
+                continue  # removed since, or it keeps a newer report
+            child.undelivered_report = report
+            self.kept_reports[child.id] = None
+            self.save(child)
+        peer.reports_in_flight.clear()
 
     async def op_peers(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         sender = self.sender_info(conn)

@@ -31,6 +31,10 @@ class ForegroundPeer(NotesChanges):
     seq: int = 0
     registered: float = attrs.field(factory=time.time)
     in_flight: dict[int, bytes] = attrs.field(factory=dict)
+    #: The reports among ``in_flight``: seq -> (the child's job id, the report as a child
+    #: keeps it). A report not acked when the connection ends goes back to its child (kept
+    #: in its record, so a daemon restart does not lose it) and is routed again.
+    reports_in_flight: dict[int, tuple[str, dict[str, Any]]] = attrs.field(factory=dict)
     last_message: float | None = None
     #: The agent host this foreground session runs (its children get it by default).
     host: str | None = None

@@ -19,6 +19,7 @@ from roost_core.config import Config
 from roost_core.daemon.budgets import Budgets
 from roost_core.daemon.delivery import Mailroom, Pending
 from roost_core.daemon.jobs import Job
+from roost_core.daemon.ledger import message_id_for
 from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.receipts import Receipts
 from roost_core.daemon.tables import PeerTables
@@ -86,8 +87,12 @@ class SendDesk:
             raise ProtocolError(BAD_ARGS, f"reply_to {reply_to[:40]!r} is not a message id: give the msg of the message you answer (m + 8 hex)")
         self.budgets.check(sender)
         to = args["to"]
+        # A keyed send has the same message id each time it is asked, so a receiver that
+        # holds it already (pushed before a crash made it durable) drops a second copy.
+        key = args.get("key")
+        message_id = identity.new_message_id() if key is None else message_id_for(sender.id, key)
         if to.startswith(SCOPE_MARK):
-            return self.broadcast(sender, job, to[len(SCOPE_MARK):], text, reply_to, args.get("urgent"))
+            return self.broadcast(sender, job, to[len(SCOPE_MARK):], text, reply_to, args.get("urgent"), message_id)
         target, decision = self.tables.route(sender, to)
         if not decision.allowed:
             self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason="unreachable", text=text)
@@ -97,7 +102,7 @@ class SendDesk:
         # The envelope names the sender as the receiver sees it: my child sees "parent".
         outgoing = OutgoingItem(
             sender, target, text, "message", inverse_relation(relation), hops + 1,
-            identity.new_message_id(), reply_to, None, broadcast_chain, args.get("urgent"),
+            message_id, reply_to, None, broadcast_chain, args.get("urgent"),
         )
         if not target.accepts_messages:
             self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=NOT_ACCEPTED, text=text)
@@ -112,6 +117,12 @@ class SendDesk:
         if refusal is not None:
             self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=refusal.code, text=text)
             raise ProtocolError(refusal.code, refusal.message)
+        if key is not None and target.kind != "foreground":
+            held = self.jobs[target.id].queue.holding(message_id)
+            if held is not None:
+                # Asked again after the daemon that queued it died before answering: the
+                # item waits in the queue already (the journal kept it); not queued twice.
+                return {"to": target.id, "name": target.name, "relation": relation, "id": message_id, "result": "queued", "seq": held.seq}
         try:
             content = hooks.frame_item(outgoing)
             answer = self.deliver(target, outgoing, content, trace=trace, relation=relation, delivery=hooks.decide_delivery(outgoing, self.config))
@@ -123,7 +134,7 @@ class SendDesk:
         return answer
 
     def broadcast(
-        self, sender: PeerInfo, job: Job | None, scope: str, text: str, reply_to: str | None, urgent: bool | None
+        self, sender: PeerInfo, job: Job | None, scope: str, text: str, reply_to: str | None, urgent: bool | None, message_id: str
     ) -> dict[str, Any] | Pending:
         """A ``send`` to a scope: the broadcast plugin picks the receivers among the peers
         reach allows inside the tree; each gets its own item, checked by the send limits
@@ -139,7 +150,6 @@ class SendDesk:
         plan = policy.plan_broadcast(self.pm, request, self.config)
         if plan.refusal is not None:
             raise ProtocolError(plan.refusal.code, plan.refusal.message)
-        message_id = identity.new_message_id()
         answers: list[dict[str, Any] | Pending] = []
         for receiver in plan.receivers:
             target = receiver.peer

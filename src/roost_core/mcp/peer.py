@@ -35,7 +35,7 @@ from roost_core import locks
 from roost_core.claude import config_dir
 from roost_core.claude.hook import hook_output, items_text, wants_items
 from roost_core.claude.transcript import TranscriptSeqs
-from roost_core.client import AsyncClient, DaemonUnavailable, NotSent
+from roost_core.client import AsyncClient, DaemonUnavailable, call_on_link
 from roost_core.paths import Paths
 from roost_core.protocol import ProtocolError
 from roost_core.queue import Item
@@ -252,19 +252,13 @@ class McpPeer:
             pass  # the daemon is gone; it pushes again what it had in flight
 
     async def call(self, op: str, **args: Any) -> dict[str, Any]:
-        for attempt in range(2):
-            await self.ensure_registered()
-            client = self.client
-            if client is None:
-                continue
-            try:
-                return await client.call(op, **args)
-            except NotSent:
-                if attempt:
-                    raise
-                with anyio.fail_after(30):
-                    await client.closed.wait()
-        raise NotSent("daemon connection lost")
+        """An op on this peer's link (``client.call_on_link``: a keyed op is asked again
+        with its key when the answer is lost, and done once)."""
+        return await call_on_link(self._linked, op, args)
+
+    async def _linked(self) -> AsyncClient | None:
+        await self.ensure_registered()
+        return self.client
 
     async def tool_call(self, name: str, args: dict[str, Any]) -> tuple[bool, str]:
         result = await self.call("tool_call", name=name, args=args)

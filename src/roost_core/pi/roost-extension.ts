@@ -27,6 +27,7 @@ import { execFile } from "node:child_process";
 import * as fs from "node:fs";
 import * as net from "node:net";
 import * as path from "node:path";
+import { randomUUID } from "node:crypto";
 
 const MESSAGE_TYPE = "pi-roost-agent-message";
 /** A custom entry that records a queue seq that has no message of its own (a dialog answer). */
@@ -36,6 +37,8 @@ const PEER_ENTRY = "pi-roost-peer";
 const STATUS_KEY = "roost";
 const CLOCK_TICKS = 100;
 const SOCKET_TIMEOUT_MS = 30_000;
+/** How long a tool call is asked again (with its key) while no daemon answers. */
+const REASK_MS = 60_000;
 
 type Json = Record<string, any>;
 
@@ -166,6 +169,13 @@ class Link {
 		this.socket.destroy();
 		this.shut();
 	}
+}
+
+/** The daemon connection died (or none could be made): a keyed call may be asked again. */
+function isConnectionLoss(err: unknown): boolean {
+	const code = (err as any)?.code;
+	if (["ECONNREFUSED", "ENOENT", "EPIPE", "ECONNRESET"].includes(code)) return true;
+	return /^roost: (connection (lost|closed)|no daemon)/.test(errorText(err));
 }
 
 function errorText(err: unknown): string {
@@ -483,6 +493,9 @@ export default async function roost(pi: ExtensionAPI) {
 		let retry: NodeJS.Timeout | undefined;
 		const injected = new Set<string>();
 		const awaitingEnd = new Set<number>();
+		// Message ids of the agent items this session holds, and second copies to ack.
+		const seenIds = new Set<string>();
+		let copies: number[] = [];
 
 		const eligible = (ctx: ExtensionContext): string | null => {
 			if (!ctx.hasUI) return "this pi has no UI";
@@ -594,6 +607,15 @@ export default async function roost(pi: ExtensionAPI) {
 			const key = `${seq}\u0000${frame.content}`;
 			if (injected.has(key)) return;
 			injected.add(key);
+			if (typeof frame.id === "string" && seenIds.has(frame.id)) {
+				// A second copy of a message this session holds (its sender asked again after
+				// a daemon died): acked, never shown twice. An ack is cumulative, so it waits
+				// while an earlier item is not in the session yet.
+				if ([...awaitingEnd].every((held) => held > seq)) link?.notify("ack", { seq });
+				else copies.push(seq);
+				return;
+			}
+			if (typeof frame.id === "string") seenIds.add(frame.id);
 			awaitingEnd.add(seq);
 			inject({ seq, kind: String(frame.kind ?? "message"), content: String(frame.content ?? ""), from: frame.from, fromName: frame.fromName, relation: frame.relation, trace: frame.trace, hops: frame.hops, id: frame.id, replyTo: frame.replyTo, replyQuote: frame.replyQuote, scope: frame.scope, delivery: frame.delivery });
 		};
@@ -608,6 +630,9 @@ export default async function roost(pi: ExtensionAPI) {
 
 		pi.on("session_start", async (_event, ctx) => {
 			ctxRef = ctx;
+			for (const entry of ctx.sessionManager.getEntries() as Json[]) {
+				if (entry?.customType === MESSAGE_TYPE && typeof entry.details?.id === "string") seenIds.add(entry.details.id);
+			}
 			if (eligible(ctx)) return;
 			let defs: ToolDef[];
 			try {
@@ -623,9 +648,21 @@ export default async function roost(pi: ExtensionAPI) {
 				return;
 			}
 			registerTools(defs, async (def, args, toolCtx) => {
-				await ensurePeer(toolCtx);
-				followName(toolCtx);
-				return link!.call("tool_call", { name: def.name, args });
+				// The call's own key: when the connection dies before the answer, it is asked
+				// again with the same key once a daemon is back, which answers what the first
+				// ask did (done once, never twice).
+				const key = randomUUID();
+				const deadline = Date.now() + REASK_MS;
+				for (let pause = 100; ; pause = Math.min(pause * 2, 2000)) {
+					try {
+						await ensurePeer(toolCtx);
+						followName(toolCtx);
+						return await link!.call("tool_call", { name: def.name, args, key });
+					} catch (err) {
+						if (!isConnectionLoss(err) || Date.now() >= deadline) throw err;
+					}
+					await new Promise((resolve) => setTimeout(resolve, pause));
+				}
 			});
 			ctx.ui.setStatus(STATUS_KEY, peerId ? `✉ roost ${peerId}` : "✉ roost");
 			// A session roost was part of before joins now, so what is held for it (a
@@ -653,8 +690,13 @@ export default async function roost(pi: ExtensionAPI) {
 			const seq = Number(message.details?.seq);
 			if (!awaitingEnd.has(seq)) return undefined;
 			awaitingEnd.delete(seq);
+			// Second copies that waited for this one are acked with it (acks are cumulative).
+			const lowest = Math.min(...awaitingEnd);
+			const covered = copies.filter((copy) => copy < lowest);
+			copies = copies.filter((copy) => copy >= lowest);
+			const ackSeq = Math.max(seq, ...covered);
 			// After this handler pi writes the entry; ack once that has happened, never before.
-			setImmediate(() => link?.notify("ack", { seq }));
+			setImmediate(() => link?.notify("ack", { seq: ackSeq }));
 			return undefined;
 		});
 

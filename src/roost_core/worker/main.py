@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 import time
+import uuid
 from typing import Any
 
 import anyio
@@ -25,6 +26,7 @@ from roost_core.hosts import builtin_hosts
 from roost_core.hosts.base import JobInfo, RunOutcome
 from roost_core.protocol import ProtocolError
 from roost_core.queue import Item
+from roost_core.transcript import message_ids_in
 from roost_core.worker.reply_queue import ReplyQueue
 from roost_core.worker.supervisor import Supervisor
 
@@ -289,12 +291,43 @@ class Worker:
         return [tool["name"] for tool in self.tools]
 
     async def call_tool(self, name: str, args: dict[str, Any]) -> tuple[bool, str]:
-        try:
-            chain = {"broadcastChain": True} if self.run_broadcast_chain else {}
-            result = await self.call("tool_call", name=name, args=args, hops=self.run_hops, **chain)
-        except (DaemonUnavailable, ProtocolError) as exc:
-            return False, f"error: {exc}"
-        return bool(result.get("ok")), str(result.get("text", ""))
+        """Run a roost tool through the daemon. The call carries a key of its own: when
+        the connection dies before the answer, the worker asks again with the same key
+        once it has a daemon again, and is answered with what the first call did (done
+        once, never twice; see ``daemon.ledger``)."""
+        key = uuid.uuid4().hex
+        chain = {"broadcastChain": True} if self.run_broadcast_chain else {}
+        while True:
+            client = self.client
+            try:
+                if client is None:
+                    raise DaemonUnavailable("not connected to the daemon")
+                result = await client.call("tool_call", name=name, args=args, key=key, hops=self.run_hops, **chain)
+            except ProtocolError as exc:
+                return False, f"error: {exc}"
+            except DaemonUnavailable as exc:
+                if not await self.link_after(client):
+                    return False, f"error: {exc}"
+                continue
+            return bool(result.get("ok")), str(result.get("text", ""))
+
+    async def link_after(self, lost: AsyncClient | None) -> bool:
+        """Wait until the daemon link is up on a connection other than ``lost``; False if
+        the worker stops first (it gave up on the daemon, or was told to stop)."""
+        while not self.shutdown.is_set():
+            client = self.client
+            if client is not None and client is not lost and not client.closed.is_set():
+                return True
+            waits = [self.shutdown, lost.closed if client is lost and lost is not None else self.connected]
+            async with anyio.create_task_group() as race:
+
+                async def until(event: anyio.Event) -> None:
+                    await event.wait()
+                    race.cancel_scope.cancel()
+
+                for event in waits:
+                    race.start_soon(until, event)
+        return False
 
     async def dialog(self, question: str) -> Item:
         self.queue.dialog_open = True
@@ -356,7 +389,7 @@ class Worker:
                 if self.host is None:
                     self.host = self.build_host(self.job)
                 in_transcript = await self.host.open(self.job, self)
-                self.queue.start(in_transcript)
+                self.queue.start(in_transcript, message_ids_in(self.job.session))
                 self.ack_wanted.set()
                 await self.run_loop()
             finally:

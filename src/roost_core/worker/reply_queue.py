@@ -7,6 +7,10 @@ while a dialog is open (a user reply answers the dialog). A run takes everything
 waits when it starts; at a tool boundary only what may be steered in goes (follow-up items
 wait for the run to end, and start the next one). The ack watermark is cumulative: the
 largest seq such that every item received up to it is in the transcript.
+
+An agent item whose message id the transcript holds already is a second copy of it (a
+daemon that died after pushing a message, before making it durable, is asked for it again
+by its sender, and numbers it anew): it is dropped and acked like a resend of its seq.
 """
 
 from __future__ import annotations
@@ -20,6 +24,13 @@ class ReplyQueue:
     def __init__(self) -> None:
         self.items: list[Item] = []
         self.in_transcript: set[int] = set()
+        #: Message ids of the agent items in the transcript (and of those this worker
+        #: wrote there), and of the items held or taken: id -> the first copy's seq.
+        self.ids_in_transcript: set[str] = set()
+        self._held_ids: dict[str, int] = {}
+        #: A first copy's seq -> the seqs of second copies that arrived while it was held.
+        self._copies: dict[int, list[int]] = {}
+        self._id_of: dict[int, str] = {}
         self._received: list[int] = []
         self.watermark = 0
         #: Seqs handed to the host and not yet in the transcript: a resend is ignored.
@@ -29,9 +40,14 @@ class ReplyQueue:
         self.dialog_open = False
         self._changed = anyio.Event()
 
-    def start(self, in_transcript: set[int]) -> None:
-        """The session is open: ``in_transcript`` are the seqs its file already holds."""
+    def start(self, in_transcript: set[int], ids: set[str] | frozenset[str] = frozenset()) -> None:
+        """The session is open: ``in_transcript`` are the seqs its file already holds,
+        ``ids`` the message ids of its agent items."""
         self.in_transcript |= in_transcript
+        self.ids_in_transcript |= ids
+        for item in self.items:
+            if item.msg_id is not None and item.msg_id in self.ids_in_transcript:
+                self.in_transcript.add(item.seq)
         self.items = [item for item in self.items if item.seq not in self.in_transcript]
         self.awaiting_start = False
         self._advance()
@@ -43,6 +59,18 @@ class ReplyQueue:
         if item.seq not in self._received:
             self._received.append(item.seq)
             self._received.sort()
+        msg_id = item.msg_id
+        if msg_id is not None:
+            if msg_id in self.ids_in_transcript:
+                self.in_transcript.add(item.seq)  # a second copy of what is written
+            elif msg_id in self._held_ids:
+                # A second copy of one held or taken: done when the first is written.
+                self._copies.setdefault(self._held_ids[msg_id], []).append(item.seq)
+                self._notify()
+                return
+            else:
+                self._held_ids[msg_id] = item.seq
+                self._id_of[item.seq] = msg_id
         if not self.awaiting_start and item.seq in self.in_transcript:
             self._advance()  # a resend of what the transcript holds: dropped, acked
         else:
@@ -98,6 +126,11 @@ class ReplyQueue:
     def mark_done(self, seq: int) -> int:
         """``seq`` is in the transcript. Returns the new ack watermark."""
         self.in_transcript.add(seq)
+        self.in_transcript.update(self._copies.pop(seq, ()))
+        msg_id = self._id_of.pop(seq, None)
+        if msg_id is not None:
+            self._held_ids.pop(msg_id, None)
+            self.ids_in_transcript.add(msg_id)
         self._advance()
         return self.watermark
 

@@ -1,0 +1,188 @@
+"""The first answer to each keyed request: what makes a request safe to ask again.
+
+A client whose connection dies between a request and its answer cannot know whether the
+request took effect: resending may do it twice, not resending may lose it. So every
+request that changes something (``send``, ``reply``, ``spawn``, ``start``, ``tool_call``)
+may carry a ``key`` the client chose (a random string, new per request). After
+reconnecting, the client asks again with the same key, and the ledger answers with what
+the first request with that key was answered (or will be, if it still waits for its
+commit) instead of doing it again.
+
+Answers are kept per caller (the session a connection speaks as; ``user`` for the CLI),
+the newest :data:`KEEP_PER_CALLER` of each for :data:`KEEP_SECONDS`, and written to the
+journal as ``answer`` records, so a question asked again after a daemon restart still
+gets the first answer. A refused request is not kept: it changed nothing, so asking again
+does it anew. No I/O here: the daemon hands in a ``write`` for the records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from roost_core.daemon.delivery import Pending
+from roost_core.store import Commit
+
+#: Answers kept per caller: a client asks again only for the few requests it had in
+#: flight when its connection died.
+KEEP_PER_CALLER = 256
+#: How long an answer is kept: a client asks again once it has reconnected, seconds after
+#: a daemon restart, or minutes at worst (a worker gives up on a daemon after 5 minutes).
+KEEP_SECONDS = 3600.0
+#: The longest key a client may choose.
+KEY_CHARS = 100
+
+
+def message_id_for(caller: str, key: str) -> str:
+    """The message id of a send keyed ``key`` by ``caller``: ``m`` + 8 hex, the same for
+    every ask of that send, so that a receiver that already holds the message (a daemon
+    that died before it made the message durable, but after it pushed it) can tell the
+    second copy by its id and drop it."""
+    return "m" + hashlib.sha256(f"{caller}\0{key}".encode()).hexdigest()[:8]
+
+
+class Once:
+    """``fn()`` called once; every call after answers the same result or raises the same
+    error (a repeated request gets the first request's outcome, never a second run)."""
+
+    __slots__ = ("fn", "called", "result", "error")
+
+    def __init__(self, fn: Callable[[], dict[str, Any]]) -> None:
+        self.fn = fn
+        self.called = False
+        self.result: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+
+    def __call__(self) -> dict[str, Any]:
+        if not self.called:
+            self.called = True
+            try:
+                self.result = self.fn()
+            except BaseException as exc:
+                self.error = exc
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+class AnswerLedger:
+    """The first answers of keyed requests (see the module docstring). ``write(record)``
+    hands an ``answer`` record to the journal; ``clock`` is wall-clock time, so that an
+    answer's age counts across daemon restarts."""
+
+    def __init__(self, write: Callable[[dict[str, Any]], None], clock: Callable[[], float] = time.time) -> None:
+        self.write = write
+        self.clock = clock
+        #: caller -> {(op, key): (when, answer)}, oldest first.
+        self.kept: dict[str, collections.OrderedDict[tuple[str, str], tuple[float, dict[str, Any]]]] = {}
+        #: (caller, op, key) -> the first request's outcome while it is not over yet.
+        self.waiting: dict[tuple[str, str, str], Once | asyncio.Future[dict[str, Any]]] = {}
+        #: The commit each pending first ask (a :class:`Once` in ``waiting``) waits for.
+        self.commits: dict[tuple[str, str, str], Commit] = {}
+
+    def answer_of(self, caller: str, op: str, key: str) -> dict[str, Any] | None:
+        """The kept answer of the request ``key`` of ``caller``, if any."""
+        kept = self.kept.get(caller)
+        found = kept.get((op, key)) if kept is not None else None
+        if found is None or self.clock() - found[0] > KEEP_SECONDS:
+            return None
+        return found[1]
+
+    def accept(self, caller: str, op: str, key: str, do: Callable[[], dict[str, Any] | Pending]) -> dict[str, Any] | Pending:
+        """An op done with no wait (``do``; it may return a :class:`Pending` answer), unless
+        ``key`` was asked before: then the first answer, or the first request's pending one."""
+        answer = self.answer_of(caller, op, key)
+        if answer is not None:
+            return answer
+        slot = (caller, op, key)
+        first = self.waiting.get(slot)
+        if isinstance(first, Once):
+            # The first ask still waits for its commit (its connection may be gone): this
+            # one is answered with it, in the same commit's callbacks.
+            return Pending(self.commits[slot], first)
+        result = do()
+        if not isinstance(result, Pending):
+            self.keep(caller, op, key, result)
+            return result
+        once = Once(result.finish)
+        self.waiting[slot] = once
+        self.commits[slot] = result.commit
+        # Added before the answer's own callback (the caller adds that after this returns),
+        # so the outcome is kept before any answer with it leaves.
+        result.commit.when_done(lambda _commit: self._settled(slot, once))
+        return Pending(result.commit, once)
+
+    def _settled(self, slot: tuple[str, str, str], once: Once) -> None:
+        self.waiting.pop(slot, None)
+        self.commits.pop(slot, None)
+        try:
+            answer = once()
+        except BaseException:  # noqa: BLE001 - a refusal is not kept; its ask answers it
+            return
+        self.keep(*slot, answer)
+
+    async def run(self, caller: str, op: str, key: str, do: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        """An op that awaits its result (``do``), unless ``key`` was asked before: then the
+        first answer, waiting for it if the first ask is not over."""
+        answer = self.answer_of(caller, op, key)
+        if answer is not None:
+            return answer
+        slot = (caller, op, key)
+        first = self.waiting.get(slot)
+        if isinstance(first, asyncio.Future):
+            return await asyncio.shield(first)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.waiting[slot] = future
+        try:
+            answer = await do()
+        except BaseException as exc:
+            if not future.done():
+                future.set_exception(exc)
+                future.exception()  # retrieved: nobody may be waiting for it
+            raise
+        finally:
+            self.waiting.pop(slot, None)
+        self.keep(caller, op, key, answer)
+        future.set_result(answer)
+        return answer
+
+    def keep(self, caller: str, op: str, key: str, answer: dict[str, Any], *, when: float | None = None, write: bool = True) -> None:
+        """Keep ``answer`` as the first answer of ``key`` (and write its record)."""
+        when = self.clock() if when is None else when
+        kept = self.kept.setdefault(caller, collections.OrderedDict())
+        kept[(op, key)] = (when, answer)
+        while len(kept) > KEEP_PER_CALLER:
+            kept.popitem(last=False)
+        if write:
+            self.write(answer_record(caller, op, key, when, answer))
+
+    def restore(self, record: dict[str, Any]) -> None:
+        """Keep an ``answer`` record read back from the journal (``ValueError`` for one
+        roost did not write)."""
+        caller, op, key, when, answer = (record.get(name) for name in ("who", "req", "key", "at", "answer"))
+        if not (isinstance(caller, str) and isinstance(op, str) and isinstance(key, str)):
+            raise ValueError("an answer record names its caller, op and key")
+        if not isinstance(when, (int, float)) or isinstance(when, bool) or not isinstance(answer, dict):
+            raise ValueError("an answer record holds its time and answer")
+        if self.clock() - when <= KEEP_SECONDS:
+            self.keep(caller, op, key, answer, when=float(when), write=False)
+
+    def records(self) -> list[dict[str, Any]]:
+        """The ``answer`` records of every answer still kept (the journal's snapshot)."""
+        now = self.clock()
+        return [
+            answer_record(caller, op, key, when, answer)
+            for caller, kept in self.kept.items()
+            for (op, key), (when, answer) in kept.items()
+            if now - when <= KEEP_SECONDS
+        ]
+
+
+def answer_record(caller: str, op: str, key: str, when: float, answer: dict[str, Any]) -> dict[str, Any]:
+    """The journal record of a kept answer."""
+    return {"op": "answer", "who": caller, "req": op, "key": key, "at": when, "answer": answer}
