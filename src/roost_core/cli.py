@@ -159,6 +159,8 @@ def cmd_start(args: argparse.Namespace) -> int:
     with client() as conn:
         result = conn.call("start", **request)
     emit(args, result, format_started(result))
+    for warning in result.get("warnings", ()):
+        print(f"roost: warning: {warning}", file=sys.stderr)
     return 0
 
 

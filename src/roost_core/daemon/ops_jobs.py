@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from roost_core import identity, locks, policy
-from roost_core.config import load_project_config
+from roost_core.config import read_project_config
 from roost_core.daemon.budgets import tree_of
 from roost_core.daemon.base import (
     STOP_GRACE_SECONDS,
@@ -82,7 +82,9 @@ class JobOps(DaemonBase):
         cwd = args.get("cwd") or str(self.paths.home)
         if not os.path.isabs(cwd) or not Path(cwd).is_dir():
             raise ProtocolError(BAD_ARGS, f"start: cwd {cwd!r} is not an existing absolute directory")
-        project = load_project_config(cwd)
+        project, warning = read_project_config(cwd)
+        if warning:
+            log.warning("start in %s: %s", cwd, warning)
         host = args.get("host") or self.default_host(project)
         if host not in self.hosts:
             raise ProtocolError(BAD_ARGS, f"start: unknown host {host!r} (known: {', '.join(sorted(self.hosts))})")
@@ -116,7 +118,11 @@ class JobOps(DaemonBase):
         with self.slot_released_on_error(job):
             self.add_job(job)
             await self.enqueue_task(job, task, trace=args.get("trace") or f"t-{job.id}-1")
-        return {"id": job.id, "name": job.name, "host": job.host}
+        result = {"id": job.id, "name": job.name, "host": job.host}
+        if warning:
+            # The CLI prints them on stderr: a broken project config must not pass unseen.
+            result["warnings"] = [warning]
+        return result
 
     def default_host(self, project: dict[str, Any]) -> str:
         """The host of a ``start`` that names none: the project's ``defaultHost``, else the
