@@ -40,6 +40,7 @@ from roost_core.hosts import builtin_hosts
 from roost_core.paths import Paths
 from roost_core.protocol import (
     BAD_ARGS,
+    NO_HOST,
     NOT_FOUND,
     UNAUTHORIZED,
     ProtocolError,
@@ -670,6 +671,17 @@ class DaemonBase:
         if ref in self.jobs:
             return self.jobs[ref]
         return routing.resolve_ref(ref, self.jobs.values(), id_of=lambda job: job.id, name_of=lambda job: job.name)
+
+    def check_host(self, host: str, op: str) -> None:
+        """Refuse a new job on ``host`` when no such host is registered (``bad_args``) or
+        it cannot run here (``no_host``: its ``unavailable`` says why, e.g. no pi
+        installed), before any job is made."""
+        spec = self.hosts.get(host)
+        if spec is None:
+            raise ProtocolError(BAD_ARGS, f"{op}: unknown host {host!r} (known: {', '.join(sorted(self.hosts))})")
+        why = spec.unavailable() if spec.unavailable is not None else None
+        if why:
+            raise ProtocolError(NO_HOST, f"{op}: host {host!r} cannot run here: {why}")
 
     def host_takes_messages(self, job: Job) -> bool:
         spec = self.hosts.get(job.host)

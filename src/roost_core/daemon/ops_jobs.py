@@ -86,8 +86,7 @@ class JobOps(DaemonBase):
         if warning:
             log.warning("start in %s: %s", cwd, warning)
         host = args.get("host") or self.default_host(project)
-        if host not in self.hosts:
-            raise ProtocolError(BAD_ARGS, f"start: unknown host {host!r} (known: {', '.join(sorted(self.hosts))})")
+        self.check_host(host, "start")
         check_scenario(host, args.get("scenario"), cwd)
         session = args.get("session")
         if session is not None:
