@@ -111,6 +111,9 @@ class DaemonBase:
         #: Warm slots told to end, until their worker is gone: slot -> kill deadline.
         self._ending_slots: dict[WarmSlot, float] = {}
         self.stopping = anyio.Event()
+        #: ``daemon_stop`` with ``jobs`` is ending every worker: none is started again
+        #: (what waits is in the journal; the next daemon starts it).
+        self.ending_all = False
         self._kill_at: dict[str, float] = {}
         self.tg: anyio.abc.TaskGroup | None = None
         self.receipts = Receipts(paths.state_dir / "dead.jsonl", durable=durable, later=call_soon)
@@ -421,7 +424,10 @@ class DaemonBase:
 
     def try_start_worker(self, job: Job) -> bool:
         """:meth:`start_worker`, or, when no process can be made now (no fds, no
-        processes), a log line and another try from the monitor; its items wait."""
+        processes), a log line and another try from the monitor; its items wait. None
+        while the daemon is ending every worker to stop."""
+        if self.ending_all:
+            return False
         try:
             self.start_worker(job)
         except OSError as exc:
@@ -629,6 +635,8 @@ class DaemonBase:
         ending, starting = self.pool.plan(now)
         for slot in ending:
             self.end_slot(slot)
+        if self.ending_all:
+            return
         for key in starting:
             self.start_slot(key)
 
