@@ -14,10 +14,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from roost_core import view
+from roost_core import __version__, view
 from roost_core import mcp as mcp_cli
 from roost_core.claude import cli as claude_cli
 from roost_core.cli_support import (
+    EXIT_INTERRUPTED,
     SETTLED,
     TIMEOUT,
     CommandError,
@@ -29,6 +30,7 @@ from roost_core.cli_support import (
     format_reply,
     format_started,
     guarded,
+    host_names,
     keyed_call,
     local_manager,
     plugin_notes,
@@ -38,74 +40,124 @@ from roost_core.cli_support import (
 from roost_core.pi import cli as pi_cli
 
 
+#: What ``roost --help`` ends with: the exit statuses every command keeps.
+EXIT_STATUSES = """exit status:
+  0    ok
+  1    error: one line on stderr, roost: CODE: message
+  2    usage error
+  124  timeout (roost wait, roost daemon stop)
+  130  interrupted (Ctrl-C)"""
+
+JSON_HELP = "print the result as JSON"
+ID_HELP = "the job: its id, or its exact name"
+
+
+class LazyText:
+    """Text made when it is printed: ``--host``'s help lists the registered hosts, which
+    means loading the plugins, and only ``--help`` should pay for that."""
+
+    def __init__(self, make: Any) -> None:
+        self.make = make
+
+    def __str__(self) -> str:
+        return self.make()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="roost", description="Background agent sessions that talk to each other.")
+    parser = Parser(
+        prog="roost",
+        description="Background agent sessions that talk to each other.",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"roost {__version__}", help="print roost's version and exit")
     parser.add_argument("--disable-plugin", action="append", default=[], metavar="NAME", help="block a plugin by name (repeatable)")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     daemon = sub.add_parser("daemon", help="run the daemon in the foreground, or control it")
     daemon.add_argument("action", nargs="?", choices=["run", "status", "stop", "socket"], default="run",
-                        help="socket: print the socket path, starting the daemon if needed")
-    daemon.add_argument("--json", action="store_true")
+                        help="run (default): in the foreground; status; stop; socket: print the socket path, starting the daemon if needed")
+    daemon.add_argument("--jobs", action="store_true",
+                        help="stop: also end every job's worker and what it started (running jobs are stopped, settled ones "
+                        "keep their state and wake under the next daemon). Without it the workers keep running and wait "
+                        "up to 5 minutes for a new daemon")
+    daemon.add_argument("--json", action="store_true", help=JSON_HELP)
 
     start = sub.add_parser("start", help="start a background session (job)")
     start.add_argument("task")
-    start.add_argument("--name")
-    start.add_argument("--cwd")
-    start.add_argument("--host", help="scripted, shell or pi (default: defaultHost from the config, else pi when it is installed)")
+    start.add_argument("--name", help="the job's name (default: from the task); refused if another job has it")
+    start.add_argument("--cwd", metavar="DIR", help="the folder the job works in (default: this one)")
+    host = start.add_argument(
+        "--host",
+        help="the agent that runs the job: %(hosts)s (default: defaultHost from the project or user config, else pi when it is installed)",
+    )
+    host.hosts = LazyText(lambda: ", ".join(host_names()))
     start.add_argument("--scenario", help="scripted host: a scenario file, TOML text or a bundled name (demo-review, demo-team)")
-    start.add_argument("--model")
-    start.add_argument("--thinking")
-    start.add_argument("--json", action="store_true")
+    start.add_argument("--model", help="the model the agent uses (pi, claude; default: the project's defaultModel, else the agent's own)")
+    start.add_argument("--thinking", metavar="LEVEL", help="the agent's thinking level (pi; claude: its effort; default: the project's defaultThinking)")
+    start.add_argument("--json", action="store_true", help=JSON_HELP)
 
     jobs = sub.add_parser("jobs", help="list jobs")
-    jobs.add_argument("--json", action="store_true")
+    jobs.add_argument("--json", action="store_true", help=JSON_HELP)
 
     agents = sub.add_parser("agents", help="show the agent tree")
-    agents.add_argument("--group", choices=["dir", "state"], default="dir")
-    agents.add_argument("--json", action="store_true")
+    agents.add_argument("--group", choices=["dir", "state"], default="dir", help="group by working folder (default) or by state")
+    agents.add_argument("--json", action="store_true", help=JSON_HELP)
 
     reply = sub.add_parser("reply", help="send a job a user reply")
-    reply.add_argument("id")
+    reply.add_argument("id", help=ID_HELP)
     reply.add_argument("text")
-    reply.add_argument("--json", action="store_true")
+    reply.add_argument("--json", action="store_true", help=JSON_HELP)
 
     for name, text in (("stop", "stop a job (it is not woken by messages)"), ("rm", "remove a job")):
         cmd = sub.add_parser(name, help=text)
-        cmd.add_argument("id")
-        cmd.add_argument("--json", action="store_true")
+        cmd.add_argument("id", help=ID_HELP)
+        cmd.add_argument("--json", action="store_true", help=JSON_HELP)
 
     log = sub.add_parser("log", help="show a job's transcript")
-    log.add_argument("id")
+    log.add_argument("id", help=ID_HELP)
     log.add_argument("--json", action="store_true", help="entries (with trace and hops) and the job's sent-item receipts")
     log.add_argument("--follow", "-f", action="store_true", help="keep printing entries as the transcript grows")
 
     dead = sub.add_parser("dead", help="agent items that can never be delivered, with the reason")
-    dead.add_argument("--json", action="store_true")
+    dead.add_argument("--json", action="store_true", help=JSON_HELP)
 
     wait = sub.add_parser("wait", help="wait until a job settles (not running)")
-    wait.add_argument("id")
+    wait.add_argument("id", help=ID_HELP)
     wait.add_argument("--state", action="append", help="wait for this state (repeatable): running, idle, needs_input, done, failed or stopped")
-    wait.add_argument("--timeout", type=float, default=60.0)
-    wait.add_argument("--json", action="store_true")
+    wait.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="give up after this long (default 60): roost: timeout, exit 124")
+    wait.add_argument("--json", action="store_true", help=JSON_HELP)
 
     plugins = sub.add_parser("plugins", help="list plugins")
-    plugins.add_argument("--json", action="store_true")
+    plugins.add_argument("--json", action="store_true", help=JSON_HELP)
 
     sub.add_parser("demo", help="play a small scenario end to end on a fresh temp home")
     view.add_parser(sub)
     pi_cli.add_parser(sub)
     claude_cli.add_parser(sub)
     mcp_cli.add_parser(sub)
+
+    from roost_core.completion import SHELLS
+
+    completion = sub.add_parser("completion", help="print a shell completion script: eval \"$(roost completion bash)\"")
+    completion.add_argument("shell", choices=SHELLS, help="the shell to complete in")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.disable_plugin:
-        os.environ["ROOST_DISABLE_PLUGINS"] = ",".join([*disabled_plugins(), *args.disable_plugin])
-    handler = COMMANDS[args.command]
-    return guarded(lambda: handler(args))
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command == "daemon" and args.jobs and args.action != "stop":
+            parser.error("--jobs goes with `roost daemon stop`")
+        if args.disable_plugin:
+            os.environ["ROOST_DISABLE_PLUGINS"] = ",".join([*disabled_plugins(), *args.disable_plugin])
+        handler = COMMANDS[args.command]
+        return guarded(lambda: handler(args))
+    except KeyboardInterrupt:
+        # Ctrl-C outside a command's own run (guarded handles it there): the same line.
+        print("roost: interrupted", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
 
 
 def emit(args: argparse.Namespace, data: Any, text: str) -> None:
@@ -127,13 +179,21 @@ def cmd_daemon(args: argparse.Namespace) -> int:
 
         return run_daemon(paths, disabled=disabled_plugins())
     try:
-        with Client(paths.socket, timeout=10) as conn:
+        # With --jobs the daemon answers once the workers are gone (each gets a grace).
+        with Client(paths.socket, timeout=30 if args.jobs else 10) as conn:
             if args.action == "status":
                 status = conn.call("daemon_status")
                 emit(args, {"running": True, **status}, f"running: pid {status['pid']}, {status['jobs']} jobs, {status['live_workers']} live workers, socket {status['socket']}")
                 return 0
-            conn.call("daemon_stop")
+            answer = conn.call("daemon_stop", jobs=True) if args.jobs else conn.call("daemon_stop")
+            ended = {key: answer[key] for key in ("stoppedJobs", "reapedJobs", "liveWorkers") if key in answer}
     except DaemonUnavailable:
+        if args.action == "stop" and args.jobs:
+            # No daemon: the workers a stopped (or dead) daemon left wait for the next
+            # one; the user asked for them to end, so end them here.
+            killed = end_orphan_workers(paths)
+            emit(args, {"running": False, "endedWorkers": killed}, f"not running; ended {len(killed)} worker(s) left waiting for a daemon")
+            return 0
         emit(args, {"running": False}, "not running")
         return 1 if args.action == "status" else 0
     deadline = time.monotonic() + 10
@@ -141,10 +201,59 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         try:
             Client(paths.socket, timeout=1).close()
         except DaemonUnavailable:
-            emit(args, {"stopped": True}, "stopped")
+            emit(args, {"stopped": True, **ended}, "stopped" + describe_ended(ended))
             return 0
         time.sleep(0.05)
     raise CommandError(TIMEOUT, "the daemon did not stop within 10s")
+
+
+def describe_ended(ended: dict[str, Any]) -> str:
+    """What ``daemon stop --jobs`` ended, for its line (nothing without ``--jobs``)."""
+    if not ended:
+        return ""
+    text = f"; ended the workers of {len(ended['stoppedJobs']) + len(ended['reapedJobs'])} job(s)"
+    if ended["stoppedJobs"]:
+        text += f" (stopped, they were running: {', '.join(ended['stoppedJobs'])})"
+    if ended["liveWorkers"]:
+        text += f"; still alive: {', '.join(ended['liveWorkers'])}"
+    return text
+
+
+def end_orphan_workers(paths: Any) -> list[int]:
+    """End the workers the job records name that still run with no daemon (each waits up
+    to ``ROOST_WORKER_ORPHAN_SECONDS`` for one): SIGTERM to its process group (the
+    worker ends what it started), SIGKILL after a grace, then whatever carries its mark.
+    Returns the pids ended. The next daemon sees them gone, as after a crash."""
+    import signal
+
+    from roost_core.locks import is_alive
+    from roost_core.worker import proctree
+
+    workers = []
+    for record in sorted(paths.jobs_dir.glob("*.json")):
+        try:
+            data = json.loads(record.read_text())
+        except (OSError, ValueError):
+            continue
+        pid, created = data.get("worker_pid"), data.get("worker_create_time")
+        if isinstance(pid, int) and is_alive(pid, created):
+            workers.append((pid, created, data.get("worker_mark")))
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        for pid, created, _ in workers:
+            if is_alive(pid, created):
+                for kill in (os.killpg, os.kill):
+                    try:
+                        kill(pid, signum)
+                        break
+                    except (ProcessLookupError, PermissionError):
+                        continue
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and any(is_alive(pid, created) for pid, created, _ in workers):
+            time.sleep(0.05)
+    for _, _, mark in workers:
+        if mark:
+            proctree.kill_marked(mark)
+    return [pid for pid, _, _ in workers]
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -159,6 +268,8 @@ def cmd_start(args: argparse.Namespace) -> int:
         request["scenario"] = load_scenario(args.scenario)
     result = keyed_call("start", **request)
     emit(args, result, format_started(result))
+    for warning in result.get("warnings", ()):
+        print(f"roost: warning: {warning}", file=sys.stderr)
     return 0
 
 
@@ -294,6 +405,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo()
 
 
+def cmd_completion(args: argparse.Namespace) -> int:
+    """Print the completion script for ``args.shell``, made from this parser."""
+    from roost_core.completion import script
+    from roost_core.records import JOB_STATES
+
+    print(script(args.shell, build_parser(), {"host": host_names(), "state": JOB_STATES}), end="")
+    return 0
+
+
 COMMANDS = {
     "daemon": cmd_daemon,
     "start": cmd_start,
@@ -311,6 +431,7 @@ COMMANDS = {
     "claude": claude_cli.run,
     "mcp": mcp_cli.run,
     "demo": cmd_demo,
+    "completion": cmd_completion,
 }
 
 

@@ -1,7 +1,8 @@
 """What the ``roost`` commands share. :mod:`~roost_core.cli`, :mod:`~roost_core.demo` and
 :mod:`~roost_core.view` sit side by side above this module and never import each other.
 
-- the error boundary: every failure is one line, ``roost: CODE: message`` (:func:`guarded`);
+- the error boundary: every failure is one line, ``roost: CODE: message`` (:func:`guarded`),
+  and the exit statuses (:data:`EXIT_ERROR`...);
 - the daemon connection (:func:`client`) and the plugin manager the CLI renders with
   (:func:`local_manager`);
 - job references: :func:`find_job` resolves an id or name by the daemon's own rule
@@ -28,6 +29,18 @@ SETTLED = ("idle", "needs_input", "done", "failed", "stopped")
 #: States after which a job has nothing left to do until someone replies.
 FINISHED = ("done", "failed", "stopped")
 
+# Exit statuses of every ``roost`` command (README, docs/protocol.md "Exit statuses").
+#: The command did what it was asked.
+EXIT_OK = 0
+#: An error: ``roost: CODE: message`` on stderr.
+EXIT_ERROR = 1
+#: A usage error (argparse's): the usage, then ``roost: bad_args: message``.
+EXIT_USAGE = 2
+#: A wait ran out of time (``roost: timeout: ...``), as timeout(1) exits.
+EXIT_TIMEOUT = 124
+#: Interrupted (Ctrl-C, SIGINT): 128 + 2, as a shell reports it.
+EXIT_INTERRUPTED = 130
+
 # Codes of errors the CLI finds itself (the daemon's are in docs/protocol.md).
 #: A wait ran out of time.
 TIMEOUT = "timeout"
@@ -35,12 +48,15 @@ TIMEOUT = "timeout"
 UNAVAILABLE = "unavailable"
 #: The user config cannot be read.
 BAD_CONFIG = "bad_config"
+#: ``ROOST_HOME`` (or a folder roost keeps its files in) is a file or cannot be made.
+BAD_HOME = "bad_home"
 #: A third-party plugin failed to load and ``ROOST_STRICT_PLUGINS=1``.
 PLUGIN_ERROR = "plugin_error"
 
 
 class CommandError(Exception):
-    """A failure a command reports as ``roost: CODE: message`` (exit status 1)."""
+    """A failure a command reports as ``roost: CODE: message`` (exit status 1, or 124
+    for ``timeout``)."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")
@@ -63,26 +79,34 @@ class Parser(argparse.ArgumentParser):
 
 def guarded(run: Callable[[], int]) -> int:
     """Run a command; any failure it meets is printed as ``roost: CODE: message`` on
-    stderr and gives exit status 1. The one error boundary of every ``roost`` command."""
+    stderr and gives exit status 1 (124 for a ``timeout``); Ctrl-C gives
+    ``roost: interrupted`` and 130, never a traceback. The one error boundary of every
+    ``roost`` command."""
     try:
         return run()
+    except KeyboardInterrupt:
+        print("roost: interrupted", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
     except Exception as exc:
         # The classes are imported only now: a command that succeeds never pays for them.
         code_message = classify(exc)
         if code_message is None:
             raise
         print(error_line(*code_message), file=sys.stderr, flush=True)
-        return 1
+        return EXIT_TIMEOUT if code_message[0] == TIMEOUT else EXIT_ERROR
 
 
 def classify(exc: BaseException) -> tuple[str, str] | None:
     """The code and message of a failure a command reports, or None for a bug."""
     from roost_core.config import ConfigError
+    from roost_core.paths import HomeError
     from roost_core.plugins import PluginError
     from roost_core.protocol import BAD_ARGS, ProtocolError
 
     if isinstance(exc, (CommandError, ProtocolError)):
         return exc.code, exc.message
+    if isinstance(exc, HomeError):
+        return BAD_HOME, str(exc)
     if isinstance(exc, ConnectionError):
         return UNAVAILABLE, f"no daemon answers: {exc}"
     if isinstance(exc, ConfigError):
@@ -122,6 +146,21 @@ def keyed_call(op: str, **args: Any) -> dict[str, Any]:
         except ConnectionError:  # no daemon, or it died before answering (reset)
             if time.monotonic() >= deadline:
                 raise
+
+
+def host_names() -> list[str]:
+    """The hosts a job can name here: the built-in ones, then those the installed plugins
+    register (as the daemon builds its set; a config or plugin that cannot be read adds
+    none here: the command that needs it reports why)."""
+    from roost_core.hosts import builtin_hosts
+
+    names = [spec.name for spec in builtin_hosts()]
+    try:
+        pm = local_manager()
+        contributed = [spec.name for specs in pm.hook.roost_register_hosts() for spec in specs or ()]
+    except Exception:  # noqa: BLE001 - help text must print whatever is broken
+        contributed = []
+    return names + sorted(set(contributed) - set(names))
 
 
 def disabled_plugins() -> tuple[str, ...]:

@@ -112,7 +112,7 @@ def start_daemon(paths: Paths, *, extra_env: dict[str, str] | None = None) -> su
     env = dict(os.environ)
     env.update(extra_env or {})
     with os.fdopen(os.open(paths.daemon_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log_file:
-        return subprocess.Popen(
+        process = subprocess.Popen(
             daemon_command(),
             stdin=subprocess.DEVNULL,
             stdout=log_file,
@@ -121,9 +121,15 @@ def start_daemon(paths: Paths, *, extra_env: dict[str, str] | None = None) -> su
             start_new_session=True,
             close_fds=True,
         )
+        # Where this daemon's lines start, to read back why it could not start.
+        process.log_offset = log_file.tell()  # type: ignore[attr-defined]
+        return process
 
 
 def wait_for_daemon(paths: Paths, timeout: float = STARTUP_TIMEOUT, process: subprocess.Popen | None = None) -> None:
+    """Wait until a daemon answers on the socket. When ``process`` (the daemon this client
+    started) exits because the user config cannot be read, raise that
+    :class:`~roost_core.config.ConfigError` at once instead of waiting out ``timeout``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -131,20 +137,48 @@ def wait_for_daemon(paths: Paths, timeout: float = STARTUP_TIMEOUT, process: sub
             return
         except DaemonUnavailable:
             if process is not None and process.poll() is not None:
+                check_start_failure(paths, process)
                 # It lost the race to another daemon, which may still be coming up.
                 process = None
             time.sleep(0.02)
     raise DaemonUnavailable(f"the daemon did not start within {timeout:.0f}s (see {paths.daemon_log})")
 
 
+def check_start_failure(paths: Paths, process: subprocess.Popen) -> None:
+    """Raise the config error a daemon this client started exited with, if it did: the
+    line it wrote to daemon.log (the log is shared: the last such line after where this
+    daemon started)."""
+    from roost_core.config import BAD_CONFIG_LINE, EXIT_BAD_CONFIG, ConfigError
+
+    if process.returncode != EXIT_BAD_CONFIG:
+        return
+    message = f"the daemon could not read its config (see {paths.daemon_log})"
+    try:
+        with open(paths.daemon_log, "rb") as log_file:
+            log_file.seek(getattr(process, "log_offset", 0))
+            lines = log_file.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        lines = []
+    for line in reversed(lines):
+        if line.startswith(BAD_CONFIG_LINE):
+            message = line[len(BAD_CONFIG_LINE) :]
+            break
+    raise ConfigError(message)
+
+
 def connect(paths: Paths | None = None, *, autostart: bool = True) -> Client:
-    """A client to this user's daemon, starting the daemon when none answers."""
+    """A client to this user's daemon, starting the daemon when none answers. The user
+    config is read first, as the daemon will read it: one it cannot read is a
+    :class:`~roost_core.config.ConfigError` now, not a daemon that never answers."""
     paths = paths or resolve_paths()
     try:
         return Client(paths.socket)
     except DaemonUnavailable:
         if not autostart:
             raise
+    from roost_core.config import load_user_config
+
+    load_user_config(paths.config_file)
     process = start_daemon(paths)
     wait_for_daemon(paths, process=process)
     return Client(paths.socket)

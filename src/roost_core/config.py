@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,12 @@ SECONDS_KEYS = frozenset({"reapAfterSeconds", "hibernateAfterSeconds"})
 MAX_PI_POOL_SIZE = 8
 #: Keys a project config may set; everything else in it is ignored.
 PROJECT_KEYS = frozenset({"defaultHost", "defaultModel", "defaultThinking"})
+
+#: The daemon's exit status when the user config cannot be read (sysexits' EX_CONFIG):
+#: the client that started it stops waiting and reports ``bad_config`` (client.py).
+EXIT_BAD_CONFIG = 78
+#: What starts the line the daemon writes (to daemon.log) before it exits so.
+BAD_CONFIG_LINE = "roost: bad_config: "
 
 
 class ConfigError(ValueError):
@@ -133,15 +140,25 @@ class Config:
 
 
 def read_mapping(path: Path) -> dict[str, Any]:
-    """Read a JSON (or, for ``.toml``, TOML) config file; a missing file is empty."""
+    """Read a JSON (or, for ``.toml``, TOML) config file; a missing file is empty. A file
+    that cannot be parsed is a :class:`ConfigError` naming the file, line and column."""
     try:
         text = path.read_bytes()
     except FileNotFoundError:
         return {}
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from exc
     try:
         if path.suffix == ".toml":
             return tomllib.loads(text.decode("utf-8"))
         data = json.loads(text or b"{}")
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: line {exc.lineno}, column {exc.colno}: {exc.msg}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib puts the place at the end of its message: "... (at line 3, column 5)".
+        match = re.fullmatch(r"(.*) \(at line (\d+), column (\d+)\)", str(exc), re.S)
+        where = f"line {match[2]}, column {match[3]}: {match[1]}" if match else str(exc)
+        raise ConfigError(f"{path}: {where}") from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     if not isinstance(data, dict):
@@ -149,20 +166,50 @@ def read_mapping(path: Path) -> dict[str, Any]:
     return data
 
 
+def key_line(path: Path, key: str) -> int | None:
+    """The first line of ``path`` that sets ``key`` (``"key":`` in JSON, ``key =`` in
+    TOML), to point a user at the value a :class:`ConfigError` is about; None if none."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    pattern = re.compile(rf"^\s*{re.escape(key)}\s*=" if path.suffix == ".toml" else rf'"{re.escape(key)}"\s*:')
+    return next((number for number, line in enumerate(lines, 1) if pattern.search(line)), None)
+
+
 def load_user_config(config_file: Path) -> Config:
-    """The user config from ``config_file``, or ``roost.toml`` beside it."""
+    """The user config from ``config_file``, or ``roost.toml`` beside it. Any error names
+    the file it is in, and the line of the key it is about when there is one."""
+    path = config_file
     data = read_mapping(config_file)
     if not data and config_file.suffix == ".json":
-        data = read_mapping(config_file.with_suffix(".toml"))
-    return Config.from_mapping(data)
+        path = config_file.with_suffix(".toml")
+        data = read_mapping(path)
+    try:
+        return Config.from_mapping(data)
+    except ConfigError as exc:
+        # Each message of from_mapping starts with the key it is about ("agentMaxDepth
+        # must be ...", "plugins.disable must be ...").
+        key = str(exc).split(" ", 1)[0].rsplit(".", 1)[-1]
+        line = key_line(path, key)
+        raise ConfigError(f"{path}: {f'line {line}: ' if line else ''}{exc}") from exc
 
 
 def load_project_config(cwd: str | Path | None) -> dict[str, Any]:
-    """The allowed keys of ``<cwd>/.pi/roost.json``; reach and limit keys are dropped."""
+    """The allowed keys of ``<cwd>/.pi/roost.json``; reach and limit keys are dropped (a
+    file that cannot be read counts as empty: :func:`read_project_config` says why)."""
+    return read_project_config(cwd)[0]
+
+
+def read_project_config(cwd: str | Path | None) -> tuple[dict[str, Any], str | None]:
+    """The allowed keys of ``<cwd>/.pi/roost.json``, and a warning when the file is there
+    but cannot be read (it is then ignored: a job must not fail for a project's broken
+    defaults, but its user must learn that they are not used)."""
     if not cwd:
-        return {}
+        return {}, None
+    path = Path(cwd) / ".pi" / "roost.json"
     try:
-        data = read_mapping(Path(cwd) / ".pi" / "roost.json")
-    except ConfigError:
-        return {}
-    return {key: value for key, value in data.items() if key in PROJECT_KEYS and isinstance(value, str)}
+        data = read_mapping(path)
+    except ConfigError as exc:
+        return {}, f"the project config is ignored: {exc}"
+    return {key: value for key, value in data.items() if key in PROJECT_KEYS and isinstance(value, str)}, None

@@ -14,7 +14,8 @@ are not roost's default set, the demo says which and how to block them, first. T
 5. the jobs table, and each job's transcript rendered through the render plugin.
 
 Then every job is stopped, the daemon is stopped, any worker left is killed and the temp
-home is removed. Exit status 0 when the story ran, 1 (with what failed) otherwise.
+home is removed. Exit status 0 when the story ran, 1 (with what failed) otherwise; Ctrl-C
+cleans up the same way, then the CLI exits 130.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -104,7 +106,15 @@ def run_demo() -> int:
         print_logs(home)
         return 1
     finally:
-        cleanup(conn, home)
+        # Ctrl-C (KeyboardInterrupt, reported by the CLI as exit 130) passes through here
+        # too; a second one must not cut the cleanup short and leave the daemon behind.
+        ignoring = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if ignoring else None
+        try:
+            cleanup(conn, home)
+        finally:
+            if ignoring:
+                signal.signal(signal.SIGINT, previous)
         if previous_home is None:
             os.environ.pop("ROOST_HOME", None)
         else:

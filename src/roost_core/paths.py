@@ -20,6 +20,11 @@ import attrs
 MAX_SOCKET_PATH = 107
 
 
+class HomeError(ValueError):
+    """``ROOST_HOME`` (or a folder roost keeps its files in) cannot be used: it is a file,
+    lies under one, or cannot be made. The CLI reports it as ``bad_home``."""
+
+
 @attrs.frozen
 class Paths:
     """The folders and files of one roost home."""
@@ -58,10 +63,12 @@ class Paths:
         return self.state_dir / "daemon.log"
 
     def ensure(self) -> None:
-        """Create the folders owner-only (0700)."""
-        for folder in (self.runtime_dir, self.state_dir, self.jobs_dir, self.sessions_dir):
-            private_dir(folder)
-        private_dir(self.socket.parent)
+        """Create the folders owner-only (0700); :class:`HomeError` when one cannot be."""
+        for folder in (self.runtime_dir, self.state_dir, self.jobs_dir, self.sessions_dir, self.socket.parent):
+            try:
+                private_dir(folder)
+            except OSError as exc:
+                raise HomeError(f"roost cannot keep its files in {folder}: {exc.strerror or exc}") from exc
 
 
 #: Room a socket's name takes in :func:`short_socket_dir` (``cc-`` + 20 hex + ``.sock``
@@ -98,6 +105,7 @@ def resolve_paths(env: dict[str, str] | None = None) -> Paths:
     home = env.get("ROOST_HOME")
     if home:
         root = Path(home).expanduser().absolute()
+        check_home(root)
         return Paths(
             home=root,
             runtime_dir=root,
@@ -116,6 +124,17 @@ def resolve_paths(env: dict[str, str] | None = None) -> Paths:
         state_dir=Path(platformdirs.user_state_dir("roost")),
         config_file=Path(config_override) if config_override else default_config / "roost.json",
     )
+
+
+def check_home(root: Path) -> None:
+    """Raise :class:`HomeError` when ``ROOST_HOME`` names a file or a path under one:
+    nothing could be kept there, and every command would fail on its own error."""
+    for folder in (root, *root.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                what = "is a file" if folder == root else f"is under {folder}, which is a file"
+                raise HomeError(f"ROOST_HOME={str(root)!r} {what}, not a folder")
+            return
 
 
 def _runtime_dir(platformdirs, warnings) -> Path:

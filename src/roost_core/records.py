@@ -162,12 +162,16 @@ class HostSpec:
     ``session_file``, when set, is called in the daemon as ``session_file(cwd)`` for a new
     job's session path, for an agent that decides where its transcript lives (Claude
     Code); without it the job's session is a file in roost's own sessions folder.
+    ``unavailable``, when set, is called in the daemon as ``unavailable()`` before a job
+    is made on the host: None when it can run here, else a sentence saying why not (its
+    program is not installed); the ``start`` or ``spawn`` is then refused ``no_host``.
     """
 
     name: str
     factory: Any
     takes_messages: bool = True
     session_file: Any = None
+    unavailable: Any = None
 
 
 # --------------------------------------------------------------------------- spawn and hand-back

@@ -94,7 +94,7 @@ def test_wait_timeout_then_stop_and_rm(cli, tmp_path):
     scenario = f'[[run]]\nsteps = [{{ wait_for = "{gate}" }}]\n'
     job = cli.json("start", "hang", "--host", "scripted", "--scenario", scenario)["id"]
 
-    timed_out = cli("wait", job, "--timeout", "0.3", expect=1)
+    timed_out = cli("wait", job, "--timeout", "0.3", expect=124)
     assert timed_out.stderr.startswith(f"roost: timeout: job {job} (hang) still running after 0.3s"), timed_out.stderr
 
     assert cli("stop", job).stdout.strip() == f"{job}: stopped (was running)"

@@ -31,9 +31,10 @@ def cli(daemon, tmp_path):
     wait_until(lambda: not any(row["live"] for row in daemon.call("jobs")["jobs"]), what="workers gone")
 
 
-def error_of(result: subprocess.CompletedProcess) -> str:
-    """The one line a failed command printed: ``roost: CODE: message``."""
-    assert result.returncode == 1, (result.returncode, result.stdout, result.stderr)
+def error_of(result: subprocess.CompletedProcess, status: int = 1) -> str:
+    """The one line a failed command printed: ``roost: CODE: message`` (exit status 1,
+    124 for a timeout)."""
+    assert result.returncode == status, (result.returncode, result.stdout, result.stderr)
     assert result.stdout == ""
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and ERROR_LINE.fullmatch(lines[0]), result.stderr
@@ -100,7 +101,7 @@ def test_every_error_reads_roost_code_message(cli, daemon, tmp_path):
     assert unknown == "roost: bad_args: no scenario 'nosuch': not a file, and not a bundled scenario (bundled: demo-review, demo-team)"
     gate = tmp_path / "never"
     job = cli.json("start", "hang", "--host", "scripted", "--scenario", f'[[run]]\nsteps = [{{ wait_for = "{gate}" }}]\n')["id"]
-    timeout = error_of(cli("wait", job, "--timeout", "0.2", expect=None))
+    timeout = error_of(cli("wait", job, "--timeout", "0.2", expect=None), 124)
     assert timeout.startswith(f"roost: timeout: job {job} (hang) still running after 0.2s")
     assert error_of(cli("start", "x", "--host", "nosuchhost", expect=None)).startswith("roost: bad_args: start: unknown host 'nosuchhost'")
     assert error_of(cli("start", " ", "--host", "scripted", expect=None)) == "roost: bad_args: start: task is empty"

@@ -40,6 +40,12 @@ def cli_lines() -> list[list[str]]:
 
 @pytest.mark.parametrize("argv", cli_lines(), ids=lambda argv: " ".join(argv)[:40])
 def test_every_command_line_of_the_readme_parses(argv):
+    if argv == ["--version"]:
+        # argparse prints the version and exits 0, as git and gh do.
+        with pytest.raises(SystemExit) as exited:
+            build_parser().parse_args(argv)
+        assert exited.value.code == 0
+        return
     args = build_parser().parse_args(argv)
     assert args.command
 
@@ -49,5 +55,13 @@ def test_the_error_codes_the_readme_names_exist():
     paragraph = text[text.index("Errors exit 1 with one line") :].split("\n\n")[0]
     named = set(re.findall(r"`([a-z_]+)`", paragraph)) - {"wait"}
     known = {value for key, value in vars(protocol).items() if key.isupper() and isinstance(value, str)}
-    known |= {cli_support.TIMEOUT, cli_support.UNAVAILABLE, cli_support.BAD_CONFIG, cli_support.PLUGIN_ERROR}
+    known |= {cli_support.TIMEOUT, cli_support.UNAVAILABLE, cli_support.BAD_CONFIG, cli_support.BAD_HOME, cli_support.PLUGIN_ERROR}
     assert named and named <= known, named - known
+
+
+def test_the_exit_statuses_the_readme_names_are_the_clis():
+    text = README.read_text()
+    paragraph = text[text.index("Errors exit 1 with one line") :].split("\n\n")[0]
+    named = {int(status) for status in re.findall(r"exits? (\d+)", paragraph)}
+    statuses = {cli_support.EXIT_ERROR, cli_support.EXIT_USAGE, cli_support.EXIT_TIMEOUT, cli_support.EXIT_INTERRUPTED}
+    assert named == statuses, named

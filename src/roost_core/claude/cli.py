@@ -13,9 +13,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     from roost_core.claude.hook import EVENTS
 
     parser = subparsers.add_parser("claude", help="put roost into Claude Code (MCP server and hooks), or run a hook")
-    parser.add_argument("action", choices=["install", "uninstall", "hook"])
+    parser.add_argument("action", choices=["install", "uninstall", "hook"],
+                        help="install or uninstall roost's MCP server and hooks; hook: run one (Claude Code does)")
     parser.add_argument("event", nargs="?", choices=EVENTS, help="hook: the Claude Code hook event")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
     return parser
 
 

@@ -8,7 +8,7 @@ import sys
 
 import anyio
 
-from roost_core.config import load_user_config
+from roost_core.config import BAD_CONFIG_LINE, EXIT_BAD_CONFIG, ConfigError, load_user_config
 from roost_core.paths import Paths, resolve_paths
 
 
@@ -50,7 +50,12 @@ def run_daemon(paths: Paths | None = None, *, disabled: tuple[str, ...] = (), du
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
-    config = load_user_config(paths.config_file)
+    try:
+        config = load_user_config(paths.config_file)
+    except ConfigError as exc:
+        # One line, no traceback: the client that started this daemon reads it back.
+        print(f"{BAD_CONFIG_LINE}{exc}", file=sys.stderr, flush=True)
+        return EXIT_BAD_CONFIG
     disabled = tuple(disabled) + disabled_from_env()
     pm = make_plugin_manager(config, disabled=disabled)
     # ROOST_DURABLE=0 skips fsync (benchmarks of the non-durable path; never the default).

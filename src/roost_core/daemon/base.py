@@ -41,6 +41,7 @@ from roost_core.hosts import builtin_hosts
 from roost_core.paths import Paths
 from roost_core.protocol import (
     BAD_ARGS,
+    NO_HOST,
     NOT_FOUND,
     UNAUTHORIZED,
     ProtocolError,
@@ -111,6 +112,9 @@ class DaemonBase:
         #: Warm slots told to end, until their worker is gone: slot -> kill deadline.
         self._ending_slots: dict[WarmSlot, float] = {}
         self.stopping = anyio.Event()
+        #: ``daemon_stop`` with ``jobs`` is ending every worker: none is started again
+        #: (what waits is in the journal; the next daemon starts it).
+        self.ending_all = False
         self._kill_at: dict[str, float] = {}
         self.tg: anyio.abc.TaskGroup | None = None
         self.receipts = Receipts(paths.state_dir / "dead.jsonl", durable=durable, later=call_soon)
@@ -452,7 +456,10 @@ class DaemonBase:
 
     def try_start_worker(self, job: Job) -> bool:
         """:meth:`start_worker`, or, when no process can be made now (no fds, no
-        processes), a log line and another try from the monitor; its items wait."""
+        processes), a log line and another try from the monitor; its items wait. None
+        while the daemon is ending every worker to stop."""
+        if self.ending_all:
+            return False
         try:
             self.start_worker(job)
         except OSError as exc:
@@ -660,6 +667,8 @@ class DaemonBase:
         ending, starting = self.pool.plan(now)
         for slot in ending:
             self.end_slot(slot)
+        if self.ending_all:
+            return
         for key in starting:
             self.start_slot(key)
 
@@ -702,6 +711,17 @@ class DaemonBase:
         if ref in self.jobs:
             return self.jobs[ref]
         return routing.resolve_ref(ref, self.jobs.values(), id_of=lambda job: job.id, name_of=lambda job: job.name)
+
+    def check_host(self, host: str, op: str) -> None:
+        """Refuse a new job on ``host`` when no such host is registered (``bad_args``) or
+        it cannot run here (``no_host``: its ``unavailable`` says why, e.g. no pi
+        installed), before any job is made."""
+        spec = self.hosts.get(host)
+        if spec is None:
+            raise ProtocolError(BAD_ARGS, f"{op}: unknown host {host!r} (known: {', '.join(sorted(self.hosts))})")
+        why = spec.unavailable() if spec.unavailable is not None else None
+        if why:
+            raise ProtocolError(NO_HOST, f"{op}: host {host!r} cannot run here: {why}")
 
     def host_takes_messages(self, job: Job) -> bool:
         spec = self.hosts.get(job.host)

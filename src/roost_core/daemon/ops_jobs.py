@@ -11,10 +11,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from roost_core import identity, locks, policy
-from roost_core.config import load_project_config
+from roost_core.config import read_project_config
 from roost_core.daemon.budgets import tree_of
 from roost_core.daemon.base import (
+    MONITOR_INTERVAL,
     STOP_GRACE_SECONDS,
     DaemonBase,
     check_scenario,
@@ -63,8 +66,48 @@ class JobOps(DaemonBase):
         }
 
     async def op_daemon_stop(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        """Stop the daemon. Workers keep running (they wait for the next daemon, up to
+        ``ROOST_WORKER_ORPHAN_SECONDS``) unless ``jobs`` is true: then every worker, and
+        everything it started, is ended first (:meth:`end_all_workers`)."""
+        result: dict[str, Any] = {"stopping": True}
+        if args.get("jobs"):
+            result.update(await self.end_all_workers(conn))
         self.stopping.set()
-        return {"stopping": True}
+        return result
+
+    async def end_all_workers(self, conn: Connection) -> dict[str, Any]:
+        """End every job's worker and warm worker before the daemon stops, and start none
+        again: a running job is stopped as ``stop`` does (its run is cut short; its
+        parent hears it), a settled one is reaped (its state kept: the next item wakes it
+        from its session file, under the next daemon). Waits until they are gone, each
+        killed with what it started if it outstays :data:`STOP_GRACE_SECONDS`. Returns
+        the ids stopped and reaped, and the workers still alive (none, normally)."""
+        self.ending_all = True
+        stopped, reaped = [], []
+        for job in list(self.jobs.values()):
+            if job.worker_pid is None:
+                continue
+            if job.state == "running":
+                await self.op_stop(conn, {"job": job.id})
+                stopped.append(job.id)
+                continue
+            job.reaping = True
+            if job.conn is not None:
+                job.conn.send({"event": "shutdown", "reason": "daemon stopped"})
+            else:
+                self.kill_worker(job)
+            self._kill_at[job.id] = self.clock() + STOP_GRACE_SECONDS
+            reaped.append(job.id)
+        for slot in list(self.pool.slots.values()):
+            self.end_slot(slot)
+        # The monitor notices each exit (and kills an outstaying worker at its deadline).
+        with anyio.move_on_after(2 * STOP_GRACE_SECONDS + 2):
+            while any(job.worker_pid is not None for job in self.jobs.values()) or self._ending_slots:
+                await anyio.sleep(MONITOR_INTERVAL)
+        left = sorted(job.id for job in self.jobs.values() if job.worker_pid is not None)
+        if left:
+            log.warning("daemon_stop: the workers of %s did not end", ", ".join(left))
+        return {"stoppedJobs": stopped, "reapedJobs": reaped, "liveWorkers": left}
 
     async def op_test_clock(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         """Stop the daemon's clock (at the first call) and move it forward by ``advance``
@@ -83,10 +126,11 @@ class JobOps(DaemonBase):
         cwd = args.get("cwd") or str(self.paths.home)
         if not os.path.isabs(cwd) or not Path(cwd).is_dir():
             raise ProtocolError(BAD_ARGS, f"start: cwd {cwd!r} is not an existing absolute directory")
-        project = load_project_config(cwd)
+        project, warning = read_project_config(cwd)
+        if warning:
+            log.warning("start in %s: %s", cwd, warning)
         host = args.get("host") or self.default_host(project)
-        if host not in self.hosts:
-            raise ProtocolError(BAD_ARGS, f"start: unknown host {host!r} (known: {', '.join(sorted(self.hosts))})")
+        self.check_host(host, "start")
         check_scenario(host, args.get("scenario"), cwd)
         session = args.get("session")
         if session is not None:
@@ -117,7 +161,11 @@ class JobOps(DaemonBase):
         with self.slot_released_on_error(job):
             self.add_job(job)
             await self.enqueue_task(job, task, trace=args.get("trace") or f"t-{job.id}-1")
-        return {"id": job.id, "name": job.name, "host": job.host}
+        result = {"id": job.id, "name": job.name, "host": job.host}
+        if warning:
+            # The CLI prints them on stderr: a broken project config must not pass unseen.
+            result["warnings"] = [warning]
+        return result
 
     def default_host(self, project: dict[str, Any]) -> str:
         """The host of a ``start`` that names none: the project's ``defaultHost``, else the

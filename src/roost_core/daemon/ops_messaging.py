@@ -193,8 +193,7 @@ class MessagingOps(DaemonBase):
         # A spawner without a host of its own (the Python foreground API) keeps the
         # scripted default it always had; `roost start` is stricter (JobOps.default_host).
         host = args.get("host") or own_host or self.config.default_host or "scripted"
-        if host not in self.hosts:
-            raise ProtocolError(BAD_ARGS, f"spawn: unknown host {host!r}")
+        self.check_host(host, "spawn")
         cwd = args.get("cwd") or sender.cwd or str(self.paths.home)
         if not os.path.isabs(cwd) or not Path(cwd).is_dir():
             raise ProtocolError(BAD_ARGS, f"spawn: cwd {cwd!r} is not an existing absolute directory")

@@ -89,8 +89,9 @@ def uninstall(env: dict[str, str] | None = None) -> dict[str, Any]:
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``roost pi ACTION`` to the CLI's subparsers."""
     parser = subparsers.add_parser("pi", help="install the roost extension into the pi coding agent")
-    parser.add_argument("action", choices=["install", "uninstall", "extension-path"])
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("action", choices=["install", "uninstall", "extension-path"],
+                        help="install or uninstall the extension in pi's settings; extension-path: print where it is")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
     return parser
 
 
