@@ -102,3 +102,31 @@ def test_kill9_of_the_worker_ends_pi_and_everything_it_left(pi_kit, tmp_path):
     )
     row = daemon.wait_reaped(job)
     assert row["workerPid"] is None and row["hostPid"] is None
+
+
+def test_kill9_of_pi_mid_run_ends_its_bash_tool_before_the_job_fails(pi_kit, tmp_path):
+    """pi dies while its bash tool runs: by the time the job says ``failed``, that run's
+    processes are gone (the worker ends them before the run settles, not after)."""
+    name = f"roost-sleeper-{uuid.uuid4().hex[:12]}"
+    NAMES.append(name)
+    # The tool's own shell waits for a bash that runs as ``name``, deaf to SIGTERM (so
+    # it outlasts a first SIGTERM: only the end of the sweep ends it).
+    scenario = {"run": [{"steps": [{"shell": f"bash -c 'trap \"\" TERM; exec -a {name} sleep 300'; echo woke"}, {"say": "slept"}]}]}
+    pi_kit.fake(scenario)
+    daemon = pi_kit.daemon()
+    job = daemon.start_job("sleep a while", host="pi")
+    (sleeper,) = wait_until(
+        lambda: {p for p in proctools.with_cmdline(name) if cmdline(p[0]).split()[0] == name}, timeout=90, what="the bash tool's sleep running"
+    )
+    row = jobs_json(pi_kit)[job]
+    assert row["state"] == "running"
+    pi = proctools.proc(row["hostPid"])
+    assert pi is not None and proctools.parent(pi[0]) == row["workerPid"]
+    everything = proctools.tree(pi[0])
+    assert sleeper in everything and len(everything) >= 3  # pi, the tool's shell, the sleeper
+    proctools.kill9(pi[0])
+    row = wait_until(lambda: (r := daemon.job(job))["state"] == "failed" and r, timeout=60, what="the job failed")
+    assert "pi exited" in (row["error"] or ""), row
+    left = {p for p in everything if proctools.alive(p)}
+    assert left == set(), f"alive after the job failed: {[(p[0], cmdline(p[0])) for p in left]}"
+    assert jobs_json(pi_kit)[job]["hostPid"] is None

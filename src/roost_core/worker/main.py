@@ -535,6 +535,9 @@ class Worker:
             self.run_scope = None
             if outcome.state == "aborted":
                 return
+            # A host process that died in the run: what it left is ended before the run
+            # settles (nothing a run started outlives its end).
+            await self.processes.settled()
             if unwritten is not None:
                 if await self.after_unwritten_run(items, unwritten):
                     continue
