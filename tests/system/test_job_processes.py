@@ -185,3 +185,4 @@ def test_a_worker_started_just_before_the_daemon_died_is_not_left_running(daemon
     assert row["workerPid"] != old[0]
     assert "wake up" in user_messages(armed.entries(job))
     wait_until(lambda: not any(proctools.alive(p) for p in everything), what="the refused worker and its processes gone")
+    assert f"refused worker process {old[0]} of {job}" in armed.paths.daemon_log.read_text()
