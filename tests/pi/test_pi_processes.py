@@ -130,3 +130,35 @@ def test_kill9_of_pi_mid_run_ends_its_bash_tool_before_the_job_fails(pi_kit, tmp
     left = {p for p in everything if proctools.alive(p)}
     assert left == set(), f"alive after the job failed: {[(p[0], cmdline(p[0])) for p in left]}"
     assert jobs_json(pi_kit)[job]["hostPid"] is None
+
+
+def test_a_pi_worker_started_just_before_the_daemon_died_is_not_left_running(pi_kit, write_config, tmp_path):
+    """Issue 39.8 with pi: the daemon dies right after it started the worker of a waking
+    pi job (``daemon.after_worker_start``); the next daemon refuses that worker, which
+    ends at once with everything it started, while the job's own worker runs the reply."""
+    from roost_core.client import DaemonUnavailable
+
+    # No warm pi: the only processes that run in the job's folder are the job's.
+    write_config({"reapAfterSeconds": 0.3, "piPool": False})
+    pi_kit.fake({"default": {"steps": [{"say": "ok: {input}"}]}})
+    daemon = pi_kit.daemon()
+    folder = tmp_path / "work"
+    folder.mkdir()
+    job = daemon.start_job("first", host="pi", cwd=str(folder))
+    daemon.wait_job(job, "done", timeout=60)
+    daemon.wait_reaped(job)
+    wait_until(lambda: not proctools.with_cwd(folder), what="nothing of the job left running")
+    daemon.terminate()
+    armed = pi_kit.daemon_factory(ROOST_FAULTS="daemon.after_worker_start").start()
+    with pytest.raises((DaemonUnavailable, OSError)):
+        armed.call("reply", job=job, text="wake up")
+    assert armed.process.wait(20) == -9
+    (old,) = wait_until(lambda: proctools.with_cwd(folder), what="the worker the dead daemon started")
+    armed.restart()
+    row = armed.wait_job(job, "done", timeout=60)
+    assert row["workerPid"] != old[0] and row["summary"] == "ok: wake up"
+    # Whatever the old worker had started (a pi, had it got that far) goes with it.
+    wait_until(
+        lambda: not proctools.alive(old) and not (proctools.with_cwd(folder) - proctools.tree(row["workerPid"])),
+        what="the refused worker and everything it started gone",
+    )
