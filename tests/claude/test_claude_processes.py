@@ -89,8 +89,8 @@ def test_kill9_of_claude_ends_its_bash_tool_and_reaps_its_mcp_servers(claude_kit
     mcp_servers = {p for p in everything if "roost_core.mcp" in cmdline(p[0])}
     assert mcp_servers, "Claude Code started no roost MCP server"
     proctools.kill9(claude[0])
-    # (Its task may still be pending: the prompt went in, the transcript may not show it.)
-    row = wait_until(lambda: (r := daemon.job(job))["state"] == "failed" and r, timeout=60, what="the job failed")
+    # Failed, and its task acknowledged: the transcript holds it.
+    row = daemon.wait_job(job, "failed", timeout=60)
     assert "claude exited" in (row["error"] or ""), row
     # By the time the job says failed, its run has ended, and with it everything it started.
     left = {p for p in everything if proctools.alive(p)}

@@ -125,7 +125,7 @@ def test_kill9_of_pi_mid_run_ends_its_bash_tool_before_the_job_fails(pi_kit, tmp
     everything = proctools.tree(pi[0])
     assert sleeper in everything and len(everything) >= 3  # pi, the tool's shell, the sleeper
     proctools.kill9(pi[0])
-    row = wait_until(lambda: (r := daemon.job(job))["state"] == "failed" and r, timeout=60, what="the job failed")
+    row = daemon.wait_job(job, "failed", timeout=60)
     assert "pi exited" in (row["error"] or ""), row
     left = {p for p in everything if proctools.alive(p)}
     assert left == set(), f"alive after the job failed: {[(p[0], cmdline(p[0])) for p in left]}"

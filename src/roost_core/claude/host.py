@@ -320,6 +320,7 @@ class ClaudeHost:
                         )
                     if self.gone:
                         await until_exited(self.process, STOP_GRACE)
+                        self.scan()  # what it wrote before it died is delivered
                         return RunOutcome("failed", error="claude exited during the run")
                     # Idle now: what arrived since the last boundary starts another turn.
                     more = self.services.take_steer()
