@@ -572,6 +572,7 @@ class PiHost:
                 await self.until(lambda: (self.agent_ends >= self.agent_starts and not self.streaming) or self.pi_gone)
                 if self.pi_gone:
                     await until_exited(self.process, STOP_GRACE)
+                    self.scan()  # what it wrote before it died is delivered
                     return RunOutcome("failed", error="pi exited during the run")
                 # Idle now: what arrived since the last boundary starts the next round.
                 more = self.services.take_steer()
