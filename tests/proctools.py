@@ -94,6 +94,22 @@ def with_environ(key: str, value: str) -> set[Proc]:
     return found
 
 
+def with_cwd(path: Path) -> set[Proc]:
+    """Live processes whose working directory is ``path`` (a worker runs in its job's
+    cwd: a test that gives its job a folder of its own finds the job's workers by it,
+    whether or not any record names them)."""
+    target = os.path.realpath(path)
+    found = set()
+    for pid in all_pids():
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if cwd == target and (p := proc(pid)) is not None:
+            found.add(p)
+    return found
+
+
 def ignores(pid: int, *signums: int) -> bool:
     """True when ``pid`` ignores every one of ``signums`` (``SigIgn`` in its status)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

@@ -1,7 +1,8 @@
 """Named crash points and I/O fault points for the reliability suite.
 
 Crash points: ``daemon.after_accept_before_persist``, ``daemon.after_persist_before_answer``,
-``daemon.during_handback``, ``daemon.report_routing``, ``store.during_atomic_write``,
+``daemon.after_worker_start``, ``daemon.during_handback``, ``daemon.report_routing``,
+``store.during_atomic_write``,
 ``worker.after_steer_before_message_end``, ``worker.after_message_end_before_ack``,
 ``worker.before_handback``.
 

@@ -102,3 +102,63 @@ def test_kill9_of_the_worker_ends_pi_and_everything_it_left(pi_kit, tmp_path):
     )
     row = daemon.wait_reaped(job)
     assert row["workerPid"] is None and row["hostPid"] is None
+
+
+def test_kill9_of_pi_mid_run_ends_its_bash_tool_before_the_job_fails(pi_kit, tmp_path):
+    """pi dies while its bash tool runs: by the time the job says ``failed``, that run's
+    processes are gone (the worker ends them before the run settles, not after)."""
+    name = f"roost-sleeper-{uuid.uuid4().hex[:12]}"
+    NAMES.append(name)
+    # The tool's own shell waits for a bash that runs as ``name``, deaf to SIGTERM (so
+    # it outlasts a first SIGTERM: only the end of the sweep ends it).
+    scenario = {"run": [{"steps": [{"shell": f"bash -c 'trap \"\" TERM; exec -a {name} sleep 300'; echo woke"}, {"say": "slept"}]}]}
+    pi_kit.fake(scenario)
+    daemon = pi_kit.daemon()
+    job = daemon.start_job("sleep a while", host="pi")
+    (sleeper,) = wait_until(
+        lambda: {p for p in proctools.with_cmdline(name) if cmdline(p[0]).split()[0] == name}, timeout=90, what="the bash tool's sleep running"
+    )
+    row = jobs_json(pi_kit)[job]
+    assert row["state"] == "running"
+    pi = proctools.proc(row["hostPid"])
+    assert pi is not None and proctools.parent(pi[0]) == row["workerPid"]
+    everything = proctools.tree(pi[0])
+    assert sleeper in everything and len(everything) >= 3  # pi, the tool's shell, the sleeper
+    proctools.kill9(pi[0])
+    row = daemon.wait_job(job, "failed", timeout=60)
+    assert "pi exited" in (row["error"] or ""), row
+    left = {p for p in everything if proctools.alive(p)}
+    assert left == set(), f"alive after the job failed: {[(p[0], cmdline(p[0])) for p in left]}"
+    assert jobs_json(pi_kit)[job]["hostPid"] is None
+
+
+def test_a_pi_worker_started_just_before_the_daemon_died_is_not_left_running(pi_kit, write_config, tmp_path):
+    """Issue 39.8 with pi: the daemon dies right after it started the worker of a waking
+    pi job (``daemon.after_worker_start``); the next daemon refuses that worker, which
+    ends at once with everything it started, while the job's own worker runs the reply."""
+    from roost_core.client import DaemonUnavailable
+
+    # No warm pi: the only processes that run in the job's folder are the job's.
+    write_config({"reapAfterSeconds": 0.3, "piPool": False})
+    pi_kit.fake({"default": {"steps": [{"say": "ok: {input}"}]}})
+    daemon = pi_kit.daemon()
+    folder = tmp_path / "work"
+    folder.mkdir()
+    job = daemon.start_job("first", host="pi", cwd=str(folder))
+    daemon.wait_job(job, "done", timeout=60)
+    daemon.wait_reaped(job)
+    wait_until(lambda: not proctools.with_cwd(folder), what="nothing of the job left running")
+    daemon.terminate()
+    armed = pi_kit.daemon_factory(ROOST_FAULTS="daemon.after_worker_start").start()
+    with pytest.raises((DaemonUnavailable, OSError)):
+        armed.call("reply", job=job, text="wake up")
+    assert armed.process.wait(20) == -9
+    (old,) = wait_until(lambda: proctools.with_cwd(folder), what="the worker the dead daemon started")
+    armed.restart()
+    row = armed.wait_job(job, "done", timeout=60)
+    assert row["workerPid"] != old[0] and row["summary"] == "ok: wake up"
+    # Whatever the old worker had started (a pi, had it got that far) goes with it.
+    wait_until(
+        lambda: not proctools.alive(old) and not (proctools.with_cwd(folder) - proctools.tree(row["workerPid"])),
+        what="the refused worker and everything it started gone",
+    )

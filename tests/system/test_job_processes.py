@@ -17,7 +17,8 @@ import uuid
 import pytest
 
 import proctools
-from conftest import wait_until
+from conftest import user_messages, wait_until
+from roost_core.client import DaemonUnavailable
 
 CLI = [sys.executable, "-m", "roost_core.cli"]
 
@@ -155,3 +156,33 @@ def test_a_reaped_job_leaves_nothing_behind_and_wakes_again(daemon_factory, writ
     assert "process(es) left behind" in (daemon.paths.jobs_dir / f"{job}.log").read_text()
     assert daemon.call("reply", job=job, text="again")["result"] == "started"
     daemon.wait_job(job, "done")
+
+
+def test_a_worker_started_just_before_the_daemon_died_is_not_left_running(daemon_factory, write_config, tmp_path):
+    """The daemon dies right after it started the worker of a waking job, before the job's
+    record names it (``daemon.after_worker_start``). The next daemon starts a worker of
+    its own for the waiting reply and refuses the old one's hello: the old worker must
+    end at once, not wait a minute for a hello that will never come."""
+    write_config({"reapAfterSeconds": 0.3})
+    daemon = daemon_factory().start()
+    folder = tmp_path / "work"
+    folder.mkdir()
+    job = daemon.start_job("first", cwd=str(folder), scenario={"default": {"steps": [{"say": "ok: {input}"}]}})
+    daemon.wait_job(job, "done")
+    daemon.wait_reaped(job)
+    assert proctools.with_cwd(folder) == set()
+    daemon.terminate()
+    armed = daemon_factory(ROOST_FAULTS="daemon.after_worker_start").start()
+    with pytest.raises((DaemonUnavailable, OSError)):
+        armed.call("reply", job=job, text="wake up")
+    assert armed.process.wait(20) == -9
+    (old,) = wait_until(lambda: proctools.with_cwd(folder), what="the worker the dead daemon started")
+    everything = proctools.tree(old[0])
+    armed.restart()
+    # The reply was stored before the daemon died: the new daemon runs it on a worker of
+    # its own; the old one is refused and ends, with everything it started.
+    row = armed.wait_job(job, "done")
+    assert row["workerPid"] != old[0]
+    assert "wake up" in user_messages(armed.entries(job))
+    wait_until(lambda: not any(proctools.alive(p) for p in everything), what="the refused worker and its processes gone")
+    assert f"refused worker process {old[0]} of {job}" in armed.paths.daemon_log.read_text()

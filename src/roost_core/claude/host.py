@@ -56,7 +56,7 @@ from roost_core.claude import (
 from roost_core.claude.bridge import BridgeServer, private_folder
 from roost_core.claude.hook import EVENTS, hook_output, wants_items
 from roost_core.claude.transcript import TranscriptSeqs
-from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, end_agent_process
+from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, end_agent_process, until_exited
 from roost_core.queue import Item
 
 log = logging.getLogger("roost.claude")
@@ -153,7 +153,7 @@ class ClaudeHost:
         return argv
 
     async def start_claude(self) -> None:
-        assert self.job is not None and self.bridge is not None
+        assert self.job is not None and self.bridge is not None and self.services is not None
         await self.stop_claude()
         Path(self.job.session).parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
@@ -162,7 +162,9 @@ class ClaudeHost:
         cwd = self.job.cwd if Path(self.job.cwd).is_dir() else None
         argv = self.argv()
         log.info("starting claude: %s", " ".join(shlex.quote(a) for a in argv))
-        self.process = await anyio.open_process(argv, stdin=-1, stdout=-1, stderr=None, cwd=cwd, env=env)
+        # The worker owns the process: it reports its pid (``hostPid``) and, once it
+        # exits, ends what it left behind (the Bash tool's commands, the MCP servers).
+        self.process = await self.services.start_host_process(argv, env=env, cwd=cwd)
         self.gone = False
         self.written.clear()
         self.completed.clear()
@@ -317,6 +319,8 @@ class ClaudeHost:
                             "(does the daemon see another HOME or CLAUDE_CONFIG_DIR than Claude Code?)",
                         )
                     if self.gone:
+                        await until_exited(self.process, STOP_GRACE)
+                        self.scan()  # what it wrote before it died is delivered
                         return RunOutcome("failed", error="claude exited during the run")
                     # Idle now: what arrived since the last boundary starts another turn.
                     more = self.services.take_steer()

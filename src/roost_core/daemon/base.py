@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 
-from roost_core import locks, routing
+from roost_core import faults, locks, routing
 from roost_core.config import Config
 from roost_core.daemon import changes
 from roost_core.daemon.accept import Refuser
@@ -573,6 +573,7 @@ class DaemonBase:
         if slot is not None and self.adopt_slot(job, slot):
             return
         process, mark = self.launch_worker(job.id, job.token, job.cwd)
+        faults.point("daemon.after_worker_start")
         job.process = process
         job.worker_pid = process.pid
         job.worker_create_time = process.create_time

@@ -57,7 +57,7 @@ class Job(NotesChanges):
     #: The mark in the environment of everything the current worker starts (see
     #: :mod:`roost_core.worker.proctree`): what to kill once that worker is dead.
     worker_mark: str | None = None
-    #: The host's own process (pi), as the worker reports it; for people, never trusted.
+    #: The host's own process (pi, claude), as the worker reports it; for people, never trusted.
     host_pid: int | None = None
     crashes: int = 0
     undelivered_report: dict[str, Any] | None = None

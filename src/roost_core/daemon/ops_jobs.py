@@ -434,6 +434,10 @@ class JobOps(DaemonBase):
         if conn.bound:
             raise ProtocolError(CONFLICT, "connection is already bound")
         if job.worker_pid is None or conn.pid != job.worker_pid:
+            # With the job's token, this is a worker started for the job that the job no
+            # longer has (its daemon died before the record named it): refused, it ends
+            # at once with what it started.
+            log.warning("refused worker process %s of %s (the job's worker is %s); it ends", conn.pid, job.id, job.worker_pid)
             raise ProtocolError(UNAUTHORIZED, "only the job's own worker process may say hello")
         if job.conn is not None and job.conn is not conn:
             job.conn.job = None

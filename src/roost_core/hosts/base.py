@@ -97,6 +97,17 @@ class AgentHost(Protocol):
         """Release the session (writer lock, child processes)."""
 
 
+async def until_exited(process: Any, grace: float) -> None:
+    """Wait up to ``grace`` seconds for an agent CLI whose output ended (killed, crashed)
+    to exit. A host calls it before it fails the run: the worker ends what that process
+    left behind once it has exited (:meth:`~roost_core.worker.supervisor.Supervisor.settled`),
+    so nothing the run started outlives its end."""
+    if process is None:
+        return
+    with anyio.move_on_after(grace):
+        await process.wait()
+
+
 async def end_agent_process(process: Any, grace: float) -> None:
     """End an agent CLI the way it ends cleanly: close its stdin and give it ``grace``
     seconds, then SIGTERM and 2 more, then SIGKILL; the process handle is closed after."""

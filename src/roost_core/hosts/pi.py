@@ -42,7 +42,7 @@ import anyio
 from anyio.abc import SocketAttribute
 
 from roost_core import locks
-from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, end_agent_process
+from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, end_agent_process, until_exited
 from roost_core.queue import Item
 from roost_core.store import write_all
 from roost_core.transcript import inspect_session, now_iso, seqs_in, usage_of
@@ -571,6 +571,8 @@ class PiHost:
             while True:
                 await self.until(lambda: (self.agent_ends >= self.agent_starts and not self.streaming) or self.pi_gone)
                 if self.pi_gone:
+                    await until_exited(self.process, STOP_GRACE)
+                    self.scan()  # what it wrote before it died is delivered
                     return RunOutcome("failed", error="pi exited during the run")
                 # Idle now: what arrived since the last boundary starts the next round.
                 more = self.services.take_steer()

@@ -39,6 +39,8 @@ WRITE_RETRY_MAX = 10.0
 #: A worker with no daemon for this long gives up (its job shows as ended on restart);
 #: ``ROOST_WORKER_ORPHAN_SECONDS`` overrides it.
 ORPHAN_SECONDS = 300.0
+#: How long a new worker waits for the daemon to accept its hello.
+HELLO_SECONDS = 60.0
 SUMMARY_CHARS = 200
 REPORT_CHARS = 6000
 
@@ -380,9 +382,7 @@ class Worker:
             try:
                 if self.warm and not await self.warm_up():
                     return self.exit_code
-                with anyio.move_on_after(60) as scope:
-                    await self.first_hello.wait()
-                if scope.cancelled_caught or self.shutdown.is_set() and self.hello is None:
+                if not await self.until_first_hello(HELLO_SECONDS):
                     return self.exit_code or 3
                 assert self.hello is not None
                 self.job = JobInfo.from_hello(self.hello["job"])
@@ -414,6 +414,23 @@ class Worker:
                             pass
                 tg.cancel_scope.cancel()
         return self.exit_code
+
+    async def until_first_hello(self, timeout: float) -> bool:
+        """Wait for the daemon to accept this worker. False when it will not: no answer
+        in ``timeout``, or refused (the job has another worker, e.g. one a restarted
+        daemon started because the daemon that started this one died before noting it;
+        or the job is gone). A refused worker ends at once, with everything it started:
+        it must not hold a host process while its job shows no worker."""
+        with anyio.move_on_after(timeout):
+            async with anyio.create_task_group() as race:
+
+                async def until(event: anyio.Event) -> None:
+                    await event.wait()
+                    race.cancel_scope.cancel()
+
+                race.start_soon(until, self.first_hello)
+                race.start_soon(until, self.shutdown)
+        return self.hello is not None
 
     async def warm_up(self) -> bool:
         """A warm worker: start the host for the job it will be (its pi comes up now, not
@@ -518,6 +535,9 @@ class Worker:
             self.run_scope = None
             if outcome.state == "aborted":
                 return
+            # A host process that died in the run: what it left is ended before the run
+            # settles (nothing a run started outlives its end).
+            await self.processes.settled()
             if unwritten is not None:
                 if await self.after_unwritten_run(items, unwritten):
                     continue

@@ -10,8 +10,9 @@ session, so process groups and session ids alone would miss most of it.
 What is killed when (the daemon's side, for a worker that is itself dead, is
 :func:`roost_core.worker.proctree.kill_marked`):
 
-* the host process (pi) exits or is killed: every descendant of the worker that is not a
-  live process the worker started is a leftover of it, and is ended;
+* the host process (pi, claude) exits or is killed: every descendant of the worker that
+  is not a live process the worker started is a leftover of it, and is ended; a run that
+  process died in settles only once they are (:meth:`Supervisor.settled`);
 * the worker ends (stop, reap, hibernation, remove, no daemon): every descendant.
 
 Leftovers get SIGTERM, :data:`LEFTOVER_GRACE` seconds, then SIGKILL (a process that
@@ -65,6 +66,9 @@ class Supervisor:
         #: while there are any, no exit is collected, it could be theirs.
         self.unnamed = 0
         self.sweeping = anyio.Lock()
+        #: Host processes being watched, each with the event set once its exit has been
+        #: handled (what it left ended).
+        self.watched: dict[Process, anyio.Event] = {}
         self.tg: anyio.abc.TaskGroup | None = None
         self.closed = False
 
@@ -90,6 +94,7 @@ class Supervisor:
         self.host = process
         await self._report(process.pid)
         if self.tg is not None:
+            self.watched[process] = anyio.Event()
             self.tg.start_soon(self._watch_host, process)
         return process
 
@@ -102,14 +107,28 @@ class Supervisor:
             self.unnamed -= 1
 
     async def _watch_host(self, process: Process) -> None:
-        with contextlib.suppress(Exception):
-            await process.wait()
-        self.managed.discard(process.pid)
-        if self.host is process:
-            self.host = None
-            await self._report(None)
-        if not self.closed:
-            await self.sweep()
+        try:
+            with contextlib.suppress(Exception):
+                await process.wait()
+            self.managed.discard(process.pid)
+            if self.host is process:
+                self.host = None
+                await self._report(None)
+            if not self.closed:
+                await self.sweep()
+        finally:
+            done = self.watched.pop(process, None)
+            if done is not None:
+                done.set()
+
+    async def settled(self) -> None:
+        """Wait until what every host process that has exited left behind is ended (the
+        worker calls it when a run ends, before the run is settled: a job that says
+        ``failed`` because its pi or claude died has nothing of that run still running).
+        A host process still running is not waited for."""
+        for process, done in list(self.watched.items()):
+            if process.returncode is not None:
+                await done.wait()
 
     async def _report(self, pid: int | None) -> None:
         if self.on_host_pid is not None:
