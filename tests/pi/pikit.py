@@ -175,6 +175,9 @@ class PiKit:
             subprocess.run(["tmux", "-L", session, "kill-server"], capture_output=True, check=False)
         for fake in self.fakes:
             fake.stop()
+        refused = [violation for fake in self.fakes for violation in fake.violations]
+        # A request the fake refused is one a real model would have failed: the test fails.
+        assert not refused, f"the fake model refused {len(refused)} request(s): {refused}"
 
 
 def shquote(value: str) -> str:
