@@ -32,8 +32,11 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         result = install.install() if args.action == "install" else install.uninstall()
-    except (OSError, ValueError, TypeError) as exc:
-        print(f"roost: {exc}", file=sys.stderr)
+    except install.ClaudeConfigError as exc:
+        print(f"roost: bad_config: {exc}", file=sys.stderr)
+        return 1
+    except install.ClaudeWriteError as exc:
+        print(f"roost: write_failed: {exc.strerror}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(result, indent=2))
