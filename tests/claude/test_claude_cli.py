@@ -49,10 +49,13 @@ def test_install_and_uninstall_keep_the_users_other_settings(tmp_path, roost_env
     assert {"hooks": [{"type": "command", "command": "notify-send done"}]} in hooks["Stop"]
     assert settings["theme"] == "dark" and settings["permissions"]["deny"] == ["Read(.env)"]
     assert settings["permissions"]["allow"] == ["Bash(git status)", "mcp__roost"]
+    # The first model call waits for the MCP servers (test_claude_first_call.py).
+    assert settings["env"] == {"CLAUDE_CODE_MCP_STARTUP_WAIT_MS": "30000"}
     config = json.loads(user_file.read_text())
     assert config["numStartups"] == 7 and config["mcpServers"]["github"] == USER_CONFIG["mcpServers"]["github"]
     server = config["mcpServers"]["roost"]
     assert server["type"] == "stdio" and server["args"][-1] == "mcp" and Path(server["command"]).exists()
+    assert server["alwaysLoad"] is True
 
     again = run("claude", "install", "--json", env=env)
     assert json.loads(again.stdout)["changed"] is False
@@ -66,6 +69,19 @@ def test_install_and_uninstall_keep_the_users_other_settings(tmp_path, roost_env
     assert json.loads(settings_file.read_text()) == expected
     assert json.loads(user_file.read_text()) == USER_CONFIG
     assert json.loads(run("claude", "uninstall", "--json", env=env).stdout)["changed"] is False
+
+
+def test_a_startup_wait_the_user_set_is_kept(tmp_path, roost_env):
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    settings_file = home / ".claude" / "settings.json"
+    mine = {"env": {"CLAUDE_CODE_MCP_STARTUP_WAIT_MS": "8000", "FOO": "1"}}
+    settings_file.write_text(json.dumps(mine))
+    env = {**{k: v for k, v in roost_env.items() if not k.startswith("CLAUDE")}, "HOME": str(home)}
+    assert run("claude", "install", env=env).returncode == 0
+    assert json.loads(settings_file.read_text())["env"] == mine["env"]
+    assert run("claude", "uninstall", env=env).returncode == 0
+    assert json.loads(settings_file.read_text()) == mine
 
 
 def test_install_follows_claude_config_dir(tmp_path, roost_env):

@@ -1,11 +1,14 @@
 """``roost claude install | uninstall``: put roost into the user's own Claude Code.
 
-``install`` adds, and ``uninstall`` removes, exactly three things, leaving every other
+``install`` adds, and ``uninstall`` removes, exactly four things, leaving every other
 setting as it was:
 
-- the MCP server ``roost`` (``roost mcp``) in the user-scope MCP servers, ``mcpServers``
-  of ``~/.claude.json`` (``$CLAUDE_CONFIG_DIR/.claude.json`` when that is set), which
-  Claude Code starts in every session;
+- the MCP server ``roost`` (``roost mcp``, ``alwaysLoad``) in the user-scope MCP servers,
+  ``mcpServers`` of ``~/.claude.json`` (``$CLAUDE_CONFIG_DIR/.claude.json`` when that is
+  set), which Claude Code starts in every session;
+- ``CLAUDE_CODE_MCP_STARTUP_WAIT_MS`` in the ``env`` of ``~/.claude/settings.json``
+  (unless the user set it), so the first model call waits for the server
+  (:data:`roost_core.claude.STARTUP_WAIT_ENV` says why);
 - the hooks ``SessionStart``, ``UserPromptSubmit``, ``PostToolUse`` and ``Stop``
   (``roost claude hook EVENT``) in ``~/.claude/settings.json``;
 - ``mcp__roost`` in that file's ``permissions.allow``: roost's tools are governed by
@@ -30,7 +33,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from roost_core.claude import SERVER_NAME, config_dir
+from roost_core.claude import SERVER_NAME, STARTUP_WAIT_ENV, STARTUP_WAIT_MS, config_dir
 from roost_core.claude.hook import EVENTS
 
 PERMISSION = f"mcp__{SERVER_NAME}"
@@ -201,10 +204,15 @@ def install(env: dict[str, str] | None = None) -> dict[str, Any]:
         allow = [*allow, PERMISSION]
     permissions["allow"] = allow
     new_settings["permissions"] = permissions
+    settings_env = object_at(settings_file, settings, "env")
+    if STARTUP_WAIT_ENV not in settings_env:
+        # The first model call waits for roost's server (a value the user set is kept).
+        new_settings["env"] = {**settings_env, STARTUP_WAIT_ENV: STARTUP_WAIT_MS}
 
     servers = dict(object_at(user_file, user, "mcpServers"))
     command = roost_command()
-    server = {"type": "stdio", "command": command[0], "args": [*command[1:], "mcp"], "env": {}}
+    # alwaysLoad: roost's tools are never deferred, and the first call waits for them.
+    server = {"type": "stdio", "command": command[0], "args": [*command[1:], "mcp"], "env": {}, "alwaysLoad": True}
     changes = []
     if new_settings != settings:
         changes.append((settings_file, new_settings))
@@ -238,6 +246,14 @@ def uninstall(env: dict[str, str] | None = None) -> dict[str, Any]:
                 new_settings["permissions"] = new_permissions
             else:
                 new_settings.pop("permissions")
+        settings_env = settings.get("env")
+        if isinstance(settings_env, dict) and settings_env.get(STARTUP_WAIT_ENV) == STARTUP_WAIT_MS:
+            # roost's value (a value of the user's own is not roost's to take out).
+            kept_env = {key: value for key, value in settings_env.items() if key != STARTUP_WAIT_ENV}
+            if kept_env:
+                new_settings["env"] = kept_env
+            else:
+                new_settings.pop("env")
         if new_settings != settings:
             changes.append((settings_file, new_settings))
     servers = user.get("mcpServers")
