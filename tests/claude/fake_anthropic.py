@@ -157,7 +157,7 @@ class FakeAnthropic:
                     fake.violations.append(str(exc))
                 except Exception as exc:  # noqa: BLE001 - a scenario bug answers an error
                     reply = {"error": f"fake model: {type(exc).__name__}: {exc}"}
-                fake.log(self.headers, body, chat, reply)
+                fake.log(self.headers, body, chat, reply, usage_of(body, reply) if "error" not in reply else None)
                 if fake.hold is not None and fake.hold(reply):
                     fake.holding.set()
                     fake.release.wait(120)
@@ -169,7 +169,7 @@ class FakeAnthropic:
                 self.send_header("Cache-Control", "no-cache")
                 self.send_header("Connection", "close")
                 self.end_headers()
-                for name, data in sse_events(str(body.get("model", "fake")), reply):
+                for name, data in sse_events(str(body.get("model", "fake")), reply, usage_of(body, reply)):
                     self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
                 self.wfile.flush()
                 self.close_connection = True
@@ -194,7 +194,7 @@ class FakeAnthropic:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def log(self, headers: Any, body: dict[str, Any], chat: list[dict[str, Any]], reply: dict[str, Any]) -> None:
+    def log(self, headers: Any, body: dict[str, Any], chat: list[dict[str, Any]], reply: dict[str, Any], usage: dict[str, int] | None) -> None:
         record = {
             "time": time.time(),
             "model": body.get("model"),
@@ -203,6 +203,7 @@ class FakeAnthropic:
             "messages": chat,
             "tools": [tool.get("name") for tool in body.get("tools") or []],
             "reply": reply,
+            "usage": usage,
         }
         with self.lock, open(self.log_path, "a") as fh:
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -223,8 +224,20 @@ class FakeAnthropic:
         self.server.server_close()
 
 
-def sse_events(model: str, reply: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    usage = {"input_tokens": 10, "output_tokens": 1}
+def usage_of(body: dict[str, Any], reply: dict[str, Any]) -> dict[str, int]:
+    """The tokens an answer reports, as the real API counts them (about 4 characters a
+    token): the whole request in (system prompt, tools, messages), the answer out."""
+    request = json.dumps([body.get("system"), body.get("tools"), body.get("messages")])
+    answer = (reply.get("text") or "") + (json.dumps(reply["tool"]) if reply.get("tool") else "")
+    return {"input_tokens": max(1, len(request) // 4), "output_tokens": max(1, len(answer) // 4)}
+
+
+def sse_events(model: str, reply: dict[str, Any], tokens: dict[str, int] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """The SSE events of one answer. Usage as the real API reports it: ``message_start``
+    has the input (and the cache counts) and 1 output token, ``message_delta`` the final
+    output count."""
+    tokens = tokens or {"input_tokens": 10, "output_tokens": 5}
+    usage = {"input_tokens": tokens["input_tokens"], "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 1}
     events: list[tuple[str, dict[str, Any]]] = [
         (
             "message_start",
@@ -249,6 +262,6 @@ def sse_events(model: str, reply: dict[str, Any]) -> list[tuple[str, dict[str, A
         events.append(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": json.dumps(args)}}))
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
         stop = "tool_use"
-    events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 5}}))
+    events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": tokens["output_tokens"]}}))
     events.append(("message_stop", {"type": "message_stop"}))
     return events
