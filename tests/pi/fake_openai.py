@@ -349,7 +349,10 @@ def sse_chunks(model: str, reply: dict[str, Any]) -> list[dict[str, Any]]:
         chunks.append(chunk({}, "tool_calls"))
     else:
         chunks.append(chunk({}, "stop"))
-    chunks.append({**base, "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+    # Usage as the real API reports it (a last chunk with no choices); pi prices it.
+    usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15,
+             "prompt_tokens_details": {"cached_tokens": 0}, "completion_tokens_details": {"reasoning_tokens": 0}}
+    chunks.append({**base, "choices": [], "usage": usage})
     return chunks
 
 
