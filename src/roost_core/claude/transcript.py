@@ -67,6 +67,8 @@ class TranscriptSeqs:
         #: Each model answer's tokens, by its message id: Claude Code writes one line per
         #: content block of an answer, each with the answer's usage.
         self._answers: dict[str, int] = {}
+        #: Their sum: the tokens of every model answer the transcript holds so far.
+        self.tokens = 0
         #: The session's cost so far, from the ``cost-state`` line Claude Code writes as it
         #: exits (a running total, kept across ``--resume``).
         self.cost = 0.0
@@ -88,7 +90,7 @@ class TranscriptSeqs:
             return set()
         self._offset += len(data)
         if self._offset == len(data):  # read from the start: count everything again
-            self._answers, self.cost = {}, 0.0
+            self._answers, self.tokens, self.cost = {}, 0, 0.0
         lines = (self._tail + data).split(b"\n")
         self._tail = lines.pop()
         found: set[int] = set()
@@ -102,11 +104,6 @@ class TranscriptSeqs:
         self.seqs |= found
         return found
 
-    @property
-    def tokens(self) -> int:
-        """The tokens of every model answer the transcript holds (the main session's)."""
-        return sum(self._answers.values())
-
     def entry_seqs(self, entry: dict[str, Any]) -> list[int]:
         kind = entry.get("type")
         if kind == "cost-state":
@@ -117,7 +114,9 @@ class TranscriptSeqs:
         if kind == "assistant":
             message = entry.get("message") or {}
             if isinstance(message.get("id"), str) and message.get("model") != "<synthetic>":
-                self._answers[message["id"]] = message_tokens(message.get("usage"))
+                tokens = message_tokens(message.get("usage"))
+                self.tokens += tokens - self._answers.get(message["id"], 0)
+                self._answers[message["id"]] = tokens
             for block in message.get("content") or []:
                 if isinstance(block, dict) and block.get("type") == "tool_use":
                     self._tools[str(block.get("id"))] = str(block.get("name"))
