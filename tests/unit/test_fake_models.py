@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 TESTS = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(TESTS / "pi"), str(TESTS / "claude")]
+sys.path.extend([str(TESTS / "pi"), str(TESTS / "claude")])  # after the tests' own conftest
 
 from fake_anthropic import scenario_tools, to_chat  # noqa: E402
 from fake_openai import ModelRefusal, answer  # noqa: E402
