@@ -29,14 +29,15 @@ def run(args: argparse.Namespace) -> int:
             return 2
         return hook.main(args.event)
     from roost_core.claude import install
+    from roost_core.cli_support import BAD_CONFIG, WRITE_FAILED, error_line
 
     try:
         result = install.install() if args.action == "install" else install.uninstall()
     except install.ClaudeConfigError as exc:
-        print(f"roost: bad_config: {exc}", file=sys.stderr)
+        print(error_line(BAD_CONFIG, str(exc)), file=sys.stderr)
         return 1
     except install.ClaudeWriteError as exc:
-        print(f"roost: write_failed: {exc.strerror}", file=sys.stderr)
+        print(error_line(WRITE_FAILED, str(exc.strerror)), file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(result, indent=2))
