@@ -252,13 +252,15 @@ def test_pi_tree_over_its_cost_budget_is_refused(pi_kit, write_config):
     (error,) = tool_errors(daemon.entries(root), "roost_spawn")
     assert "budget_spent" in error and "agentTreeCost" in error
     assert not [r for r in daemon.call("jobs")["jobs"] if r["name"] == "kid-2"]
-    daemon.wait_job(root, timeout=60)
+    kid = next(r["id"] for r in daemon.call("jobs")["jobs"] if r["name"] == "kid")
+    for job in (root, kid):
+        daemon.wait_job(job, timeout=60)
     rows = {row["name"]: row for row in daemon.call("agents")["agents"]}
     # The cost is pi's own record of each call, priced by the model's cost table.
     for name in ("root", "kid"):
         usage = rows[name]["usage"]
         calls = usage["tokens"] // 15
-        assert calls >= 2 and usage["cost"] == pytest.approx(calls * COST_PER_CALL), (name, usage)
+        assert calls >= 1 and usage["cost"] == pytest.approx(calls * COST_PER_CALL), (name, usage)
     tree = rows["root"]["treeUsage"]
     assert tree["spent"] is True and tree["cost"] == pytest.approx(rows["root"]["usage"]["cost"] + rows["kid"]["usage"]["cost"])
     assert tree["cost"] >= 3 * COST_PER_CALL
