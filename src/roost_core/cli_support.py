@@ -52,6 +52,9 @@ BAD_CONFIG = "bad_config"
 BAD_HOME = "bad_home"
 #: A third-party plugin failed to load and ``ROOST_STRICT_PLUGINS=1``.
 PLUGIN_ERROR = "plugin_error"
+#: ``roost claude install | uninstall`` could not write one of Claude Code's files (the
+#: files written before it are put back).
+WRITE_FAILED = "write_failed"
 
 
 class CommandError(Exception):

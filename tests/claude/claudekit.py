@@ -100,6 +100,9 @@ class ClaudeKit:
         for fake in self.fakes:
             fake.release.set()  # an answer still held goes out, so nothing waits on it
             fake.stop()
+        refused = [violation for fake in self.fakes for violation in fake.violations]
+        # A request the fake refused is one a real model would have failed: the test fails.
+        assert not refused, f"the fake model refused {len(refused)} request(s): {refused}"
 
 
 def transcript_entries(path: str | Path) -> list[dict[str, Any]]:

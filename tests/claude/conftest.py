@@ -53,5 +53,7 @@ def mixed_kits(tmp_path, roost_env, daemon_factory, claude_bin):
     pi_kit = PiKit(tmp_path, roost_env, daemon_factory, pi)
     claude_kit = ClaudeKit(tmp_path, roost_env, daemon_factory, claude_bin)
     yield pi_kit, claude_kit
-    claude_kit.cleanup()
-    pi_kit.cleanup()
+    try:
+        claude_kit.cleanup()
+    finally:
+        pi_kit.cleanup()

@@ -16,6 +16,10 @@ does with what Claude Code sends:
   context are the input);
 - ``tool_use`` / ``tool_result`` blocks become tool calls and tool messages.
 
+The fake is as strict as a real model (see ``fake_openai``): a tool the request does not
+list is never called, and a frame that does not parse is refused; both answer an API
+error and are kept in ``violations``.
+
 Scenario tools map onto Claude Code's: ``bash`` is ``Bash``; ``roost_*`` are the MCP tools
 ``mcp__roost__roost_*``. Every request is logged as a JSON line with the raw body and the
 turned messages, so tests can assert what Claude Code sent.
@@ -35,7 +39,7 @@ from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent.parent / "pi"))
 
-from fake_openai import answer  # noqa: E402
+from fake_openai import ModelRefusal, answer, check_frames  # noqa: E402
 
 from roost_core.claude import WAKE_PROMPT  # noqa: E402
 from roost_core.hosts.scripted import load_scenario  # noqa: E402
@@ -58,7 +62,8 @@ def envelopes(text: str) -> list[str]:
 
 def user_inputs(text: str) -> list[str]:
     """The inputs one user text block holds, as a model would read them."""
-    if "<agent-message " in text:
+    if "<agent-message" in text:
+        check_frames(text)
         return envelopes(text)
     text = _REMINDER.sub("", text).strip()
     if text.startswith(STEERED_PREFIX):
@@ -90,7 +95,8 @@ def to_chat(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     chat.extend({"role": "user", "content": piece} for piece in user_inputs(block.get("text", "")))
         elif role == "system":
             text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
-            if HOOK_CONTEXT in text and "<agent-message " in text:
+            if HOOK_CONTEXT in text and "<agent-message" in text:
+                check_frames(text)
                 chat.extend({"role": "user", "content": piece} for piece in envelopes(text))
     return chat
 
@@ -103,6 +109,16 @@ def claude_tool(name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return name, args
 
 
+def scenario_tools(body: dict[str, Any]) -> set[str]:
+    """The request's tools under the scenario's names (``Bash`` is ``bash``, the MCP tools
+    ``mcp__roost__roost_*`` are ``roost_*``): what the fake model may call."""
+    names = set()
+    for tool in body.get("tools") or []:
+        name = str(tool.get("name")) if isinstance(tool, dict) else ""
+        names.add("bash" if name == "Bash" else name.removeprefix("mcp__roost__"))
+    return names
+
+
 class FakeAnthropic:
     """The server, on 127.0.0.1 and a free port, in a thread of the test process."""
 
@@ -110,6 +126,9 @@ class FakeAnthropic:
         self.scenario = load_scenario(scenario)
         self.log_path = Path(log_path)
         self.lock = threading.Lock()
+        #: Every refusal answered (a tool the request does not list, a frame that does not
+        #: parse); the kit fails a test that has any.
+        self.violations: list[str] = []
         #: ``hold(reply)`` true: that answer waits until ``release`` is set (``holding``
         #: says it waits), so a test can act while the model is "thinking".
         self.hold: Any = None
@@ -129,12 +148,16 @@ class FakeAnthropic:
                 if not self.path.startswith("/v1/messages") or self.path.startswith("/v1/messages/count_tokens"):
                     self.reply_json(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
                     return
-                chat = to_chat(body.get("messages") or [])
+                chat: list[dict[str, Any]] = []
                 try:
-                    reply = answer(fake.scenario, {"model": body.get("model", ""), "messages": chat})
+                    chat = to_chat(body.get("messages") or [])
+                    reply = answer(fake.scenario, {"model": body.get("model", ""), "messages": chat}, scenario_tools(body))
+                except ModelRefusal as exc:
+                    reply = {"error": f"fake model refuses: {exc}"}
+                    fake.violations.append(str(exc))
                 except Exception as exc:  # noqa: BLE001 - a scenario bug answers an error
                     reply = {"error": f"fake model: {type(exc).__name__}: {exc}"}
-                fake.log(self.headers, body, chat, reply)
+                fake.log(self.headers, body, chat, reply, usage_of(body, reply) if "error" not in reply else None)
                 if fake.hold is not None and fake.hold(reply):
                     fake.holding.set()
                     fake.release.wait(120)
@@ -146,7 +169,7 @@ class FakeAnthropic:
                 self.send_header("Cache-Control", "no-cache")
                 self.send_header("Connection", "close")
                 self.end_headers()
-                for name, data in sse_events(str(body.get("model", "fake")), reply):
+                for name, data in sse_events(str(body.get("model", "fake")), reply, usage_of(body, reply)):
                     self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
                 self.wfile.flush()
                 self.close_connection = True
@@ -171,7 +194,7 @@ class FakeAnthropic:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def log(self, headers: Any, body: dict[str, Any], chat: list[dict[str, Any]], reply: dict[str, Any]) -> None:
+    def log(self, headers: Any, body: dict[str, Any], chat: list[dict[str, Any]], reply: dict[str, Any], usage: dict[str, int] | None) -> None:
         record = {
             "time": time.time(),
             "model": body.get("model"),
@@ -180,6 +203,7 @@ class FakeAnthropic:
             "messages": chat,
             "tools": [tool.get("name") for tool in body.get("tools") or []],
             "reply": reply,
+            "usage": usage,
         }
         with self.lock, open(self.log_path, "a") as fh:
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -200,8 +224,20 @@ class FakeAnthropic:
         self.server.server_close()
 
 
-def sse_events(model: str, reply: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    usage = {"input_tokens": 10, "output_tokens": 1}
+def usage_of(body: dict[str, Any], reply: dict[str, Any]) -> dict[str, int]:
+    """The tokens an answer reports, as the real API counts them (about 4 characters a
+    token): the whole request in (system prompt, tools, messages), the answer out."""
+    request = json.dumps([body.get("system"), body.get("tools"), body.get("messages")])
+    answer = (reply.get("text") or "") + (json.dumps(reply["tool"]) if reply.get("tool") else "")
+    return {"input_tokens": max(1, len(request) // 4), "output_tokens": max(1, len(answer) // 4)}
+
+
+def sse_events(model: str, reply: dict[str, Any], tokens: dict[str, int] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """The SSE events of one answer. Usage as the real API reports it: ``message_start``
+    has the input (and the cache counts) and 1 output token, ``message_delta`` the final
+    output count."""
+    tokens = tokens or {"input_tokens": 10, "output_tokens": 5}
+    usage = {"input_tokens": tokens["input_tokens"], "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 1}
     events: list[tuple[str, dict[str, Any]]] = [
         (
             "message_start",
@@ -226,6 +262,6 @@ def sse_events(model: str, reply: dict[str, Any]) -> list[tuple[str, dict[str, A
         events.append(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": json.dumps(args)}}))
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
         stop = "tool_use"
-    events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 5}}))
+    events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": tokens["output_tokens"]}}))
     events.append(("message_stop", {"type": "message_stop"}))
     return events

@@ -224,6 +224,9 @@ def test_a_reaped_claude_job_resumes_its_session_and_holds_the_message_once(clau
     assert [len(seqs) for _, seqs, _ in hook_contexts(entries)] == [1]
     # Once in what the model reads (the hook's own log line, hook_success, aside).
     assert sum(text.count("wake up and look") for text in model_visible(entries)) == 1
+    # The usage goes on from what the first Claude Code spent: every answer of both.
+    spent = sum(r["usage"]["input_tokens"] + r["usage"]["output_tokens"] for r in fake.requests() if r["usage"])
+    wait_until(lambda: (daemon.job(kid)["usage"] or {}).get("tokens") == spent, 30, what="the job's usage over both runs")
 
 
 def model_visible(entries):

@@ -21,6 +21,11 @@ Tools: ``send``/``spawn``/``agents`` call ``roost_send``/``roost_spawn``/``roost
 The scenario for a request is chosen by its ``model``: ``scenario["models"][model]`` when
 present (the scripted host's convention for children), else the scenario itself.
 
+The fake is as strict as a real model: it calls only a tool the request lists, and an
+input holding an ``<agent-message`` frame that does not parse is refused, not read as a
+plain reply. Either answers an API error and is kept in ``violations``; the kits fail the
+test on any.
+
 Every request body is logged as one JSON line (``{"model", "messages", "tools", "reply"}``)
 so tests can assert what pi sent, in which order and framing.
 
@@ -48,6 +53,23 @@ _ENVELOPE = re.compile(
     re.DOTALL,
 )
 WAIT_FOR_SECONDS = 120
+#: An opening or closing tag of a frame (what a reader takes for one), parsed or not.
+_FRAME_TAG = re.compile(r"</?agent-message[\s>]")
+
+
+class ModelRefusal(ValueError):
+    """What a real model could not do with a request: call a tool the request does not
+    list, or read an agent item whose frame does not parse. The fake answers it as an API
+    error and keeps it (``violations``), so the test fails naming it instead of passing on
+    a behaviour no real model has."""
+
+
+def check_frames(text: str) -> None:
+    """Refuse ``text`` when it holds a frame tag that is not part of a whole, parseable
+    envelope (a real model could not tell its sender, kind or body)."""
+    tags = len(_FRAME_TAG.findall(text))
+    if tags and tags != 2 * len(_ENVELOPE.findall(text)):
+        raise ModelRefusal(f"unparseable agent-message frame in an input: {text[:300]!r}")
 
 
 def content_text(content: Any) -> str:
@@ -60,6 +82,7 @@ def content_text(content: Any) -> str:
 
 def parse_input(text: str) -> dict[str, str]:
     """What a scenario sees of one input message: raw body, kind and sender."""
+    check_frames(text)
     match = _ENVELOPE.search(text)
     if not match:
         return {"text": text, "kind": "reply", "from": "", "from_name": "", "relation": "", "msg": "", "reply_to": ""}
@@ -161,8 +184,16 @@ def scenario_for(scenario: dict[str, Any], model: str) -> dict[str, Any]:
     return scenario
 
 
-def answer(scenario: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
-    """The model's answer to one request."""
+def tools_of(body: dict[str, Any]) -> set[str]:
+    """The tool names a chat-completions request lists."""
+    return {str(tool.get("function", {}).get("name")) for tool in body.get("tools") or [] if isinstance(tool, dict)}
+
+
+def answer(scenario: dict[str, Any], body: dict[str, Any], tools: set[str] | None = None) -> dict[str, Any]:
+    """The model's answer to one request. A tool call is made only to a tool the request
+    lists (``tools``, in the scenario's names; the request's own list when None): a real
+    model cannot call one it was not given, so calling it is a :class:`ModelRefusal`."""
+    offered = tools_of(body) if tools is None else tools
     model = str(body.get("model", ""))
     scenario = scenario_for(scenario, model)
     runs = split_runs(body.get("messages") or [])
@@ -190,9 +221,10 @@ def answer(scenario: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
     }
     responses = compile_responses([substitute(step, variables) for step in steps])
     position = runs[-1]["answers"]
-    if position < len(responses):
-        return responses[position]
-    return {"text": responses[-1].get("text") or "done"}
+    reply = responses[position] if position < len(responses) else {"text": responses[-1].get("text") or "done"}
+    if reply.get("tool") and reply["tool"][0] not in offered:
+        raise ModelRefusal(f"the scenario calls the tool {reply['tool'][0]!r}, which the request does not list (it lists {sorted(offered)})")
+    return reply
 
 
 class FakeOpenAI:
@@ -203,6 +235,8 @@ class FakeOpenAI:
         self.log_path = Path(log_path)
         self.delay = delay
         self.lock = threading.Lock()
+        #: Every :class:`ModelRefusal` answered, in order (the kits fail a test that has any).
+        self.violations: list[str] = []
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -225,6 +259,9 @@ class FakeOpenAI:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 try:
                     reply = answer(fake.scenario, body)
+                except ModelRefusal as exc:
+                    reply = {"error": f"fake model refuses: {exc}"}
+                    fake.violations.append(str(exc))
                 except Exception as exc:  # noqa: BLE001 - a scenario bug answers an error
                     reply = {"error": f"fake model: {type(exc).__name__}: {exc}"}
                 fake.log(body, reply)
@@ -312,7 +349,10 @@ def sse_chunks(model: str, reply: dict[str, Any]) -> list[dict[str, Any]]:
         chunks.append(chunk({}, "tool_calls"))
     else:
         chunks.append(chunk({}, "stop"))
-    chunks.append({**base, "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+    # Usage as the real API reports it (a last chunk with no choices); pi prices it.
+    usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15,
+             "prompt_tokens_details": {"cached_tokens": 0}, "completion_tokens_details": {"reasoning_tokens": 0}}
+    chunks.append({**base, "choices": [], "usage": usage})
     return chunks
 
 

@@ -36,6 +36,12 @@ def roost_bin() -> str:
     return str(beside) if beside.exists() else (shutil.which("roost") or "roost")
 
 
+#: What the fake models cost, in pi's units (per million tokens), and so what one fake
+#: model call (10 tokens in, 5 out: fake_openai's usage) costs.
+MODEL_COST = {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75}
+COST_PER_CALL = (10 * MODEL_COST["input"] + 5 * MODEL_COST["output"]) / 1e6
+
+
 class PiKit:
     """One test's pi world: folders, env, fake model, daemon and tmux sessions."""
 
@@ -79,7 +85,9 @@ class PiKit:
         fake = FakeOpenAI(scenario, self.tmp / f"model-log-{len(self.fakes)}.jsonl", delay=delay).start()
         self.fakes.append(fake)
         ids = ["fake-model", *[str(k) for k in (fake.scenario.get("models") or {})]]
-        models = [{"id": i, "name": i, "reasoning": False, "input": ["text"], "contextWindow": 128000, "maxTokens": 4096} for i in ids]
+        # Priced (per million tokens), so pi records a cost for every call as it does for a
+        # real model: a fake call (10 in, 5 out) costs COST_PER_CALL.
+        models = [{"id": i, "name": i, "reasoning": False, "input": ["text"], "contextWindow": 128000, "maxTokens": 4096, "cost": MODEL_COST} for i in ids]
         provider = {
             "baseUrl": fake.base_url,
             "api": "openai-completions",
@@ -175,6 +183,9 @@ class PiKit:
             subprocess.run(["tmux", "-L", session, "kill-server"], capture_output=True, check=False)
         for fake in self.fakes:
             fake.stop()
+        refused = [violation for fake in self.fakes for violation in fake.violations]
+        # A request the fake refused is one a real model would have failed: the test fails.
+        assert not refused, f"the fake model refused {len(refused)} request(s): {refused}"
 
 
 def shquote(value: str) -> str:

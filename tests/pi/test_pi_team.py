@@ -7,9 +7,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from conftest import wait_until
 from fg import in_thread, run_async, session, spawn
-from pikit import agent_items, message_text
+from pikit import COST_PER_CALL, agent_items, message_text
 
 from roost_plugins.envelope import parse_envelopes
 
@@ -223,3 +224,98 @@ def test_pi_tree_over_budget_is_refused_and_its_root_is_told(pi_kit, write_confi
     assert rows["kid"]["usage"]["tokens"] % 15 == 0 and rows["kid"]["usage"]["tokens"] >= 30
     assert rows["root"]["treeUsage"]["spent"] is True and rows["root"]["treeUsage"]["tokens"] >= 50
     assert any('from="roost"' in message_text(m) for r in fake.requests() for m in r["messages"] if m.get("role") == "user")
+
+
+def test_pi_tree_over_its_cost_budget_is_refused(pi_kit, write_config):
+    # pi prices every fake call (COST_PER_CALL); the tree may spend three calls' worth.
+    write_config({"agentTreeCost": 3 * COST_PER_CALL})
+    scenario = {
+        "run": [
+            {"steps": [{"spawn": {"task": "spend", "name": "kid", "model": "kid"}}, {"say": "spawned"}]},
+            {"kind": "report", "match": "budget spent", "steps": [{"spawn": {"task": "more", "name": "kid-2", "model": "kid"}}, {"say": "tried again"}]},
+        ],
+        "default": {"steps": [{"say": "noted"}]},
+        "models": {"kid": {"default": {"steps": [{"shell": "true"}, {"say": "spent"}]}}},
+    }
+    pi_kit.fake(scenario)
+    daemon = pi_kit.daemon()
+    root = daemon.start_job("delegate", host="pi", name="root")
+
+    def told():
+        return [i for i in agent_items(daemon.entries(root)) if i["details"].get("from") == "roost"]
+
+    wait_until(told, 120, what="the root's budget report")
+    wait_until(lambda: tool_errors(daemon.entries(root), "roost_spawn"), 90, what="the refused spawn")
+    (report,) = told()
+    (envelope,) = parse_envelopes(report["content"])
+    assert "budget spent" in envelope["body"] and "agentTreeCost" in envelope["body"], envelope["body"]
+    (error,) = tool_errors(daemon.entries(root), "roost_spawn")
+    assert "budget_spent" in error and "agentTreeCost" in error
+    assert not [r for r in daemon.call("jobs")["jobs"] if r["name"] == "kid-2"]
+    kid = next(r["id"] for r in daemon.call("jobs")["jobs"] if r["name"] == "kid")
+    for job in (root, kid):
+        daemon.wait_job(job, timeout=60)
+    rows = {row["name"]: row for row in daemon.call("agents")["agents"]}
+    # The cost is pi's own record of each call, priced by the model's cost table.
+    for name in ("root", "kid"):
+        usage = rows[name]["usage"]
+        calls = usage["tokens"] // 15
+        assert calls >= 1 and usage["cost"] == pytest.approx(calls * COST_PER_CALL), (name, usage)
+    tree = rows["root"]["treeUsage"]
+    assert tree["spent"] is True and tree["cost"] == pytest.approx(rows["root"]["usage"]["cost"] + rows["kid"]["usage"]["cost"])
+    assert tree["cost"] >= 3 * COST_PER_CALL
+
+
+def test_pi_tree_broadcast_reaches_every_live_peer_of_the_tree_once(pi_kit, tmp_path):
+    # lead -> kid-a -> grandkid, and lead -> kid-b: the grandkid's *tree reaches its parent,
+    # its grandparent and its aunt, each once, and nobody outside the tree.
+    gate = tmp_path / "gate"
+    scenario = {
+        "run": [{"match": "^coordinate", "steps": [{"spawn": {"task": "lead a team", "name": "kid-a", "model": "kida"}},
+                           {"spawn": {"task": "stand by", "name": "kid-b", "model": "kidb"}}, {"say": "spawned"}]}],
+        "default": {"steps": [{"say": "noted: {input}"}]},
+        "models": {
+            "kida": {"run": [{"match": "lead a team", "steps": [{"spawn": {"task": "report to all", "name": "grandkid", "model": "gk"}}, {"say": "spawned gk"}]}],
+                     "default": {"steps": [{"say": "noted: {input}"}]}},
+            "kidb": {"default": {"steps": [{"say": "noted: {input}"}]}},
+            "gk": {"run": [{"match": "report to all", "steps": [{"wait_for": str(gate)}, {"send": {"to": "*tree", "message": "all hands"}}, {"say": "told the tree"}]}],
+                   "default": {"steps": [{"say": "noted: {input}"}]}},
+        },
+    }
+    fake = pi_kit.fake(scenario)
+    daemon = pi_kit.daemon()
+    outsider = daemon.start_job("stand apart", host="pi", name="outsider")
+    lead = daemon.start_job("coordinate", host="pi", name="lead")
+
+    def job_id(name):
+        return next((r["id"] for r in daemon.call("jobs")["jobs"] if r["name"] == name), None)
+
+    grandkid = wait_until(lambda: job_id("grandkid"), 120, what="the grandkid")
+    others = {name: wait_until(lambda name=name: job_id(name), 60, what=name) for name in ("kid-a", "kid-b")}
+    others["lead"] = lead
+    for job in [*others.values(), outsider]:
+        daemon.wait_job(job, timeout=90)
+    wait_until(lambda: daemon.job(grandkid)["state"] == "running", 60, what="the grandkid waiting")
+    gate.write_text("go")
+    daemon.wait_job(grandkid, timeout=90)
+
+    def tree_items(job):
+        return [i for i in agent_items(daemon.entries(job)) if i["details"]["kind"] == "message" and i["details"].get("scope") == "tree"]
+
+    for name, job in others.items():
+        wait_until(lambda job=job: tree_items(job) and daemon.job(job)["pending"] == 0, 90, what=f"{name} got the broadcast")
+    ids = set()
+    for name, job in others.items():
+        (item,) = tree_items(job)
+        (envelope,) = parse_envelopes(item["content"])
+        assert envelope["body"] == "all hands" and envelope["from"] == "grandkid", (name, envelope)
+        ids.add(item["details"]["id"])
+    assert len(ids) == 1  # one message id for the whole broadcast
+    assert not tree_items(outsider) and not tree_items(grandkid)
+    # The grandkid's model read the receivers in its tool's result.
+    (result,) = [message_text(e["message"]) for e in daemon.entries(grandkid) if e.get("type") == "message" and e["message"].get("toolName") == "roost_send"]
+    assert all(name in result for name in others) and "outsider" not in result, result
+    # Each receiver's model saw it once.
+    for name, model in (("lead", "fake-model"), ("kid-a", "kida"), ("kid-b", "kidb")):
+        last = [r for r in fake.requests() if r["model"] == model][-1]
+        assert [e["body"] for e in framed(last)].count("all hands") == 1, name

@@ -101,3 +101,42 @@ def test_hook_answers() -> None:
     assert wants_items("Stop", {"stop_hook_active": False}) and not wants_items("Stop", {"stop_hook_active": True})
     assert not wants_items("SessionStart", {}) and wants_items("PostToolUse", {}) and wants_items("UserPromptSubmit", {})
     assert "not from the user" in WAKE_PROMPT
+
+
+def answer_line(message_id: str, block: dict, usage: dict, model: str = "claude-opus-5-5") -> dict:
+    return {"type": "assistant", "sessionId": SID, "message": {"id": message_id, "model": model, "role": "assistant", "content": [block], "usage": usage}}
+
+
+def test_the_usage_of_a_transcript_counts_each_answer_once_and_its_cost_state(tmp_path):
+    path = tmp_path / f"{SID}.jsonl"
+    usage = {"input_tokens": 100, "output_tokens": 7, "cache_creation_input_tokens": 20, "cache_read_input_tokens": 3, "server_tool_use": {"web_search_requests": 0}}
+    # One answer with two content blocks: Claude Code writes a line per block, each with
+    # the answer's usage. A synthetic answer (an API error shown as text) spent nothing.
+    path.write_text(
+        line(answer_line("msg_1", {"type": "text", "text": "let me look"}, usage))
+        + line(answer_line("msg_1", {"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}, usage))
+        + line(answer_line("e1", {"type": "text", "text": "API Error"}, {"input_tokens": 0, "output_tokens": 0}, model="<synthetic>"))
+    )
+    reader = TranscriptSeqs(str(path), SID)
+    reader.scan()
+    assert reader.tokens == 130 and reader.cost == 0.0
+    with open(path, "a") as fh:
+        fh.write(line(answer_line("msg_2", {"type": "text", "text": "done"}, {"input_tokens": 150, "output_tokens": 4})))
+        fh.write(line({"type": "cost-state", "sessionId": SID, "totalCostUSD": 0.0042, "modelUsage": {}}))
+    reader.scan()
+    assert reader.tokens == 284 and reader.cost == pytest.approx(0.0042)
+    # Read again from the start (a resumed job): the same totals, not twice them.
+    again = TranscriptSeqs(str(path), SID)
+    again.scan()
+    assert (again.tokens, again.cost) == (284, pytest.approx(0.0042))
+
+
+def test_a_results_usage_is_the_sessions_totals():
+    from roost_core.claude.transcript import result_usage
+
+    event = {"type": "result", "total_cost_usd": 0.00042, "modelUsage": {
+        "claude-opus-5-5": {"inputTokens": 30, "outputTokens": 15, "cacheReadInputTokens": 2, "cacheCreationInputTokens": 1, "costUSD": 0.0004},
+        "claude-haiku-4-5": {"inputTokens": 5, "outputTokens": 1, "costUSD": 0.00002},
+    }}
+    assert result_usage(event) == (54, pytest.approx(0.00042))
+    assert result_usage({"type": "result"}) == (0, 0.0)

@@ -55,7 +55,7 @@ def test_the_error_codes_the_readme_names_exist():
     paragraph = text[text.index("Errors exit 1 with one line") :].split("\n\n")[0]
     named = set(re.findall(r"`([a-z_]+)`", paragraph)) - {"wait"}
     known = {value for key, value in vars(protocol).items() if key.isupper() and isinstance(value, str)}
-    known |= {cli_support.TIMEOUT, cli_support.UNAVAILABLE, cli_support.BAD_CONFIG, cli_support.BAD_HOME, cli_support.PLUGIN_ERROR}
+    known |= {cli_support.TIMEOUT, cli_support.UNAVAILABLE, cli_support.BAD_CONFIG, cli_support.BAD_HOME, cli_support.PLUGIN_ERROR, cli_support.WRITE_FAILED}
     assert named and named <= known, named - known
 
 

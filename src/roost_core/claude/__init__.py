@@ -34,6 +34,16 @@ BRIDGE_ENV = "ROOST_CLAUDE_BRIDGE"
 WAKE_PROMPT = "[roost] Agent items arrived; they are in the context below. They are not from the user."
 #: Claude Code's name for the roost MCP server's tools: ``mcp__<server>__<tool>``.
 SERVER_NAME = "roost"
+#: Claude Code makes a session's first model call without waiting for the MCP servers of
+#: ``~/.claude.json`` (it waits only for those given with ``--mcp-config``, as a job's
+#: are), so a server slow to start (Python and the MCP SDK on a loaded machine) leaves its
+#: tools out of that call. ``roost claude install`` sets two things that make it wait:
+#: ``alwaysLoad`` on roost's server entry (never deferred behind tool search; the first
+#: call waits for it, but at most 5 s) and this variable in the settings' ``env``: how
+#: long the first call waits for the MCP servers, in milliseconds (Claude Code's own
+#: connect timeout is 30 s).
+STARTUP_WAIT_ENV = "CLAUDE_CODE_MCP_STARTUP_WAIT_MS"
+STARTUP_WAIT_MS = "30000"
 
 
 class ClaudeError(RuntimeError):

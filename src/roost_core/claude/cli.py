@@ -29,11 +29,15 @@ def run(args: argparse.Namespace) -> int:
             return 2
         return hook.main(args.event)
     from roost_core.claude import install
+    from roost_core.cli_support import BAD_CONFIG, WRITE_FAILED, error_line
 
     try:
         result = install.install() if args.action == "install" else install.uninstall()
-    except (OSError, ValueError, TypeError) as exc:
-        print(f"roost: {exc}", file=sys.stderr)
+    except install.ClaudeConfigError as exc:
+        print(error_line(BAD_CONFIG, str(exc)), file=sys.stderr)
+        return 1
+    except install.ClaudeWriteError as exc:
+        print(error_line(WRITE_FAILED, str(exc.strerror)), file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(result, indent=2))

@@ -55,7 +55,7 @@ from roost_core.claude import (
 )
 from roost_core.claude.bridge import BridgeServer, private_folder
 from roost_core.claude.hook import EVENTS, hook_output, wants_items
-from roost_core.claude.transcript import TranscriptSeqs
+from roost_core.claude.transcript import TranscriptSeqs, result_usage
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, end_agent_process, until_exited
 from roost_core.queue import Item
 
@@ -110,6 +110,10 @@ class ClaudeHost:
         self.completed: set[str] = set()
         self.last_result: dict[str, Any] | None = None
         self.results = 0
+        #: The session's totals as the last ``result`` gave them, and the usage last told
+        #: to the worker (which the daemon sums into the tree's budget).
+        self.result_usage: tuple[int, float] = (0, 0.0)
+        self._usage_told: tuple[int, float] | None = None
         #: Set when Claude Code writes somewhere else than the job's session (the daemon
         #: and the job see different Claude Code folders): the run fails, it cannot be
         #: routed or acknowledged.
@@ -124,6 +128,7 @@ class ClaudeHost:
         self.lock.acquire()
         self.transcript = TranscriptSeqs(job.session, self.session_id)
         self.transcript.scan()
+        self.tell_usage()  # a resumed session has spent already
         self.bridge_dir = private_folder()
         self.bridge = BridgeServer(self.bridge_dir / "bridge.sock", self.answer_bridge, self.claude_pid)
         await self.bridge.open()
@@ -234,15 +239,29 @@ class ClaudeHost:
         elif kind == "result":
             self.last_result = event
             self.results += 1
+            tokens, cost = result_usage(event)
+            self.result_usage = (max(tokens, self.result_usage[0]), max(cost, self.result_usage[1]))
         self.scan()
         self.notify()
 
     def scan(self) -> None:
-        """Settle the items the transcript shows."""
+        """Settle the items the transcript shows; tell the session's usage."""
         assert self.transcript is not None and self.services is not None
         self.transcript.scan()
         for seq in [seq for seq in self.pending if seq in self.transcript.seqs]:
             self.services.delivered(self.pending.pop(seq))
+        self.tell_usage()
+
+    def tell_usage(self) -> None:
+        """The session's tokens and cost so far, as pi jobs tell theirs: each answer's
+        usage in the transcript as it is written, and the totals of Claude Code's last
+        ``result`` (which also count its side calls and its cost); the larger of each, as
+        both only grow."""
+        assert self.transcript is not None and self.services is not None
+        usage = (max(self.transcript.tokens, self.result_usage[0]), max(self.transcript.cost, self.result_usage[1]))
+        if usage != self._usage_told and usage != (0, 0.0):
+            self._usage_told = usage
+            self.services.usage_total(*usage)
 
     async def write_prompt(self, text: str, item: Item | None = None) -> None:
         if self.process is None or self.gone:

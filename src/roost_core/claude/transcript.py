@@ -35,13 +35,43 @@ def entry_text(content: Any) -> str:
     return ""
 
 
+def message_tokens(usage: Any) -> int:
+    """The tokens one Anthropic ``usage`` counts: input, output and both cache counts."""
+    if not isinstance(usage, dict):
+        return 0
+    keys = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    return sum(int(value) for key in keys if isinstance(value := usage.get(key), int) and not isinstance(value, bool) and value > 0)
+
+
+def result_usage(event: dict[str, Any]) -> tuple[int, float]:
+    """``(tokens, cost)`` of a stream-json ``result``: the session's totals so far (Claude
+    Code keeps them across ``--resume``), summed over its models' ``modelUsage``."""
+    tokens = 0
+    models = event.get("modelUsage")
+    for usage in models.values() if isinstance(models, dict) else []:
+        if isinstance(usage, dict):
+            keys = ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens")
+            tokens += sum(int(v) for key in keys if isinstance(v := usage.get(key), (int, float)) and not isinstance(v, bool) and v > 0)
+    cost = event.get("total_cost_usd")
+    return tokens, float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost > 0 else 0.0
+
+
 class TranscriptSeqs:
-    """Reads a transcript as it grows; ``seqs`` is every queue seq found so far."""
+    """Reads a transcript as it grows; ``seqs`` is every queue seq found so far, ``tokens``
+    and ``cost`` what the session spent (below)."""
 
     def __init__(self, path: str, session_id: str) -> None:
         self.path = path
         self.session_id = session_id
         self.seqs: set[int] = set()
+        #: Each model answer's tokens, by its message id: Claude Code writes one line per
+        #: content block of an answer, each with the answer's usage.
+        self._answers: dict[str, int] = {}
+        #: Their sum: the tokens of every model answer the transcript holds so far.
+        self.tokens = 0
+        #: The session's cost so far, from the ``cost-state`` line Claude Code writes as it
+        #: exits (a running total, kept across ``--resume``).
+        self.cost = 0.0
         self._offset = 0
         self._tail = b""
         #: tool_use id -> tool name, to know which tool results are roost_inbox's.
@@ -59,6 +89,8 @@ class TranscriptSeqs:
         except FileNotFoundError:
             return set()
         self._offset += len(data)
+        if self._offset == len(data):  # read from the start: count everything again
+            self._answers, self.tokens, self.cost = {}, 0, 0.0
         lines = (self._tail + data).split(b"\n")
         self._tail = lines.pop()
         found: set[int] = set()
@@ -74,8 +106,18 @@ class TranscriptSeqs:
 
     def entry_seqs(self, entry: dict[str, Any]) -> list[int]:
         kind = entry.get("type")
+        if kind == "cost-state":
+            cost = entry.get("totalCostUSD")
+            if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost > self.cost:
+                self.cost = float(cost)
+            return []
         if kind == "assistant":
-            for block in (entry.get("message") or {}).get("content") or []:
+            message = entry.get("message") or {}
+            if isinstance(message.get("id"), str) and message.get("model") != "<synthetic>":
+                tokens = message_tokens(message.get("usage"))
+                self.tokens += tokens - self._answers.get(message["id"], 0)
+                self._answers[message["id"]] = tokens
+            for block in message.get("content") or []:
                 if isinstance(block, dict) and block.get("type") == "tool_use":
                     self._tools[str(block.get("id"))] = str(block.get("name"))
             return []
