@@ -6,7 +6,7 @@ import errno
 import json
 import os
 import stat
-import time
+import threading
 
 import anyio
 import anyio.lowlevel
@@ -299,17 +299,21 @@ def test_a_torn_record_in_the_zeros_is_ended_where_it_stops(tmp_path):
 
 
 def test_close_waits_for_a_commit_in_flight(tmp_path, monkeypatch):
-    # A slow disk: the committer is inside fsync when the daemon shuts the journal.
+    # A slow disk: the committer is inside fsync when the daemon shuts the journal. The
+    # fsync is held until the close has begun and waits (every task blocked), then let go.
     real_fsync = os.fsync
+    inside, release = threading.Event(), threading.Event()
 
-    def slow_fsync(fd):
-        time.sleep(0.3)
+    def held_fsync(fd):
+        inside.set()
+        release.wait()
         real_fsync(fd)
 
     path = tmp_path / "queue.journal"
     journal = Journal(path, durable=True)
-    monkeypatch.setattr(os, "fsync", slow_fsync)
-    outcome = []
+    monkeypatch.setattr(os, "fsync", held_fsync)
+    outcome: list[str] = []
+    closed: list[bool] = []
 
     async def main():
         async with anyio.create_task_group() as tg:
@@ -322,12 +326,22 @@ def test_close_waits_for_a_commit_in_flight(tmp_path, monkeypatch):
                 except JournalError as exc:
                     outcome.append(f"error: {exc}")
 
-            tg.start_soon(append)
-            await anyio.sleep(0.1)  # the commit is now in its thread, in fsync
-            await journal.aclose()
+            async def close():
+                await journal.aclose()
+                closed.append(True)
 
-    anyio.run(main)
-    assert outcome == ["ok"]
+            tg.start_soon(append)
+            await anyio.to_thread.run_sync(inside.wait)  # the commit is in its thread, in fsync
+            tg.start_soon(close)
+            await anyio.wait_all_tasks_blocked()
+            assert closed == [] and outcome == [], "the close did not wait for the commit in flight"
+            release.set()
+
+    try:
+        anyio.run(main)
+    finally:
+        release.set()
+    assert outcome == ["ok"] and closed == [True]
     assert list(read_journal(path)) == [{"op": "item", "n": 1}]
 
 
