@@ -19,6 +19,12 @@ from roost_core.paths import Paths, resolve_paths
 from roost_core.transcript import read_entries
 
 WAIT_TIMEOUT = 30.0
+#: How long a daemon may go without using any CPU while a test waits on it (an answer, its
+#: start, its exit) before the test says it is stuck. A bound on a stall, not on speed: a
+#: daemon that is slow because the machine is loaded still gets CPU time now and then.
+STALL_SECONDS = 30.0
+#: How often a patient wait looks at the daemon's progress.
+PROGRESS_SLICE = 2.0
 #: Folders whose every test is in the fast tier (``scripts/test.sh --fast``); elsewhere a
 #: test joins it with ``@pytest.mark.smoke``.
 FAST_FOLDERS = ("unit", "plugins")
@@ -48,6 +54,97 @@ def wait_until(predicate: Callable[[], Any], timeout: float = WAIT_TIMEOUT, inte
         time.sleep(interval)
 
 
+def wait_while_progressing(
+    predicate: Callable[[], Any], progress: Callable[[], Any], stall: float = STALL_SECONDS, interval: float = 0.05, what: str = "condition"
+) -> Any:
+    """Poll ``predicate`` until it returns something truthy, for as long as ``progress()``
+    (any value that changes as the work goes on: counts, states) keeps changing; fail once
+    it has not changed for ``stall`` seconds. For waits whose length follows the machine's
+    speed (a load draining): a slow machine is no failure, a stuck one is."""
+    seen = progress()
+    changed = time.monotonic()
+    while True:
+        value = predicate()
+        if value:
+            return value
+        now = progress()
+        if now != seen:
+            seen, changed = now, time.monotonic()
+        elif time.monotonic() - changed > stall:
+            raise AssertionError(f"no progress for {stall:g}s waiting for {what} (last: {now!r})"[:2000])
+        time.sleep(interval)
+
+
+class DaemonProgress:
+    """Whether a daemon process is still working: alive, and its CPU time grew within the
+    last ``stall`` seconds."""
+
+    def __init__(self, pid: int, stall: float = STALL_SECONDS) -> None:
+        import psutil
+
+        self.pid = pid
+        self.stall = stall
+        try:
+            self._process: Any = psutil.Process(pid)
+        except psutil.Error:
+            self._process = None
+        self._cpu = self._cpu_time()
+        self._changed = time.monotonic()
+
+    def _cpu_time(self) -> float | None:
+        import psutil
+
+        if self._process is None:
+            return None
+        try:
+            times = self._process.cpu_times()
+        except psutil.Error:
+            return None
+        return times.user + times.system
+
+    def working(self) -> bool:
+        cpu = self._cpu_time()
+        if cpu is None:
+            return False
+        if self._cpu is None or cpu > self._cpu:
+            self._cpu, self._changed = cpu, time.monotonic()
+            return True
+        return time.monotonic() - self._changed < self.stall
+
+    def why_not(self) -> str:
+        if self._cpu_time() is None:
+            return f"the daemon (pid {self.pid}) is gone"
+        return f"the daemon (pid {self.pid}) used no CPU for {self.stall:g}s"
+
+
+class PatientClient(Client):
+    """The CLI's client for a test's daemon, with no fixed time limit on an answer: it
+    waits as long as the daemon is working (:class:`DaemonProgress`), so a loaded machine
+    makes a call slow, never a failure; a daemon that is gone or does nothing at all for
+    :data:`STALL_SECONDS` fails it (``TimeoutError``)."""
+
+    def __init__(self, path: Path, progress: DaemonProgress | None) -> None:
+        self.progress = progress
+        # Connecting and sending keep the old limit (a send cut off by a timeout could
+        # not be taken up again); reads are patient.
+        super().__init__(path, timeout=20.0)
+
+    def _next_frame(self) -> Any:
+        if self.progress is None:
+            return super()._next_frame()
+        self.sock.settimeout(PROGRESS_SLICE)
+        try:
+            while True:
+                try:
+                    return super()._next_frame()
+                except TimeoutError:
+                    # Nothing is lost: the decoder keeps what it read of a frame so far.
+                    if not self.progress.working():
+                        raise TimeoutError(f"no answer: {self.progress.why_not()}") from None
+        finally:
+            self.sock.settimeout(20.0)
+
+
 def _alive(pid: int) -> bool:
     from roost_core.locks import is_alive
 
@@ -64,9 +161,21 @@ class DaemonHandle:
         self.process: subprocess.Popen | None = None
 
     def start(self) -> DaemonHandle:
-        self.launch()
-        wait_for_daemon(self.paths, timeout=20)
-        return self
+        """Launch the daemon and wait until it answers, for as long as it is working."""
+        process = self.launch()
+        progress = DaemonProgress(process.pid)
+        while True:
+            try:
+                wait_for_daemon(self.paths, timeout=PROGRESS_SLICE, process=process)
+                return self
+            except DaemonUnavailable:
+                if process.poll() is not None:
+                    # It exited (it lost the race to a daemon that was there, which may
+                    # still be coming up): the old bound, once.
+                    wait_for_daemon(self.paths, timeout=20)
+                    return self
+                if not progress.working():
+                    raise DaemonUnavailable(f"the daemon did not start: {progress.why_not()} (see {self.paths.daemon_log})") from None
 
     def launch(self) -> subprocess.Popen:
         """Start the daemon process (its output to the daemon log) without waiting for it."""
@@ -82,8 +191,13 @@ class DaemonHandle:
             )
         return self.process
 
-    def client(self, timeout: float = 20) -> Client:
-        return Client(self.paths.socket, timeout=timeout)
+    def client(self, timeout: float | None = None) -> Client:
+        """A client of this daemon: patient (:class:`PatientClient`), or with a fixed
+        socket ``timeout`` when one is given."""
+        if timeout is not None:
+            return Client(self.paths.socket, timeout=timeout)
+        running = self.process is not None and self.process.poll() is None
+        return PatientClient(self.paths.socket, DaemonProgress(self.process.pid) if running else None)
 
     def call(self, op: str, **args: Any) -> dict[str, Any]:
         with self.client() as conn:
@@ -95,9 +209,16 @@ class DaemonHandle:
         self.process.wait(10)
 
     def terminate(self) -> int:
+        """SIGTERM, and its exit code once it has stopped (waiting as long as it works)."""
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(15)
+        progress = DaemonProgress(self.process.pid)
+        while True:
+            try:
+                return self.process.wait(PROGRESS_SLICE)
+            except subprocess.TimeoutExpired:
+                if not progress.working():
+                    raise AssertionError(f"the daemon did not stop after SIGTERM: {progress.why_not()}") from None
 
     def restart(self) -> DaemonHandle:
         return self.start()

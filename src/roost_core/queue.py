@@ -18,9 +18,13 @@ from roost_core.records import AGENT_KINDS, ITEM_KINDS
 #: Separate caps, so agents can never crowd out the user (or the other way round).
 MAX_USER_REPLIES = 50
 MAX_AGENT_ITEMS = 20
-#: Seqs handed out but not yet durable, at most. Acks free room in the caps before
-#: anything is durable, so the caps alone do not bound these; the daemon's restart gap
-#: (``SEQ_RESTART_GAP``) must stay above this, or a restart could reuse a seq.
+#: How far past the durable watermark an item may be pushed to a worker before it is
+#: durable itself. Acks free room in the caps before anything is durable, so the caps
+#: alone do not bound these; the daemon's restart gap (``SEQ_RESTART_GAP``) must stay
+#: above this, or a restart could reuse a seq a worker holds. The bound is on pushes,
+#: not on queueing: an item past it waits in the queue until it is durable. (It once
+#: refused sends ``queue_full``, and a seq refused ``not_stored`` never became durable,
+#: so after 500 refusals on a full disk a job refused every send until a restart.)
 MAX_UNDURABLE_SEQS = 500
 
 
@@ -187,12 +191,18 @@ class JobQueue:
         if len(self.items) >= cap and sum(1 for item in self.items if item.is_agent_item == agent) >= cap:
             who = "agent items" if agent else "user replies"
             raise ProtocolError(QUEUE_FULL, f"queue full: {cap} {who} already wait for this job")
-        if self.reply_seq - self.durable >= MAX_UNDURABLE_SEQS:
-            raise ProtocolError(QUEUE_FULL, "queue busy: items wait for the disk; try again")
 
     def mark_durable(self, seq: int) -> None:
         """Every item queued up to ``seq`` is on disk."""
         self.durable = max(self.durable, seq)
+
+    def may_push(self, seq: int, journal_ok: bool) -> bool:
+        """Whether the item ``seq`` may go to a worker now: once it is durable, and before
+        that only while the journal writes (an item refused ``not_stored`` must not reach
+        its receiver) and within :data:`MAX_UNDURABLE_SEQS` of the durable watermark.
+        Only pushed seqs can be in a transcript, so only they must stay below the restart
+        gap; a seq handed out and refused before it was pushed is seen by nobody."""
+        return seq <= self.durable or (journal_ok and seq - self.durable <= MAX_UNDURABLE_SEQS)
 
     def enqueue(self, kind: str, content: str, **fields: Any) -> Item:
         return self.enqueue_fields(kind, content, fields)

@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import queue
+import re
 import threading
 from collections import deque
 from pathlib import Path
@@ -199,27 +200,44 @@ class JobFiles:
         return target
 
 
-def read_journal(path: Path, unreadable: list[int] | None = None) -> Iterator[dict[str, Any]]:
-    """The journal's records; a torn last line (crash mid-append) is ignored, and so are
-    zero bytes (those written ahead, :data:`RESERVE_BYTES`, and any a crash left in a
-    write: no JSON text holds one). Any other line that is not a JSON object is skipped
-    too, its line number added to ``unreadable``."""
+#: A journal's pieces: the bytes between newlines and runs of zeros. A record never holds
+#: either, so a zero inside a line is not one to drop but the mark of bytes lost there.
+_PIECE = re.compile(rb"[^\n\0]+")
+
+
+def read_journal(path: Path, unreadable: list[int] | None = None, torn: list[int] | None = None) -> Iterator[dict[str, Any]]:
+    """The journal's records, each a JSON object on a line of its own.
+
+    Zeros are no record's bytes: those written ahead (:data:`RESERVE_BYTES`) follow the
+    records, and a crash in a write leaves zeros where its pages did not reach the disk,
+    in place of the bytes that were to be there. So a run of zeros ends a piece as a
+    newline does: a record around such a hole is torn (its two halves are never glued
+    into one line, nor to the record after it), and the whole records beside it are read.
+    Every other piece is skipped, its line number added to ``unreadable``; one that a
+    run of zeros or the end of the file cuts short (a torn record, as a crash in a write
+    leaves one, or damage since) is added to ``torn`` as well. Nothing is skipped without
+    being counted: a torn record may be one whose commit was answered."""
     try:
-        data = path.read_bytes().replace(b"\0", b"")
+        data = path.read_bytes()
     except FileNotFoundError:
         return
-    lines = data.split(b"\n")
-    for number, line in enumerate(lines, 1):
-        if not line:
-            continue
+    line, counted_to = 1, 0
+    for match in _PIECE.finditer(data):
+        piece = match.group()
         try:
-            record = _loads(line)
+            record = _loads(piece)
         except (ValueError, RecursionError):
             record = None
         if isinstance(record, dict):
             yield record
-        elif unreadable is not None and (number < len(lines) or record is not None):
-            unreadable.append(number)
+            continue
+        start, end = match.span()
+        line += data.count(b"\n", counted_to, start)
+        counted_to = start
+        if unreadable is not None:
+            unreadable.append(line)
+        if torn is not None and (end == len(data) or data[end] == 0 or (start and data[start - 1] == 0)):
+            torn.append(line)
 
 
 def _loads(line: bytes) -> Any:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import anyio
 from conftest import wait_until
 from fg import in_thread, run_async, send, session, spawn
 from pikit import agent_items, message_text, user_messages
@@ -124,9 +123,14 @@ def test_a_message_sent_during_a_slow_tool_reaches_the_next_model_call(pi_kit, t
             await in_thread(wait_until, lambda: len(fake.requests()) >= 1, 60, what="the first model call")
             ok, text, data = await send(lead, kid, "also check the docs")
             assert ok and data["result"] == "delivered", text
-            # Let the worker take the message in, then let the slow tool finish.
-            await in_thread(wait_until, lambda: daemon.job(kid)["pending"] >= 1, 10, what="the queued message")
-            await anyio.sleep(0.5)
+            # The worker holds the message (its log says so), then the slow tool may finish.
+            worker_log = daemon.paths.jobs_dir / f"{kid}.log"
+            await in_thread(
+                wait_until,
+                lambda: worker_log.exists() and "arrived during a run" in worker_log.read_text(),
+                60,
+                what="the worker to hold the message",
+            )
             gate.write_text("go")
             await in_thread(daemon.wait_job, kid, timeout=60)
             return kid

@@ -307,3 +307,63 @@ def test_a_daemon_starts_on_damaged_records_journal_and_dead_letters(daemon_fact
             f"`dead` lists the {len(letters)} good letters"
         ),
     )
+
+
+def tear(data: bytes, start: int, end: int) -> bytes:
+    """``data`` with the bytes from ``start`` to ``end`` lost as a crash loses them: a write
+    whose pages did not all reach the disk leaves what was there before, and the journal
+    writes its records into zeros written ahead of them."""
+    return data[:start] + bytes(end - start) + data[end:]
+
+
+@pytest.mark.parametrize("where", ["last", "middle"])
+def test_a_journal_record_torn_in_the_middle_is_named_and_kept(daemon_factory, write_config, tmp_path, record, where):
+    """Queue items on a stopped job, stop the daemon, tear one item's record through its
+    middle, as a crash in a write does (its second half and its newline lost: zeros), and
+    start the daemon again. It must say so in its log and keep the journal as it was in
+    ``queue.journal.bad``: the item may have been answered as stored, and nobody would
+    learn it is gone. A record after the torn one is read (not glued to the torn half)."""
+    write_config({"agentExternalMessages": True})
+    daemon = daemon_factory().start()
+    job = daemon.start_job("hold the queue", name="keep")
+    daemon.wait_job(job, "done")
+    daemon.call("stop", job=job)  # keeps what it is sent, once its worker is gone
+    wait_until(lambda: daemon.job(job)["workerPid"] is None, what="the stopped job's worker to exit")
+    told: list[str] = []
+
+    async def queue_some() -> None:
+        async with session(daemon, tmp_path, "talker") as me:
+            await me.ensure_registered()
+            for i in range(PER_PHASE):
+                told.append((await me.call("send", to=job, message=f"queued {i}"))["result"])
+
+    run_async(queue_some)
+    assert told == ["stopped"] * PER_PHASE, told
+    daemon.terminate()
+    journal = daemon.paths.journal
+    before = journal.read_bytes()
+    records = [line for line in before.rstrip(b"\0").split(b"\n") if line]
+    bodies = {n: f"queued {n}".encode() for n in range(PER_PHASE)}
+    torn_n = PER_PHASE - 1 if where == "last" else 0
+    line = next(line for line in records if bodies[torn_n] in line)
+    start = before.index(line) + len(line) // 2
+    torn = tear(before, start, before.index(line) + len(line) + 1)
+    journal.write_bytes(torn)
+    daemon.restart()
+    log = daemon.paths.daemon_log.read_text()
+    daemon.call("reply", job=job, text="go on")
+    daemon.wait_job(job, "done")
+    arrived = received_messages(daemon.entries(job))
+    bodies_arrived = [body for _, body in arrived]
+    kept = journal.with_name("queue.journal.bad")
+    assert "journal:" in log and "torn" in log, log[-2000:]
+    assert kept.exists() and kept.read_bytes() == torn
+    assert bodies_arrived == [f"queued {n}" for n in range(PER_PHASE) if n != torn_n], bodies_arrived
+    assert not stuck_jobs(daemon.call("jobs")["jobs"])
+    record(
+        "corrupt file",
+        f"a journal item record torn through its middle ({where} record), the daemon restarted",
+        messages=len(arrived),
+        cases=1,
+        result=f"a log line names the torn record; the journal as it was kept in queue.journal.bad; the {len(bodies_arrived)} whole items delivered",
+    )

@@ -395,7 +395,7 @@ class QueueModel(RuleBasedStateMachine):
     def worker_writes_and_acks(self, count: int) -> None:
         """The worker takes the first ``count`` pending items (pushed before durable),
         writes each into its transcript unless that seq is there already, and acks."""
-        taken = self.queue.pending()[:count]
+        taken = self.pushed()[:count]
         if not taken:
             return
         for item in taken:
@@ -411,6 +411,18 @@ class QueueModel(RuleBasedStateMachine):
             from roost_core.store import encode_record
 
             self.buffer.append(encode_record({"op": "ack", "job": self.JOB, "seq": self.queue.acked}))
+
+    def pushed(self) -> list[Any]:
+        """The pending items the daemon pushes to the worker now (its journal writes):
+        in order, up to the first it holds back (``JobQueue.may_push``; a checkout from
+        before that pushed them all)."""
+        may_push = getattr(self.queue, "may_push", None)
+        pushed = []
+        for item in self.queue.pending():
+            if may_push is not None and not may_push(item.seq, True):
+                break
+            pushed.append(item)
+        return pushed
 
     @rule(rounds=st.integers(1, 40))
     def slow_fsync(self, rounds: int) -> None:

@@ -25,7 +25,7 @@ from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.receipts import MessageQuotes, Receipts
 from roost_core.protocol import BAD_ARGS, NOT_STORED, QUEUE_FULL, ProtocolError
-from roost_core.queue import MAX_AGENT_ITEMS
+from roost_core.queue import MAX_AGENT_ITEMS, MAX_UNDURABLE_SEQS
 from roost_core.records import OutgoingItem, PeerInfo
 from roost_core.store import JournalError
 
@@ -280,5 +280,29 @@ def test_an_items_journal_record_replays_into_the_same_item_and_old_records_stil
         assert older.queue.items == [queued]
         with pytest.raises(ValueError):
             apply_journal_record(a_job(), {"op": "item", "job": job.id, "deliver": {**record["deliver"], "event": "other"}})
+
+    run(story)
+
+
+def test_in_a_disk_stall_pushes_stop_at_the_undurable_bound_and_sends_are_queued_not_refused(tmp_path):
+    """While no commit ends (a stalled disk) a connected worker gets items before they are
+    durable, and acks them, so the caps never fill: at most ``MAX_UNDURABLE_SEQS`` past
+    the durable watermark are pushed (the restart gap must stay above every seq a worker
+    may hold). The next sends are queued, not refused, and go out once their commit ends."""
+
+    async def story() -> None:
+        room, job = Room(tmp_path), a_job()
+        job.conn = worker_conn()
+        target = target_of(job)
+        answers = []
+        for n in range(MAX_UNDURABLE_SEQS + 5):
+            answers.append(send_to_job(room, job, message(target, f"m{n}", msg_id=f"m{n:08d}")))
+            for event in job.conn.take_sent():
+                room.mailroom.ack_job(job, event["seq"])
+        assert job.sent == MAX_UNDURABLE_SEQS and [item.seq for item in job.queue.items] == list(range(MAX_UNDURABLE_SEQS + 1, MAX_UNDURABLE_SEQS + 6))
+        room.journal.commit_over()
+        results = [answer.finish()["result"] for answer in answers]
+        assert results == ["delivered"] * len(answers)
+        assert [event["seq"] for event in job.conn.take_sent()] == list(range(MAX_UNDURABLE_SEQS + 1, MAX_UNDURABLE_SEQS + 6))
 
     run(story)

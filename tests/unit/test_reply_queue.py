@@ -150,16 +150,17 @@ def test_changed_wakes_a_waiter_on_push_and_wake():
     async def main():
         with anyio.fail_after(5):
             async with anyio.create_task_group() as tg:
+                # Each step runs until every task waits (no guessed time).
                 tg.start_soon(waiter)
-                await anyio.sleep(0.01)
+                await anyio.wait_all_tasks_blocked()
                 assert woke == []
                 queue.push(reply(1))
-                await anyio.sleep(0.01)
+                await anyio.wait_all_tasks_blocked()
                 assert woke == [True]
                 tg.start_soon(waiter)
-                await anyio.sleep(0.01)
+                await anyio.wait_all_tasks_blocked()
                 queue.wake()
-                await anyio.sleep(0.01)
+                await anyio.wait_all_tasks_blocked()
                 assert woke == [True, True]
 
     anyio.run(main)

@@ -6,7 +6,7 @@ import errno
 import json
 import os
 import stat
-import time
+import threading
 
 import anyio
 import anyio.lowlevel
@@ -103,12 +103,31 @@ def test_read_journal_skips_a_torn_last_line_and_non_objects(tmp_path):
 def test_read_journal_reads_through_zeros_wherever_they_are(tmp_path):
     """Zeros written ahead follow the records; a crash can leave some between records
     too (a write's pages reach the disk in any order). No record holds a zero byte, so
-    replay drops them all and reads every whole record around them."""
+    replay reads every whole record around them."""
     path = tmp_path / "queue.journal"
-    path.write_bytes(b'{"op":"item","n":1}\n' + bytes(5000) + b'{"op":"ack","n":2}\n{"op":"it' + bytes(3) + b'em","n":3}\n' + bytes(70000))
+    path.write_bytes(b'{"op":"item","n":1}\n' + bytes(5000) + b'{"op":"ack","n":2}\n' + bytes(3) + b'{"op":"item","n":3}\n' + bytes(70000))
     unreadable: list[int] = []
     assert list(read_journal(path, unreadable)) == [{"op": "item", "n": 1}, {"op": "ack", "n": 2}, {"op": "item", "n": 3}]
     assert unreadable == []
+
+
+def test_read_journal_counts_every_torn_record(tmp_path):
+    """Zeros inside a line stand for bytes lost there (a page of a write that never
+    reached the disk): the record is torn, counted, and never glued to the record after
+    it; a torn last record (no newline before the zeros or the end) is counted too."""
+    path = tmp_path / "queue.journal"
+    path.write_bytes(
+        b'{"op":"item","n":1}\n{"op":"it' + bytes(3) + b'em","n":2}\n{"op":"item",' + bytes(9) + b'{"op":"ack","n":3}\n{"op":"item","n":4}\nnot json\n{"op":"ite' + bytes(500)
+    )
+    unreadable: list[int] = []
+    torn: list[int] = []
+    assert list(read_journal(path, unreadable, torn)) == [{"op": "item", "n": 1}, {"op": "ack", "n": 3}, {"op": "item", "n": 4}]
+    assert unreadable == [2, 2, 3, 5, 6]
+    assert torn == [2, 2, 3, 6]
+    path.write_bytes(b'{"op":"item","n":1}\n{"op":"item","n":2')
+    unreadable, torn = [], []
+    assert list(read_journal(path, unreadable, torn)) == [{"op": "item", "n": 1}]
+    assert unreadable == torn == [2]
 
 
 async def _with_journal(journal, body):
@@ -265,11 +284,13 @@ def test_a_filesystem_without_per_write_sync_gets_write_then_fdatasync(tmp_path,
 def test_a_torn_record_in_the_zeros_is_ended_where_it_stops(tmp_path):
     """A crash mid-commit leaves part of a record in the reserve, zeros after it: the
     journal opened on it ends that part with a newline where it stops (not past the
-    zeros), so the next record stands alone on its line and nothing is lost."""
+    zeros), so the next record stands alone on its line and nothing is lost. (Replay
+    counts the torn part, before and after: it may be a record that was answered.)"""
     path = tmp_path / "queue.journal"
     path.write_bytes(b'{"op":"item","n":1}\n{"op":"it' + bytes(4096))
     unreadable: list[int] = []
-    assert list(read_journal(path, unreadable)) == [{"op": "item", "n": 1}] and unreadable == []
+    assert list(read_journal(path, unreadable)) == [{"op": "item", "n": 1}] and unreadable == [2]
+    unreadable = []
     journal = Journal(path, durable=True)
     anyio.run(_with_journal, journal, lambda: journal.append({"op": "item", "n": 2}))
     assert path.read_bytes().rstrip(b"\0") == b'{"op":"item","n":1}\n{"op":"it\n{"op":"item","n":2}\n'
@@ -278,17 +299,21 @@ def test_a_torn_record_in_the_zeros_is_ended_where_it_stops(tmp_path):
 
 
 def test_close_waits_for_a_commit_in_flight(tmp_path, monkeypatch):
-    # A slow disk: the committer is inside fsync when the daemon shuts the journal.
+    # A slow disk: the committer is inside fsync when the daemon shuts the journal. The
+    # fsync is held until the close has begun and waits (every task blocked), then let go.
     real_fsync = os.fsync
+    inside, release = threading.Event(), threading.Event()
 
-    def slow_fsync(fd):
-        time.sleep(0.3)
+    def held_fsync(fd):
+        inside.set()
+        release.wait()
         real_fsync(fd)
 
     path = tmp_path / "queue.journal"
     journal = Journal(path, durable=True)
-    monkeypatch.setattr(os, "fsync", slow_fsync)
-    outcome = []
+    monkeypatch.setattr(os, "fsync", held_fsync)
+    outcome: list[str] = []
+    closed: list[bool] = []
 
     async def main():
         async with anyio.create_task_group() as tg:
@@ -301,12 +326,22 @@ def test_close_waits_for_a_commit_in_flight(tmp_path, monkeypatch):
                 except JournalError as exc:
                     outcome.append(f"error: {exc}")
 
-            tg.start_soon(append)
-            await anyio.sleep(0.1)  # the commit is now in its thread, in fsync
-            await journal.aclose()
+            async def close():
+                await journal.aclose()
+                closed.append(True)
 
-    anyio.run(main)
-    assert outcome == ["ok"]
+            tg.start_soon(append)
+            await anyio.to_thread.run_sync(inside.wait)  # the commit is in its thread, in fsync
+            tg.start_soon(close)
+            await anyio.wait_all_tasks_blocked()
+            assert closed == [] and outcome == [], "the close did not wait for the commit in flight"
+            release.set()
+
+    try:
+        anyio.run(main)
+    finally:
+        release.set()
+    assert outcome == ["ok"] and closed == [True]
     assert list(read_journal(path)) == [{"op": "item", "n": 1}]
 
 

@@ -189,23 +189,28 @@ class DaemonBase:
                 continue
             self.jobs[job.id] = job
         unreadable: list[int] = []
+        torn: list[int] = []
         bad_records = 0
-        for record in read_journal(self.paths.journal, unreadable):
+        for record in read_journal(self.paths.journal, unreadable, torn):
             if record.get("op") == "answer":
                 try:
                     self.ledger.restore(record)
                 except ValueError:
                     bad_records += 1
                 continue
-            job = self.jobs.get(record.get("job"))
-            if job is None:
+            job_id = record.get("job")
+            if not isinstance(job_id, str):
+                bad_records += 1
                 continue
+            job = self.jobs.get(job_id)
+            if job is None:
+                continue  # a removed job's (or one whose record was set aside, with its own line)
             try:
                 apply_journal_record(job, record)
             except (TypeError, ValueError):
                 bad_records += 1
         if unreadable or bad_records:
-            self.set_journal_aside(len(unreadable), bad_records, unreadable[:5])
+            self.set_journal_aside(len(unreadable), bad_records, unreadable[:5], len(torn))
         for job in self.jobs.values():
             job.queue.reply_seq += SEQ_RESTART_GAP
             job.queue.durable = job.queue.reply_seq
@@ -221,9 +226,11 @@ class DaemonBase:
             log.warning("cannot rewrite the journal at start (%s); the first commit will", exc)
             self.journal.failed_to_rewrite()
 
-    def set_journal_aside(self, unreadable: int, bad: int, first_lines: list[int]) -> None:
+    def set_journal_aside(self, unreadable: int, bad: int, first_lines: list[int], torn: int = 0) -> None:
         """Keep a copy of a journal with lines that could not be replayed, before it is
-        written anew from what could."""
+        written anew from what could, and say so in one log line (``torn`` of the
+        ``unreadable`` lines were cut short: a record a crash tore in its write, whose
+        item is lost if its commit had been answered)."""
         target = self.paths.journal.with_name(self.paths.journal.name + ".bad")
         try:
             shutil.copyfile(self.paths.journal, target)
@@ -232,10 +239,15 @@ class DaemonBase:
             target_text = f"not kept ({exc})"
         else:
             target_text = f"kept in {target.name}"
+        torn_text = (
+            f" ({torn} of them torn: cut short by zeros or the end of the file, as a crash in a write leaves a record;"
+            " an item in one is lost if it was answered as stored)"
+            if torn else ""
+        )
         log.error(
-            "journal: %d lines are not JSON (first at lines %s) and %d records are not ones roost writes; "
+            "journal: %d lines are not JSON (first at lines %s)%s and %d records are not ones roost writes; "
             "they are skipped, the journal as it was is %s",
-            unreadable, first_lines, bad, target_text,
+            unreadable, first_lines, torn_text, bad, target_text,
         )
 
     def journal_snapshot(self) -> list[dict[str, Any]]:

@@ -29,7 +29,7 @@ from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.receipts import MessageQuotes, Receipts
 from roost_core.protocol import BAD_ARGS, NOT_STORED, QUEUE_FULL, ProtocolError, encode_string
-from roost_core.queue import Item
+from roost_core.queue import MAX_UNDURABLE_SEQS, Item
 from roost_core.records import OutgoingItem, PeerInfo
 from roost_core.store import Commit, JournalError
 
@@ -146,10 +146,10 @@ class Mailroom:
             # inside its journal record.
             event = item.encoded()
             conn = job.conn
-            if conn is not None and job.sent == item.seq - 1 and self.journal.healthy:
-                # The usual case, push_pending's in short: the worker has every earlier
-                # item, so this one alone goes (and has no receipt to move yet: that is
-                # made once it is durable).
+            if conn is not None and job.sent == item.seq - 1 and self.journal.healthy and item.seq - job.queue.durable <= MAX_UNDURABLE_SEQS:
+                # The usual case, push_pending's in short (JobQueue.may_push, inlined): the
+                # worker has every earlier item, so this one alone goes (and has no receipt
+                # to move yet: that is made once it is durable).
                 conn.send(event)
                 job.sent = item.seq
             else:
@@ -164,14 +164,16 @@ class Mailroom:
 
         Items go out before they are durable (answers wait for that), except while the
         journal fails: then only durable ones, so an item whose sender is told it was not
-        stored does not reach the receiver either."""
+        stored does not reach the receiver either; and never more than
+        ``MAX_UNDURABLE_SEQS`` past the durable watermark (:meth:`JobQueue.may_push`):
+        the rest follow as their commits end (:meth:`outcome`)."""
         conn = job.conn
         if conn is None:
             return
         journal_ok = self.journal is None or self.journal.healthy
         queue = job.queue
         for item in queue.pending(after=job.sent):
-            if not journal_ok and item.seq > queue.durable:
+            if not queue.may_push(item.seq, journal_ok):
                 break
             conn.send(item.encoded())
             job.sent = item.seq
@@ -193,7 +195,7 @@ class Mailroom:
         faults.point("daemon.after_persist_before_answer")
         if job.conn is not None:
             if job.sent < item.seq:
-                self.push_pending(job)  # held back while the journal failed
+                self.push_pending(job)  # held back while the journal failed, or past the bound
             return "delivered"
         if job.state == "stopped" and item.kind != "reply":
             return "stopped"

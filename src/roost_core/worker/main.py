@@ -217,7 +217,12 @@ class Worker:
     async def on_event(self, event: dict[str, Any]) -> None:
         name = event.get("event")
         if name == "deliver":
-            self.queue.push(Item.received(event))
+            item = Item.received(event)
+            self.queue.push(item)
+            if self.run_scope is not None:
+                # Said once it is held: the run takes it in at its next tool boundary (a
+                # test waits for this line before it lets a slow tool end).
+                log.info("item %d (%s) arrived during a run: it goes in at the next tool boundary", item.seq, item.kind)
         elif name == "adopt":
             self.adopted.set()
         elif name == "shutdown":
