@@ -364,3 +364,44 @@ def test_a_message_of_any_size_arrives_once_or_is_refused_at_once_whatever_the_l
             await in_thread(prop)
 
     anyio.run(main)
+
+
+# ------------------------------------------------------------------------- reports
+
+#: A team's report format that makes every report longer than a frame.
+HUGE_REPORTS = "from roost_core import hookimpl\n\n@hookimpl\ndef roost_format_report(report):\n    return 'R' * (1024 * 1024 + 1)\n"
+
+
+def test_a_report_too_large_for_a_frame_is_dropped_with_an_error_never_pushed(daemon_factory, tmp_path):
+    """A result is cut to 6,000 characters, but a plugin's report format may make any
+    report. One longer than a frame could never reach its parent: it is refused before it
+    is pushed (the sender's receipt says so), the daemon logs an error, and it is not
+    kept to be tried again. (It used to be pushed, and the parent's decoder dropped it.)"""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "roosttest_huge_reports.py").write_text(HUGE_REPORTS)
+    info = site / "huge_reports-0.9.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: huge-reports\nVersion: 0.9\n")
+    (info / "entry_points.txt").write_text("[roost]\nhuge-reports = roosttest_huge_reports\n")
+    daemon = daemon_factory(PYTHONPATH=str(site)).start()
+
+    async def main() -> None:
+        async with session(daemon, tmp_path, "lead") as lead:
+            kid = (await lead.call("spawn", task="say hello", name="kid", host="scripted"))["id"]
+
+            def refused_report() -> list[dict[str, Any]]:
+                sent = daemon.call("log", job=kid)["sent"]
+                return [r for r in sent if r["kind"] == "report" and r["state"] == "refused" and r["reason"] == "too_large"]
+
+            (receipt,) = await in_thread(wait_until, refused_report, what="the kid's report refused")
+            assert receipt["to"] == lead.peer_id
+            log_text = await in_thread(wait_until, lambda: (text := daemon.paths.daemon_log.read_text()) and "the report of" in text and text, what="the error line")
+            (line,) = [line for line in log_text.splitlines() if f"the report of {kid} is dropped" in line]
+            assert "ERROR" in line and str(MAX_FRAME) in line
+            await in_thread(daemon.wait_job, kid)
+            assert daemon.job(kid)["undeliveredReport"] is False  # not kept to be tried again
+            assert [event for event in lead.delivered if event.get("kind") == "report"] == []
+            assert daemon.call("dead")["dead"] == []
+
+    anyio.run(main)
