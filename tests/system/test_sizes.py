@@ -13,6 +13,7 @@ decoder discarded it unseen.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from clikit import CLI
 from fg import in_thread, session, taken
 from roost_core.daemon.dispatch import TEXT
 from roost_core.protocol import MAX_FRAME, MAX_TEXT_BYTES, ProtocolError, encode, text_bytes
+from roost_core.queue import Item
 from roost_core.transcript import content_text
 from roost_plugins.envelope import parse_envelopes
 
@@ -384,7 +386,7 @@ def test_a_report_too_large_for_a_frame_is_dropped_with_an_error_never_pushed(da
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: huge-reports\nVersion: 0.9\n")
     (info / "entry_points.txt").write_text("[roost]\nhuge-reports = roosttest_huge_reports\n")
-    daemon = daemon_factory(PYTHONPATH=str(site)).start()
+    daemon = daemon_factory(PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))).start()
 
     async def main() -> None:
         async with session(daemon, tmp_path, "lead") as lead:
@@ -405,3 +407,31 @@ def test_a_report_too_large_for_a_frame_is_dropped_with_an_error_never_pushed(da
             assert daemon.call("dead")["dead"] == []
 
     anyio.run(main)
+
+
+# ------------------------------------------------------------------------- an older journal
+
+
+def test_a_reply_an_older_roost_lost_arrives_after_the_upgrade_and_one_that_never_can_is_logged(daemon):
+    """An older daemon journaled a reply's text twice (the 600,000 characters that never
+    arrived): the new one carries it once, so it arrives. An item longer than a frame
+    even so is not pushed again to be dropped unseen: the daemon says so in its log."""
+    transcript = started_job(daemon)
+    daemon.terminate()
+    lost = "y" * 600_000
+    never = "z" * (MAX_FRAME + 1)
+    records = [
+        {"op": "item", "job": transcript.job, "deliver": Item(2, "reply", lost, text=lost, trace=f"t-{transcript.job}-2").to_event()},
+        {"op": "item", "job": transcript.job, "deliver": Item(3, "reply", never, trace=f"t-{transcript.job}-3").to_event()},
+    ]
+    with open(daemon.paths.journal, "ab") as journal:
+        journal.write(b"".join(json.dumps(record).encode() + b"\n" for record in records))
+    daemon.restart()
+    daemon.wait_job(transcript.job)
+    assert transcript.new_user_texts() == [lost]
+    log = daemon.paths.daemon_log.read_text()
+    assert f"journal: item 3 of job {transcript.job} is longer than a frame ({MAX_FRAME} bytes); it can never be delivered and is dropped" in log
+    # The job is not stuck behind it: the next reply arrives.
+    assert daemon.call("reply", job=transcript.job, text="after")["seq"] > 3
+    daemon.wait_job(transcript.job)
+    assert transcript.new_user_texts() == ["after"]
