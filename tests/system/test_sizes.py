@@ -435,3 +435,32 @@ def test_a_reply_an_older_roost_lost_arrives_after_the_upgrade_and_one_that_neve
     assert daemon.call("reply", job=transcript.job, text="after")["seq"] > 3
     daemon.wait_job(transcript.job)
     assert transcript.new_user_texts() == ["after"]
+
+
+# ------------------------------------------------------------------------- the CLI's ways in
+
+
+def test_the_cli_reads_a_text_from_a_file_or_stdin_and_names_what_it_cannot_read(daemon, tmp_path):
+    transcript = started_job(daemon)
+
+    def roost(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([*CLI, *args], env=daemon.env, input=stdin, capture_output=True, timeout=60)
+
+    # --file - is stdin too, as in git's -F -.
+    done = roost("reply", "s1", "--file", "-", stdin="from stdin, ünïcode\n".encode())
+    assert done.returncode == 0, done.stderr
+    transcript.seq += 1
+    settled_with_nothing_kept(daemon, transcript)
+    assert transcript.new_user_texts() == ["from stdin, ünïcode\n"]
+    missing = roost("reply", "s1", "--file", str(tmp_path / "nope.txt"))
+    assert missing.returncode == 1 and missing.stderr.decode() == f"roost: bad_args: cannot read the reply from {tmp_path / 'nope.txt'}: No such file or directory\n"
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    latin = roost("start", "--file", str(tmp_path / "latin1.txt"), "--host", "scripted")
+    assert latin.returncode == 1 and latin.stderr.decode() == f"roost: bad_args: the task in {tmp_path / 'latin1.txt'} is not UTF-8 (byte 3)\n"
+    both = roost("reply", "s1", "text", "--file", str(tmp_path / "latin1.txt"))
+    assert both.returncode == 2 and both.stderr.decode().endswith("roost: bad_args: argument --file: not allowed with argument text\n")
+    neither = roost("reply", "s1")
+    assert neither.returncode == 2 and neither.stderr.decode().endswith("roost: bad_args: one of the arguments text --file is required\n")
+    # Nothing of the refused ones reached the job.
+    settled_with_nothing_kept(daemon, transcript)
+    assert transcript.new_user_texts() == [] and [row["name"] for row in daemon.call("jobs")["jobs"]] == ["s1"]
