@@ -74,12 +74,12 @@ class Item(msgspec.Struct, tag_field="event", tag="deliver", rename=EVENT_NAMES,
         the item: one encoding of it is pushed and written (``daemon.delivery``)."""
         return _encode_item(self) + b"\n"
 
-    def checked_event(self, what: str) -> bytes:
+    def checked_event(self) -> bytes:
         """:meth:`encoded`, refused ``too_large`` when the line is longer than a frame:
         the receiver's decoder would discard it, and the item would never arrive."""
         event = _encode_item(self) + b"\n"
         if len(event) - 1 > MAX_FRAME:
-            raise too_large(f"{what} (as the item its receiver gets)", len(event) - 1, MAX_FRAME)
+            raise too_large(f"the {self.kind} (as the item its receiver gets)", len(event) - 1, MAX_FRAME)
         return event
 
     def to_event(self) -> dict[str, Any]:

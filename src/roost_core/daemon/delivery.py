@@ -95,7 +95,7 @@ class Mailroom:
             return answer
         pushed = self.item_of(peer.seq + 1, item, content, delivery, trace)
         try:
-            event = pushed.checked_event(f"the {item.kind}")
+            event = pushed.checked_event()
         except ProtocolError as exc:
             self.receipts.record(sender.id, target.id, target.name, item.kind, "refused", reason=exc.code, text=item.text)
             raise
@@ -145,7 +145,7 @@ class Mailroom:
         # The item's one encoding: its deliver event, pushed as it is and stored inside
         # its journal record. Made first: one longer than a frame is refused here,
         # before it takes a seq (the receiver's decoder would discard it unseen).
-        event = item.checked_event(f"the {item.kind}")
+        event = item.checked_event()
         job.queue.append(item)
         # Push before the fsync (the receiver acks only what is in its transcript, and
         # the restart seq gap keeps a lost undurable seq from ever being reused), but
