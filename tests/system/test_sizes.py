@@ -409,6 +409,26 @@ def test_a_report_too_large_for_a_frame_is_dropped_with_an_error_never_pushed(da
     anyio.run(main)
 
 
+def test_a_run_that_fails_with_a_long_error_reports_it_cut_not_as_a_crash(daemon, tmp_path):
+    """A run's error (a host's stack trace) longer than the daemon takes (8,000
+    characters) made the handback and the settled status refused: the worker died, and
+    the parent read "worker died during a run" instead of the error. It is cut, and says
+    so, as a result is."""
+    error = "E" * 20_000
+
+    async def main() -> None:
+        async with session(daemon, tmp_path, "lead") as lead:
+            kid = (await lead.call("spawn", task="go", name="kid", host="scripted", scenario={"default": {"steps": [{"fail": error}]}}))["id"]
+            await in_thread(wait_until, lambda: any(e.get("kind") == "report" for e in lead.delivered), what="the kid's report")
+            (report,) = [e for e in lead.delivered if e.get("kind") == "report"]
+            assert "E" * 6000 in report["content"] and "(cut: 20000 characters in all)" in report["content"]
+            assert "worker died" not in report["content"]
+            row = daemon.job(kid)
+            assert row["state"] == "failed" and row["error"].startswith("E" * 6000) and row["error"].endswith("(cut: 20000 characters in all)")
+
+    anyio.run(main)
+
+
 # ------------------------------------------------------------------------- an older journal
 
 
