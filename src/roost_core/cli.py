@@ -34,6 +34,7 @@ from roost_core.cli_support import (
     keyed_call,
     local_manager,
     plugin_notes,
+    read_text,
     user_config,
     wait_for_job,
 )
@@ -84,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     daemon.add_argument("--json", action="store_true", help=JSON_HELP)
 
     start = sub.add_parser("start", help="start a background session (job)")
-    start.add_argument("task")
+    add_text_arguments(start, "task", "the task (- reads it from stdin)", "read the task from a file (- for stdin)")
     start.add_argument("--name", help="the job's name (default: from the task); refused if another job has it")
     start.add_argument("--cwd", metavar="DIR", help="the folder the job works in (default: this one)")
     host = start.add_argument(
@@ -106,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     reply = sub.add_parser("reply", help="send a job a user reply")
     reply.add_argument("id", help=ID_HELP)
-    reply.add_argument("text")
+    add_text_arguments(reply, "text", "the reply (- reads it from stdin)", "read the reply from a file (- for stdin)")
     reply.add_argument("--json", action="store_true", help=JSON_HELP)
 
     for name, text in (("stop", "stop a job (it is not woken by messages)"), ("rm", "remove a job")):
@@ -142,6 +143,15 @@ def build_parser() -> argparse.ArgumentParser:
     completion = sub.add_parser("completion", help="print a shell completion script: eval \"$(roost completion bash)\"")
     completion.add_argument("shell", choices=SHELLS, help="the shell to complete in")
     return parser
+
+
+def add_text_arguments(parser: argparse.ArgumentParser, name: str, text_help: str, file_help: str) -> None:
+    """A long text's two ways in beside argv (which holds at most 128 KiB an argument):
+    ``-`` for stdin, or ``--file F``; exactly one of the three. The text is sent as it
+    is read (no newline stripped)."""
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument(name, nargs="?", help=text_help)
+    group.add_argument("--file", metavar="FILE", help=file_help)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -259,7 +269,7 @@ def end_orphan_workers(paths: Any) -> list[int]:
 def cmd_start(args: argparse.Namespace) -> int:
     from roost_core.hosts.scripted import load_scenario
 
-    request: dict[str, Any] = {"task": args.task, "cwd": str(Path(args.cwd or os.getcwd()).resolve())}
+    request: dict[str, Any] = {"task": read_text(args.task, args.file, "task"), "cwd": str(Path(args.cwd or os.getcwd()).resolve())}
     for key in ("name", "host", "model", "thinking"):
         if getattr(args, key):
             request[key] = getattr(args, key)
@@ -290,7 +300,8 @@ def cmd_agents(args: argparse.Namespace) -> int:
 
 
 def cmd_reply(args: argparse.Namespace) -> int:
-    result = keyed_call("reply", job=args.id, text=args.text)
+    text = read_text(args.text, args.file, "reply")  # read first: a bad file starts no daemon
+    result = keyed_call("reply", job=args.id, text=text)
     emit(args, result, format_reply(result))
     return 0
 

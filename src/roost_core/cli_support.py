@@ -123,6 +123,40 @@ def classify(exc: BaseException) -> tuple[str, str] | None:
     return None
 
 
+# ---------------------------------------------------------------------------- input
+
+
+#: The argument that stands for stdin (``roost reply JOB -``), as in git and gh.
+STDIN = "-"
+
+
+def read_text(value: str | None, file: str | None, what: str) -> str:
+    """The text a command was given: ``value`` from argv, all of stdin when it is ``-``
+    (or ``--file -``), else the whole of ``file``. UTF-8, kept exactly as read (a
+    trailing newline too); anything unreadable is ``bad_args``."""
+    from roost_core.protocol import BAD_ARGS
+
+    source = file if file is not None else value
+    if source is None:
+        raise CommandError(BAD_ARGS, f"no {what}: give it, or - for stdin, or --file FILE")
+    if file is None and value != STDIN:
+        return value
+    try:
+        if source == STDIN:
+            data = sys.stdin.buffer.read()
+            where = "stdin"
+        else:
+            where = source
+            with open(source, "rb") as fh:
+                data = fh.read()
+    except OSError as exc:
+        raise CommandError(BAD_ARGS, f"cannot read the {what} from {where}: {exc.strerror or exc}") from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CommandError(BAD_ARGS, f"the {what} in {where} is not UTF-8 (byte {exc.start})") from exc
+
+
 # ---------------------------------------------------------------------------- the daemon and plugins
 
 

@@ -8,6 +8,7 @@ import asyncio
 import collections
 import itertools
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -21,7 +22,9 @@ import anyio
 from anyio.abc import SocketAttribute
 
 from roost_core.paths import Paths, resolve_paths
-from roost_core.protocol import FrameDecoder, ProtocolError, decode_answer, encode
+from roost_core.protocol import FrameDecoder, ProtocolError, decode_answer, encode, error_of, request_too_large
+
+log = logging.getLogger("roost.client")
 
 STARTUP_TIMEOUT = 15.0
 
@@ -52,27 +55,32 @@ class Client:
 
     def call(self, op: str, **args: Any) -> dict[str, Any]:
         request_id = next(self._ids)
+        data = encode({"id": request_id, "op": op, **args})
+        too_large = request_too_large(data)
+        if too_large is not None:
+            raise too_large  # the daemon would discard it and answer with no id
         try:
-            self.sock.sendall(encode({"id": request_id, "op": op, **args}))
+            self.sock.sendall(data)
         except (BrokenPipeError, ConnectionResetError) as exc:
             # A daemon that refuses the connection (out of fds) answers and closes at once,
             # maybe before this request went out: its answer is still there to read.
             frame = self._refusal()
             if frame is None:
                 raise DaemonUnavailable(f"daemon closed the connection ({exc.strerror})") from exc
-            err = frame.get("error") or {}
-            raise ProtocolError(err.get("code", "unknown"), err.get("message", "")) from exc
+            raise error_of(frame.get("error")) from exc
         while True:
             frame = self._next_frame()
+            if isinstance(frame, ProtocolError):
+                # One request at a time: a frame it cannot read is this request's answer.
+                log.error("a frame from the daemon could not be read and is lost: %s: %s", frame.code, frame.message)
+                raise ProtocolError(frame.code, f"the daemon's answer could not be read: {frame.message}")
             if isinstance(frame, dict) and frame.get("id") is None and frame.get("ok") is False and "event" not in frame:
                 # The daemon refused the connection itself (``busy``, ``unauthorized``).
-                err = frame.get("error") or {}
-                raise ProtocolError(err.get("code", "unknown"), err.get("message", ""))
+                raise error_of(frame.get("error"))
             if isinstance(frame, dict) and frame.get("id") == request_id:
                 if frame.get("ok"):
                     return frame.get("result") or {}
-                err = frame.get("error") or {}
-                raise ProtocolError(err.get("code", "unknown"), err.get("message", ""))
+                raise error_of(frame.get("error"))
 
     def _refusal(self) -> dict[str, Any] | None:
         """The refusal frame (``id`` null, an error) the daemon left before it closed, if any."""
@@ -390,6 +398,10 @@ class AsyncClient:
 
     async def _dispatch(self, frame: Any) -> None:
         if not isinstance(frame, dict):
+            if isinstance(frame, ProtocolError):
+                # The daemon never writes such a frame on purpose (an item longer than a
+                # frame is refused before it is queued): say so loudly, never drop it unseen.
+                log.error("a frame from the daemon could not be read and is lost: %s: %s", frame.code, frame.message)
             return
         if "event" in frame:
             if self.on_event is not None:
@@ -506,6 +518,9 @@ class AsyncClient:
             raise NotSent("daemon connection lost")
         request_id = next(self._ids)
         data = encode({"id": request_id, "op": op, **args})
+        too_large = request_too_large(data)
+        if too_large is not None:
+            raise too_large  # the daemon would discard it and answer with no id: a wait forever
         waiter = self._new_waiter()
         self._waiting[request_id] = waiter
         try:
@@ -518,13 +533,16 @@ class AsyncClient:
             self._waiting.pop(request_id, None)
         if frame.get("ok"):
             return frame.get("result") or {}
-        err = frame.get("error") or {}
-        raise ProtocolError(err.get("code", "unknown"), err.get("message", ""))
+        raise error_of(frame.get("error"))
 
     async def notify(self, op: str, **args: Any) -> None:
         """Send a request without waiting for its answer (safe inside an event handler)."""
+        data = encode({"id": next(self._ids), "op": op, **args})
+        too_large = request_too_large(data)
+        if too_large is not None:
+            raise too_large
         try:
-            await self._send(encode({"id": next(self._ids), "op": op, **args}))
+            await self._send(data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             raise DaemonUnavailable(str(exc)) from exc
 

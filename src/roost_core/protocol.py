@@ -21,6 +21,15 @@ except ImportError:  # pragma: no cover - orjson is a dependency, but roost runs
     _orjson = None
 
 MAX_FRAME = 1024 * 1024
+#: Room an item keeps for its fields other than its text (seq, kind, trace...).
+ITEM_RESERVE = 4096
+#: The longest text (a reply, a task, a message), measured as the item carries it: its
+#: JSON string in UTF-8, quotes excluded (:func:`text_bytes`: 1 byte per ASCII
+#: character, 2 to 4 per other character, 2 for ``"``, ``\\`` and the usual escapes such
+#: as a newline, 6 for other control characters). A longer one is refused ``too_large``
+#: (``Field.max_bytes``) before anything is stored; a reply or task within it always
+#: makes an item that fits in a frame (its text is carried once).
+MAX_TEXT_BYTES = MAX_FRAME - ITEM_RESERVE
 
 # Stable error codes. Clients match on these, never on messages.
 BAD_JSON = "bad_json"
@@ -39,6 +48,7 @@ UNREACHABLE = "unreachable"
 NOT_STORED = "not_stored"
 BUSY = "busy"
 INTERNAL = "internal"
+TOO_LARGE = "too_large"
 
 
 class ProtocolError(Exception):
@@ -115,6 +125,35 @@ def encode_string(text: str) -> bytes:
         except TypeError:
             pass  # what orjson refuses (a lone surrogate) goes the json way, as in encode
     return json.dumps(text, ensure_ascii=False).encode("utf-8")
+
+
+def too_large(what: str, size: int, limit: int) -> ProtocolError:
+    """The refusal of something that would not fit in a frame (``too_large``): it names
+    the limit, and carries ``limit`` and ``size`` (in bytes) for a client to act on."""
+    return ProtocolError(TOO_LARGE, f"{what} is too large: {size} bytes as JSON, the limit is {limit}; nothing was kept", limit=limit, size=size)
+
+
+def request_too_large(line: bytes) -> ProtocolError | None:
+    """A client's check before it writes a request: ``frame_too_large`` (with ``limit``
+    and ``size``) for a line longer than :data:`MAX_FRAME`, which the daemon would
+    discard and answer with no id (so a waiting client would never hear of it)."""
+    size = len(line) - 1 if line.endswith(b"\n") else len(line)
+    if size <= MAX_FRAME:
+        return None
+    return ProtocolError(
+        FRAME_TOO_LARGE,
+        f"request is too large: {size} bytes as JSON, a frame holds at most {MAX_FRAME}; nothing was sent",
+        limit=MAX_FRAME,
+        size=size,
+    )
+
+
+def error_of(err: Any) -> ProtocolError:
+    """The :class:`ProtocolError` an error answer's ``error`` object stands for, with its
+    fields beyond ``code`` and ``message`` (a ``limit``, a ``size``)."""
+    err = err if isinstance(err, dict) else {}
+    extra = {key: value for key, value in err.items() if key not in ("code", "message") and isinstance(key, str)}
+    return ProtocolError(str(err.get("code", "unknown")), str(err.get("message", "")), **extra)
 
 
 def ok(request_id: Any, result: dict[str, Any]) -> dict[str, Any]:
@@ -321,8 +360,31 @@ FieldType = Any
 class Field:
     type: FieldType
     required: bool = False
+    #: The longest string (in characters), array or object; longer is ``bad_args``.
     max_len: int | None = None
     check: Callable[[Any], str | None] | None = None
+    #: A string's limit in bytes as an item carries it (:func:`text_bytes`); longer is
+    #: ``too_large``. For the texts that become queued items (a reply, a task, a message).
+    max_bytes: int | None = None
+
+
+#: No character takes more than this many bytes in JSON (a control character: ``\\u0000``).
+MOST_BYTES_PER_CHAR = 6
+
+
+def text_bytes(text: str) -> int:
+    """``text``'s size as a frame (and an item) carries it: its JSON string in UTF-8,
+    quotes excluded. (The daemon's encoders, orjson and msgspec, write a string alike.)"""
+    return len(encode_string(text)) - 2
+
+
+def check_bytes(op: str, name: str, value: Any, limit: int) -> None:
+    """Refuse (``too_large``) a string argument longer than ``limit`` bytes as JSON. A
+    short one is not measured: every send's message passes here."""
+    if isinstance(value, str) and len(value) * MOST_BYTES_PER_CHAR > limit:
+        size = text_bytes(value)
+        if size > limit:
+            raise too_large(f"{op}: field {name!r}", size, limit)
 
 
 def _type_name(spec: FieldType) -> str:
@@ -363,6 +425,7 @@ def compile_args(schema: dict[str, Field], op: str) -> Callable[[dict[str, Any]]
                 field.max_len,
                 field.check,
                 _type_name(field.type),
+                field.max_bytes,
             )
         )
 
@@ -371,7 +434,7 @@ def compile_args(schema: dict[str, Field], op: str) -> Callable[[dict[str, Any]]
             unknown = sorted(set(frame) - allowed)
             raise ProtocolError(BAD_ARGS, f"{op}: unknown field(s) {', '.join(unknown)}")
         clean: dict[str, Any] = {}
-        for name, required, types, bool_ok, float_ok, none_ok, max_len, extra, type_name in plan:
+        for name, required, types, bool_ok, float_ok, none_ok, max_len, extra, type_name, max_bytes in plan:
             value = frame.get(name, _MISSING)
             if value is _MISSING or (value is None and not none_ok):
                 if required:
@@ -384,7 +447,9 @@ def compile_args(schema: dict[str, Field], op: str) -> Callable[[dict[str, Any]]
             if not fits:
                 raise ProtocolError(BAD_ARGS, f"{op}: field {name!r} must be {type_name}")
             if max_len is not None and isinstance(value, (str, list, dict)) and len(value) > max_len:
-                raise ProtocolError(BAD_ARGS, f"{op}: field {name!r} is longer than {max_len}")
+                raise ProtocolError(BAD_ARGS, f"{op}: field {name!r} is longer than {max_len}", limit=max_len)
+            if max_bytes is not None:
+                check_bytes(op, name, value, max_bytes)
             if extra is not None:
                 problem = extra(value)
                 if problem:
@@ -410,7 +475,9 @@ def validate_args(schema: dict[str, Field], args: dict[str, Any], op: str) -> di
         if not _is_instance(value, field.type):
             raise ProtocolError(BAD_ARGS, f"{op}: field {name!r} must be {_type_name(field.type)}")
         if field.max_len is not None and isinstance(value, (str, list, dict)) and len(value) > field.max_len:
-            raise ProtocolError(BAD_ARGS, f"{op}: field {name!r} is longer than {field.max_len}")
+            raise ProtocolError(BAD_ARGS, f"{op}: field {name!r} is longer than {field.max_len}", limit=field.max_len)
+        if field.max_bytes is not None:
+            check_bytes(op, name, value, field.max_bytes)
         if field.check is not None:
             problem = field.check(value)
             if problem:

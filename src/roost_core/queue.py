@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from roost_core.protocol import QUEUE_FULL, ProtocolError
+from roost_core.protocol import MAX_FRAME, QUEUE_FULL, ProtocolError, too_large
 from roost_core.records import AGENT_KINDS, ITEM_KINDS
 
 #: Separate caps, so agents can never crowd out the user (or the other way round).
@@ -51,6 +51,9 @@ class Item(msgspec.Struct, tag_field="event", tag="deliver", rename=EVENT_NAMES,
     seq: int
     kind: str
     content: str
+    #: The unframed text; empty when it is ``content`` itself (a user reply, a task: the
+    #: wire and the journal then carry it once, so every reply within
+    #: ``protocol.MAX_TEXT_BYTES`` fits in a frame). Read it as ``text or content``.
     text: str = ""
     sender: str | None = None
     sender_name: str | None = None
@@ -74,6 +77,14 @@ class Item(msgspec.Struct, tag_field="event", tag="deliver", rename=EVENT_NAMES,
         the wire (its keys are :data:`EVENT_NAMES`). It is also how the journal stores
         the item: one encoding of it is pushed and written (``daemon.delivery``)."""
         return _encode_item(self) + b"\n"
+
+    def checked_event(self) -> bytes:
+        """:meth:`encoded`, refused ``too_large`` when the line is longer than a frame:
+        the receiver's decoder would discard it, and the item would never arrive."""
+        event = _encode_item(self) + b"\n"
+        if len(event) - 1 > MAX_FRAME:
+            raise too_large(f"the {self.kind} (as the item its receiver gets)", len(event) - 1, MAX_FRAME)
+        return event
 
     def to_event(self) -> dict[str, Any]:
         """:meth:`encoded`, as the frame dict it decodes to (the same keys, in order)."""

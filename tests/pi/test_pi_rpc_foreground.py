@@ -9,6 +9,7 @@ from fg import in_thread, run_async, send, session
 from pikit import agent_items, message_text, user_messages
 
 from roost_core import locks
+from roost_core.protocol import MAX_FRAME
 from roost_core.transcript import read_entries
 
 
@@ -77,3 +78,27 @@ def test_hands_its_session_to_a_background_job(pi_kit, write_config, tmp_path):
     wait_until(lambda: pi.state()["sessionFile"] != str(file), what="the foreground's new session")
     last = [r for r in fake.requests()][-1]
     assert any("start the refactor" in message_text(m) for m in last["messages"])
+
+
+def test_a_tool_call_longer_than_a_frame_fails_at_once_and_sends_nothing(pi_kit, write_config, tmp_path):
+    """A foreground pi's roost_send of more than a frame (a team lifted the message
+    limit): the daemon would discard the line and answer it with no id, so the tool
+    waited forever. The extension refuses it before it is written; the model reads why."""
+    write_config({"agentExternalMessages": True, "agentMaxMessageChars": 4 * MAX_FRAME})
+    daemon = pi_kit.daemon()
+    box = daemon.start_job("hello", name="box")
+    daemon.wait_job(box)
+    scenario = {
+        "run": [{"kind": "reply", "match": "big", "steps": [{"send": {"to": box, "message": "x" * (MAX_FRAME + 10)}}, {"say": "tried the big one"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    }
+    pi_kit.fake(scenario)
+    session_file = tmp_path / "fg" / "big.jsonl"
+    pi = pi_kit.rpc_pi(session_file, tmp_path / "work")
+    pi.prompt("send the big one")
+    results = [e["message"] for e in read_entries(session_file) if e.get("type") == "message" and e["message"].get("role") == "toolResult"]
+    (result,) = [m for m in results if m.get("toolName") == "roost_send"]
+    assert result.get("isError") and "frame_too_large" in message_text(result) and str(MAX_FRAME) in message_text(result), result
+    # Nothing reached the job, nothing is queued or dead.
+    assert daemon.job(box)["pending"] == 0 and agent_items(daemon.entries(box)) == []
+    assert daemon.call("dead")["dead"] == []

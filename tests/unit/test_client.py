@@ -15,7 +15,7 @@ import pytest
 from anyio import wait_all_tasks_blocked
 
 from roost_core.client import MAX_UNDISPATCHED, READ_SIZE, AsyncClient, DaemonUnavailable, NotSent
-from roost_core.protocol import ProtocolError
+from roost_core.protocol import MAX_FRAME, ProtocolError
 
 
 class DaemonEnd:
@@ -368,6 +368,59 @@ def test_a_stream_that_shows_no_socket_still_works(listener):
         assert events == [{"event": "deliver", "seq": 1}]
         with pytest.raises(NotSent):
             await client.call("ping")
+        await client.aclose()
+
+    anyio.run(main)
+
+
+def test_a_frame_longer_than_the_limit_from_the_daemon_is_logged_as_an_error(listener, caplog):
+    """The daemon never pushes an event longer than a frame (an item that long is refused
+    before it is queued); a client that nonetheless reads one says so loudly, and goes on
+    with the next frame."""
+    events: list[dict[str, Any]] = []
+    got = anyio.Event()
+
+    def on_event(event: dict[str, Any]) -> None:
+        events.append(event)
+        got.set()
+
+    async def main() -> None:
+        client, end = await connect(listener, on_event)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.run)
+            await end.awrite({"event": "deliver", "seq": 1, "content": "x" * MAX_FRAME}, {"event": "deliver", "seq": 2, "content": "next"})
+            with anyio.fail_after(30):
+                await got.wait()
+            tg.cancel_scope.cancel()
+        await client.aclose()
+
+    with caplog.at_level("ERROR", logger="roost.client"):
+        anyio.run(main)
+    assert [event["seq"] for event in events] == [2]
+    (record,) = [r for r in caplog.records if r.name == "roost.client"]
+    assert record.levelname == "ERROR" and "frame_too_large" in record.getMessage() and "lost" in record.getMessage()
+
+
+def test_a_request_longer_than_a_frame_is_refused_at_once_and_never_sent(listener):
+    """The daemon would discard it and answer with no id, which no caller waits for: the
+    client refuses it before it writes, naming the limit."""
+
+    async def main() -> None:
+        client, end = await connect(listener)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.run)
+            with pytest.raises(ProtocolError) as refused, anyio.fail_after(30):
+                await client.call("reply", job="j", text="é" * MAX_FRAME)
+            assert refused.value.code == "frame_too_large" and str(MAX_FRAME) in refused.value.message
+            assert refused.value.data["limit"] == MAX_FRAME and refused.value.data["size"] > MAX_FRAME
+
+            async def answer() -> None:
+                (request,) = await end.areq(1)  # the first request the daemon's end reads
+                await end.awrite(ok(request, op=request["op"]))
+
+            tg.start_soon(answer)
+            assert await client.call("ping") == {"op": "ping"}
+            tg.cancel_scope.cancel()
         await client.aclose()
 
     anyio.run(main)

@@ -226,7 +226,10 @@ def test_each_op_documents_every_field_with_type_required_and_limit(documented_o
         type_name, required, limit = rows[name]
         assert type_name == protocol._type_name(field.type), f"{op}.{name}: type"
         assert required == ("yes" if field.required else "no"), f"{op}.{name}: required"
-        assert limit == (str(field.max_len) if field.max_len is not None else "-"), f"{op}.{name}: max"
+        expected = str(field.max_len) if field.max_len is not None else "-"
+        if field.max_bytes is not None:
+            expected += f" ({field.max_bytes} bytes)"
+        assert limit == expected, f"{op}.{name}: max"
 
 
 @pytest.mark.parametrize("op", list(OPS))

@@ -115,7 +115,13 @@ class BridgeServer:
                 except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
                     return
                 buffer += data
-                if len(buffer) > MAX_FRAME:
+                if len(buffer) > MAX_FRAME and b"\n" not in buffer[:MAX_FRAME + 1]:
+                    # A hook's input this large (a huge tool output) is not read: say so
+                    # to the log and to the caller, rather than close without a word.
+                    log.error("a bridge request longer than %d bytes was refused (its connection is closed)", MAX_FRAME)
+                    refusal = {"id": None, "ok": False, "error": {"code": "frame_too_large", "message": f"request longer than {MAX_FRAME} bytes", "limit": MAX_FRAME}}
+                    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                        await stream.send(json.dumps(refusal).encode() + b"\n")
                     return
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
@@ -149,12 +155,22 @@ class BridgeServer:
             self.path.unlink()
 
 
+def checked_line(frame: dict[str, Any]) -> bytes:
+    """``frame`` as a request line, refused (``RuntimeError``, as an error answer is)
+    when it is longer than the bridge reads: it is never sent."""
+    line = json.dumps(frame, ensure_ascii=False).encode() + b"\n"
+    if len(line) - 1 > MAX_FRAME:
+        raise RuntimeError(f"frame_too_large: request of {len(line) - 1} bytes, the bridge reads at most {MAX_FRAME}; nothing was sent")
+    return line
+
+
 def request(path: str | Path, op: str, *, timeout: float = 30.0, **args: Any) -> dict[str, Any]:
     """One blocking request on a bridge (the hook command's and tests' side)."""
+    line = checked_line({"id": 1, "op": op, **args})
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
         sock.connect(str(path))
-        sock.sendall(json.dumps({"id": 1, "op": op, **args}).encode() + b"\n")
+        sock.sendall(line)
         buffer = b""
         while b"\n" not in buffer:
             data = sock.recv(256 * 1024)
@@ -185,7 +201,7 @@ class AsyncBridgeClient:
         # One request at a time: answers come back in order on one connection.
         async with self.lock:
             self.ids += 1
-            await self.stream.send(json.dumps({"id": self.ids, "op": op, **args}, ensure_ascii=False).encode() + b"\n")
+            await self.stream.send(checked_line({"id": self.ids, "op": op, **args}))
             while b"\n" not in self.buffer:
                 data = await self.stream.receive(256 * 1024)
                 self.buffer += data

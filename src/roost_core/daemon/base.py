@@ -41,6 +41,9 @@ from roost_core.hosts import builtin_hosts
 from roost_core.paths import Paths
 from roost_core.protocol import (
     BAD_ARGS,
+    ITEM_RESERVE,
+    MAX_FRAME,
+    MOST_BYTES_PER_CHAR,
     NO_HOST,
     NOT_FOUND,
     UNAUTHORIZED,
@@ -817,7 +820,16 @@ def apply_journal_record(job: Job, record: dict[str, Any]) -> None:
     op = record.get("op")
     if op == "item":
         # Written as its deliver event (delivery.item_record); before, as its fields (Item.from_json).
-        job.queue.add(Item.from_event(record["deliver"]) if "deliver" in record else Item.from_json(record.get("item")))
+        item = Item.from_event(record["deliver"]) if "deliver" in record else Item.from_json(record.get("item"))
+        if item.text and item.text == item.content:
+            item.text = ""  # an older roost carried a reply's text twice: carry it once
+        if (len(item.content) + len(item.text)) * MOST_BYTES_PER_CHAR + ITEM_RESERVE > MAX_FRAME and len(item.encoded()) - 1 > MAX_FRAME:
+            # Only an older roost queued such an item, which its receiver could never
+            # read: it is not pushed again (its seq stays used).
+            log.error("journal: item %d of job %s is longer than a frame (%d bytes); it can never be delivered and is dropped", item.seq, job.id, MAX_FRAME)
+            job.queue.reply_seq = max(job.queue.reply_seq, item.seq)
+            return
+        job.queue.add(item)
     elif op == "ack":
         seq = record.get("seq")
         if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:

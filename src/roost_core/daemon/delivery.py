@@ -28,7 +28,7 @@ from roost_core import faults
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.receipts import MessageQuotes, Receipts
-from roost_core.protocol import BAD_ARGS, NOT_STORED, QUEUE_FULL, ProtocolError, encode_string
+from roost_core.protocol import BAD_ARGS, NOT_STORED, QUEUE_FULL, TOO_LARGE, ProtocolError, encode_string
 from roost_core.queue import MAX_UNDURABLE_SEQS, Item
 from roost_core.records import OutgoingItem, PeerInfo
 from roost_core.store import Commit, JournalError
@@ -94,8 +94,12 @@ class Mailroom:
             answer["result"] = "not running"
             return answer
         pushed = self.item_of(peer.seq + 1, item, content, delivery, trace)
+        try:
+            event = pushed.checked_event()
+        except ProtocolError as exc:
+            self.receipts.record(sender.id, target.id, target.name, item.kind, "refused", reason=exc.code, text=item.text)
+            raise
         seq = peer.seq = pushed.seq
-        event = pushed.encoded()
         peer.in_flight[seq] = event
         conn.push(event)
         peer.last_message = pushed.created
@@ -113,9 +117,11 @@ class Mailroom:
         try:
             commit = self.queue(job, queued)
         except ProtocolError as exc:
+            sender = item.sender
             if exc.code == QUEUE_FULL:
-                sender = item.sender
                 self.receipts.record(sender.id, target.id, target.name, item.kind, "dead", reason="queue full", text=item.text)
+            elif exc.code == TOO_LARGE:
+                self.receipts.record(sender.id, target.id, target.name, item.kind, "refused", reason=exc.code, text=item.text)
             raise
         self.quotes.remember(item.id, item.text)
         return Pending(commit, QueuedAnswer(self, job, target, item, queued, commit, answer, wake))
@@ -134,7 +140,12 @@ class Mailroom:
     def queue(self, job: Job, item: Item) -> Commit:
         """Queue ``item`` (its seq the queue's next), push it to a connected worker and
         hand its record to the journal; the commit that will make it durable (raises
-        ``queue_full`` at the cap, nothing queued)."""
+        ``queue_full`` at the cap, ``too_large`` for an item longer than a frame:
+        nothing queued)."""
+        # The item's one encoding: its deliver event, pushed as it is and stored inside
+        # its journal record. Made first: one longer than a frame is refused here,
+        # before it takes a seq (the receiver's decoder would discard it unseen).
+        event = item.checked_event()
         job.queue.append(item)
         # Push before the fsync (the receiver acks only what is in its transcript, and
         # the restart seq gap keeps a lost undurable seq from ever being reused), but
@@ -142,9 +153,6 @@ class Mailroom:
         faults.point("daemon.after_accept_before_persist")
         try:
             assert self.journal is not None
-            # The item's one encoding: its deliver event, pushed as it is and stored
-            # inside its journal record.
-            event = item.encoded()
             conn = job.conn
             if conn is not None and job.sent == item.seq - 1 and self.journal.healthy and item.seq - job.queue.durable <= MAX_UNDURABLE_SEQS:
                 # The usual case, push_pending's in short (JobQueue.may_push, inlined): the

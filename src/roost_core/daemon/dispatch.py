@@ -19,6 +19,7 @@ from roost_core.daemon.connection import Connection
 from roost_core.daemon.core import Daemon
 from roost_core.protocol import (
     INTERNAL,
+    MAX_TEXT_BYTES,
     UNAUTHORIZED,
     UNKNOWN_OP,
     Field,
@@ -33,6 +34,8 @@ from roost_core.protocol import (
 log = logging.getLogger("roost.daemon")
 
 NAME = 200
+#: A text that becomes a queued item (a reply, a task, a message) is at most TEXT
+#: characters and MAX_TEXT_BYTES bytes as JSON (docs/protocol.md, "Sizes").
 TEXT = 1_000_000
 PATH = 4096
 #: Requests of one connection that may wait for their commit at once; the next one waits
@@ -76,7 +79,7 @@ OPS: dict[str, Op] = {
     "start": Op(
         "op_start",
         {
-            "task": Field(str, required=True, max_len=TEXT),
+            "task": Field(str, required=True, max_len=TEXT, max_bytes=MAX_TEXT_BYTES),
             "name": Field(str, max_len=NAME),
             "cwd": Field(str, max_len=PATH),
             "host": Field(str, max_len=NAME),
@@ -92,7 +95,7 @@ OPS: dict[str, Op] = {
     "agents": Op("op_agents", {}),
     "watch": Op("op_watch", {}),
     "dead": Op("op_dead", {}),
-    "reply": Op("op_reply", {"job": Field(str, required=True, max_len=NAME), "text": Field(str, required=True, max_len=TEXT)}, keyed=True),
+    "reply": Op("op_reply", {"job": Field(str, required=True, max_len=NAME), "text": Field(str, required=True, max_len=TEXT, max_bytes=MAX_TEXT_BYTES)}, keyed=True),
     "stop": Op("op_stop", {"job": Field(str, required=True, max_len=NAME)}),
     "remove": Op("op_remove", {"job": Field(str, required=True, max_len=NAME)}),
     "log": Op("op_log", {"job": Field(str, required=True, max_len=NAME), "entries": Field(bool)}),
@@ -154,7 +157,7 @@ OPS: dict[str, Op] = {
     "spawn": Op(
         "op_spawn",
         {
-            "task": Field(str, required=True, max_len=TEXT),
+            "task": Field(str, required=True, max_len=TEXT, max_bytes=MAX_TEXT_BYTES),
             "name": Field(str, max_len=NAME),
             "cwd": Field(str, max_len=PATH),
             "model": Field(str, max_len=NAME),
@@ -181,7 +184,7 @@ OPS: dict[str, Op] = {
         "op_send",
         {
             "to": Field(str, required=True, max_len=NAME),
-            "message": Field(str, required=True, max_len=TEXT),
+            "message": Field(str, required=True, max_len=TEXT, max_bytes=MAX_TEXT_BYTES),
             "reply_to": Field(str, max_len=NAME),
             "urgent": Field(bool),
         },

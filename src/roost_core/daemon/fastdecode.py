@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any, Union
 
-from roost_core.protocol import BAD_ARGS, Field, ProtocolError, decode_line
+from roost_core.protocol import BAD_ARGS, Field, ProtocolError, check_bytes, decode_line
 
 try:
     import msgspec
@@ -38,6 +38,16 @@ def _field_type(field: Field) -> Any:
     if field.type is str and field.max_len is not None:
         return Annotated[str, msgspec.Meta(max_length=field.max_len)]
     return field.type
+
+
+def _bytes_check(op: str, name: str, limit: int) -> Callable[[Any], str | None]:
+    """A field's limit in bytes as a check of :meth:`FastDecoder.args`: it raises the
+    ``too_large`` that ``compile_args`` raises (msgspec counts only characters)."""
+
+    def check(value: Any) -> None:
+        check_bytes(op, name, value, limit)
+
+    return check
 
 
 class FastDecoder:
@@ -64,7 +74,13 @@ class FastDecoder:
                 forbid_unknown_fields=True,
                 kw_only=True,
             )
-            self.ops[struct] = (name, [(key, field.check) for key, field in schema.items() if field.check is not None])
+            checks: list[tuple[str, Callable[[Any], str | None]]] = []
+            for key, field in schema.items():
+                if field.max_bytes is not None:
+                    checks.append((key, _bytes_check(name, key, field.max_bytes)))
+                if field.check is not None:
+                    checks.append((key, field.check))
+            self.ops[struct] = (name, checks)
         if self.ops:
             self._decode = msgspec.json.Decoder(Union[tuple(self.ops)]).decode  # type: ignore[arg-type]
 

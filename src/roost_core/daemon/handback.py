@@ -4,6 +4,7 @@ on the child and retried; a child that ends without a report sends a synthetic o
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import attrs
@@ -16,6 +17,7 @@ from roost_core.protocol import (
     BAD_ARGS,
     NOT_STORED,
     QUEUE_FULL,
+    TOO_LARGE,
     ProtocolError,
 )
 from roost_core.records import (
@@ -26,6 +28,7 @@ from roost_core.records import (
     RunRecord,
 )
 
+log = logging.getLogger("roost.daemon")
 
 
 class HandbackOps(DaemonBase):
@@ -139,6 +142,11 @@ class HandbackOps(DaemonBase):
                 try:
                     result = await self.deliver_to(target, item, policy.frame_item(self.pm, item), trace=job.run_trace, wake=route.wake)
                 except ProtocolError as exc:
+                    if exc.code == TOO_LARGE:
+                        # Only a plugin's report format makes one this large (a result is
+                        # cut to REPORT_CHARS): it could never arrive, so it is not kept.
+                        log.error("the report of %s is dropped, it can never reach %s: %s", job.id, target.id, exc.message)
+                        return "dropped"
                     if exc.code not in (NOT_STORED, QUEUE_FULL):
                         raise
                     # The disk is full or the parent's queue is: the report is kept on the

@@ -267,7 +267,8 @@ class JobOps(DaemonBase):
         """Queue a new job's task; if it cannot be stored, the job is taken back whole
         (record and all) and the op refused, so no job waits for a task it never got."""
         try:
-            await self.enqueue(job, "reply", task, text=task, **fields)
+            # No text beside the content: the task is carried once (``Item.text``).
+            await self.enqueue(job, "reply", task, **fields)
         except ProtocolError:
             if job.worker_pid is None:
                 self.jobs.pop(job.id, None)
@@ -350,8 +351,9 @@ class JobOps(DaemonBase):
         if not text.strip():
             raise ProtocolError(BAD_ARGS, "reply: text is empty")
         key = args.get("key")
+        # No text beside the content: a reply is carried once (``Item.text``).
         if key is None:
-            item, outcome = await self.enqueue(job, "reply", text, text=text, trace=f"t-{job.id}-{job.queue.reply_seq + 1}")
+            item, outcome = await self.enqueue(job, "reply", text, trace=f"t-{job.id}-{job.queue.reply_seq + 1}")
             return {"id": job.id, "seq": item.seq, "result": outcome}
         # A keyed reply has an id made from its key: asked again after a daemon died before
         # answering, it is found in the queue (or its worker drops the second copy by id).
@@ -359,7 +361,7 @@ class JobOps(DaemonBase):
         held = job.queue.holding(msg_id)
         if held is not None:
             return {"id": job.id, "seq": held.seq, "result": "queued"}
-        item, outcome = await self.enqueue(job, "reply", text, text=text, trace=f"t-{job.id}-{job.queue.reply_seq + 1}", msg_id=msg_id)
+        item, outcome = await self.enqueue(job, "reply", text, trace=f"t-{job.id}-{job.queue.reply_seq + 1}", msg_id=msg_id)
         return {"id": job.id, "seq": item.seq, "result": outcome}
 
     async def op_stop(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:

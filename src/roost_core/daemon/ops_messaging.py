@@ -18,6 +18,7 @@ from roost_core.daemon.peers import ForegroundPeer
 from roost_core.protocol import (
     BAD_ARGS,
     CONFLICT,
+    MAX_TEXT_BYTES,
     NOT_FOUND,
     UNAUTHORIZED,
     Field,
@@ -265,7 +266,7 @@ TOOL_OPS: dict[str, tuple[str, dict[str, Field]]] = {
         "op_send",
         {
             "to": Field(str, required=True, max_len=200),
-            "message": Field(str, required=True, max_len=1_000_000),
+            "message": Field(str, required=True, max_len=1_000_000, max_bytes=MAX_TEXT_BYTES),
             "reply_to": Field(str, max_len=200),
             "urgent": Field(bool),
         },

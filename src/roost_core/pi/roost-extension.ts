@@ -39,6 +39,9 @@ const CLOCK_TICKS = 100;
 const SOCKET_TIMEOUT_MS = 30_000;
 /** How long a tool call is asked again (with its key) while no daemon answers. */
 const REASK_MS = 60_000;
+/** The protocol's frame limit (docs/protocol.md): the daemon discards a longer line and
+ * answers it with no id, so a request that long is refused here, before it is written. */
+const MAX_FRAME = 1024 * 1024;
 
 type Json = Record<string, any>;
 
@@ -76,6 +79,7 @@ class Link {
 	onRequest?: (frame: Json) => Promise<Json | undefined>;
 	onEvent?: (frame: Json) => void;
 	onClose?: () => void;
+	onBadFrame?: (reason: string) => void;
 
 	private constructor(private socket: net.Socket) {
 		socket.setEncoding("utf8");
@@ -107,7 +111,9 @@ class Link {
 			let frame: Json;
 			try {
 				frame = JSON.parse(line);
-			} catch {
+			} catch (err) {
+				// The daemon writes only JSON: a frame that is not is lost, and says so.
+				this.onBadFrame?.(`a frame from the roost daemon could not be read and is lost (${line.length} characters): ${errorText(err)}`);
 				continue;
 			}
 			this.dispatch(frame);
@@ -145,9 +151,14 @@ class Link {
 	call(op: string, args: Json = {}): Promise<Json> {
 		if (this.closed) return Promise.reject(new Error("roost: connection closed"));
 		const id = this.nextId++;
+		const line = JSON.stringify({ id, op, ...args });
+		const size = Buffer.byteLength(line, "utf8");
+		if (size > MAX_FRAME) {
+			return Promise.reject(new Error(`frame_too_large: request is too large: ${size} bytes as JSON, a frame holds at most ${MAX_FRAME}; nothing was sent`));
+		}
 		return new Promise((resolve, reject) => {
 			this.waiting.set(id, { resolve, reject });
-			this.write({ id, op, ...args });
+			if (!this.closed) this.socket.write(`${line}\n`);
 		});
 	}
 
@@ -509,6 +520,7 @@ export default async function roost(pi: ExtensionAPI) {
 			if (link && !link.closed) return link;
 			const fresh = await connectDaemon();
 			fresh.onEvent = onEvent;
+			fresh.onBadFrame = (reason) => ctxRef?.ui.notify(`roost: ${reason}`, "error");
 			fresh.onClose = () => {
 				if (link === fresh) link = null;
 				peer = null;

@@ -549,6 +549,10 @@ class Worker:
             else:
                 self.write_retry = 0.0
             outcome = self.classify(outcome)
+            # A question or an error longer than the daemon takes (8,000 characters)
+            # would refuse the handback and the settled status, and the run would end
+            # as a crash: both are cut, as the result is.
+            outcome = attrs.evolve(outcome, question=cut(outcome.question), error=cut(outcome.error))
             summary = first_line(outcome.final_text) or first_line(outcome.question or "") or None
             # The handback settles the run on the daemon's side (state and report in one
             # op), so a worker that dies now leaves a run either reported or crashed.
@@ -631,6 +635,13 @@ class Worker:
             except DaemonUnavailable:
                 # Lost with the daemon (sent or not): send it again once it is back.
                 await anyio.sleep(0.05)
+
+
+def cut(text: str | None) -> str | None:
+    """``text`` within :data:`REPORT_CHARS`, saying so when it was cut."""
+    if text is None or len(text) <= REPORT_CHARS:
+        return text
+    return f"{text[:REPORT_CHARS]} … (cut: {len(text)} characters in all)"
 
 
 def first_line(text: str) -> str:
