@@ -295,14 +295,19 @@ def roost_route_report(report: Report, candidates: ReportCandidates) -> ReportRo
 
 @hookspec(firstresult=True)
 def roost_report_on_end(child: PeerInfo, reason: str) -> Report | None:
-    """The synthetic report for a spawned child that ended without settling a run.
+    """The synthetic report for a spawned child whose run did not settle.
 
-    Called when a spawned child is stopped, removed, or gives up after crashes.
+    Called when a spawned child is stopped or removed, when its worker dies during a run
+    and nothing else waits for it, and when roost gives up restarting it after crashes.
 
     :param child: the child job.
-    :param reason: ``stopped``, ``removed`` or ``crashed``.
-    :return: a :class:`~roost_core.records.Report` (state ``ended``) to route, or None.
-        Stops at the first non-None result. With no answer no report is sent.
+    :param reason: ``stopped``, ``removed``, ``crashed`` (not running now; a message starts
+        it again) or ``gave_up`` (crashed again and again with items waiting; a message
+        starts it again): see :class:`~roost_core.records.Report`.
+    :return: a :class:`~roost_core.records.Report` (state ``ended`` for a stop or a
+        removal, ``failed`` for a crash) to route, or None. The core fills in the crash
+        facts (``error``, ``crashes``). Stops at the first non-None result. With no answer
+        no report is sent.
     """
 
 

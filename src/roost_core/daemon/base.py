@@ -544,6 +544,7 @@ class DaemonBase:
                 job.error = f"worker died during a run ({describe_exit(code)})"
             log.warning("worker of %s died (%s)", job.id, describe_exit(code))
         self.save(job)
+        gave_up = False
         if job.queue.items and job.state != "stopped":
             if job.crashes <= MAX_CRASH_RESTARTS:
                 self.try_start_worker(job)
@@ -555,10 +556,12 @@ class DaemonBase:
             job.state = "failed"
             job.error = f"worker crashed {job.crashes} times; giving up"
             self.save(job)
-        if not clean and (in_a_run or job.crashes > MAX_CRASH_RESTARTS):
+            gave_up = True
+        if not clean and (in_a_run or gave_up):
             # A run died and is not started again: a parent must not wait for a report
             # that cannot come. (A worker that died idle had reported; a message wakes it.)
-            self.soon(self.report_ended, job, "crashed")
+            # The job is failed, not gone: a message starts it again, as the report says.
+            self.soon(self.report_ended, job, "gave_up" if gave_up else "crashed")
             self.fire_watches(job, "ended")
 
     def launch_worker(self, job_id: str, token: str, cwd: str, **extra_env: str) -> tuple[Any, str]:
@@ -755,8 +758,10 @@ class DaemonBase:
         for it) or ``stopped`` (kept; a stopped job is not woken)."""
         if job.state == "stopped" and kind == "reply" and wake:
             # A user reply un-stops the job (messages never do); a worker still exiting
-            # from the stop is then started again for it when it is gone.
+            # from the stop is then started again for it when it is gone. Stopped again
+            # later, its parent hears of that stop too.
             job.state = "idle"
+            job.ended_reported = False
             self.save(job)
         item = Item(job.queue.reply_seq + 1, kind, content, **fields)
         commit = self.mailroom.queue(job, item)
