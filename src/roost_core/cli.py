@@ -108,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     reply = sub.add_parser("reply", help="send a job a user reply")
     reply.add_argument("id", help=ID_HELP)
     add_text_arguments(reply, "text", "the reply (- reads it from stdin)", "read the reply from a file (- for stdin)")
+    reply.add_argument("--restart", action="store_true", help="a stopped shell job: run this reply as a command all the same (it is refused otherwise)")
     reply.add_argument("--json", action="store_true", help=JSON_HELP)
 
     for name, text in (("stop", "stop a job (it is not woken by messages)"), ("rm", "remove a job")):
@@ -301,7 +302,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
 
 def cmd_reply(args: argparse.Namespace) -> int:
     text = read_text(args.text, args.file, "reply")  # read first: a bad file starts no daemon
-    result = keyed_call("reply", job=args.id, text=text)
+    result = keyed_call("reply", job=args.id, text=text, **({"restart": True} if args.restart else {}))
     emit(args, result, format_reply(result))
     return 0
 
@@ -309,7 +310,8 @@ def cmd_reply(args: argparse.Namespace) -> int:
 def cmd_stop(args: argparse.Namespace) -> int:
     with client() as conn:
         result = conn.call("stop", job=args.id)
-    emit(args, result, f"{result['id']}: stopped (was {result['was']})")
+    failure = f"; it had failed ({result['error']}), as roost jobs still shows" if result.get("stoppedFrom") == "failed" and result["was"] == "failed" else ""
+    emit(args, result, f"{result['id']}: stopped (was {result['was']}){failure}")
     return 0
 
 

@@ -292,9 +292,12 @@ def job_live(row: dict[str, Any]) -> bool:
 
 
 def job_detail(row: dict[str, Any]) -> str:
-    """The question of a job that asks, else its error, else its summary."""
+    """The question of a job that asks, else its error, else its summary; a job stopped
+    after it had failed says so first (the stop does not hide the failure)."""
     if row["state"] == "needs_input":
         return row.get("question") or ""
+    if row["state"] == "stopped" and row.get("stoppedFrom") == "failed":
+        return f"failed, then stopped: {row.get('error') or 'no error given'}"
     return row.get("error") or row.get("summary") or ""
 
 

@@ -762,6 +762,7 @@ class DaemonBase:
             # later, its parent hears of that stop too.
             job.state = "idle"
             job.ended_reported = False
+            job.stopped_from = None
             self.save(job)
         item = Item(job.queue.reply_seq + 1, kind, content, **fields)
         commit = self.mailroom.queue(job, item)

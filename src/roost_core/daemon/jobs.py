@@ -18,7 +18,7 @@ PERSISTED = (
     "parent_session", "parent_peer", "root_session", "depth", "spawned",
     "worker_pid", "worker_create_time", "worker_mark", "host_pid", "crashes", "undelivered_report", "dialog",
     "run_trace", "run_hops", "parent_streak", "ended_reported", "handback_run", "run_causes",
-    "run_broadcast_chain", "usage", "budget_told", "watchers",
+    "run_broadcast_chain", "usage", "budget_told", "watchers", "stopped_from",
 )
 
 
@@ -76,6 +76,9 @@ class Job(NotesChanges):
     budget_told: bool = False
     #: Who waits to be told when this job settles, asks or ends (see daemon.watches).
     watchers: list = attrs.field(factory=list)
+    #: The state the job was in when the user stopped it (``failed`` stays visible
+    #: after a stop); None when it is not stopped.
+    stopped_from: str | None = None
     # Runtime only.
     queue: JobQueue = attrs.field(factory=JobQueue)
     conn: Any = None
@@ -172,6 +175,7 @@ class Job(NotesChanges):
             "depth": self.depth,
             "spawned": self.spawned,
             "undeliveredReport": self.undelivered_report is not None,
+            "stoppedFrom": self.stopped_from,
             "usage": self.usage,
             "created": self.created,
             "updated": self.updated,
@@ -193,6 +197,7 @@ RECORD_TYPES: dict[str, tuple[type, ...]] = {
     "undelivered_report": (dict, type(None)), "dialog": (bool,), "run_trace": _OPT_STR, "run_hops": (int,),
     "parent_streak": (int,), "ended_reported": (bool,), "handback_run": (int,), "run_causes": (list,),
     "run_broadcast_chain": (bool,), "usage": (dict, type(None)), "budget_told": (bool,), "watchers": (list,),
+    "stopped_from": _OPT_STR,
     "replySeq": (int,), "acked": (int,),
 }
 REQUIRED = ("id", "name", "host", "cwd", "session", "token", "task")

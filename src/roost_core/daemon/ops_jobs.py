@@ -32,6 +32,7 @@ from roost_core.daemon.jobs import Job
 from roost_core.protocol import (
     BAD_ARGS,
     CONFLICT,
+    JOB_STOPPED,
     NAME_TAKEN,
     NO_HOST,
     UNAUTHORIZED,
@@ -350,6 +351,14 @@ class JobOps(DaemonBase):
         text = args["text"]
         if not text.strip():
             raise ProtocolError(BAD_ARGS, "reply: text is empty")
+        if job.state == "stopped" and not self.host_takes_messages(job) and not args.get("restart"):
+            # A shell job runs each reply as a command: a job the user stopped runs
+            # nothing until the user says, in so many words, to start it again.
+            raise ProtocolError(
+                JOB_STOPPED,
+                f"job {job.id} is a stopped {job.host} job: a reply to it runs as a command, and a stopped job "
+                f"runs nothing unless you restart it (roost reply --restart {job.id} ...)",
+            )
         key = args.get("key")
         # No text beside the content: a reply is carried once (``Item.text``).
         if key is None:
@@ -367,6 +376,9 @@ class JobOps(DaemonBase):
     async def op_stop(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         job = self.job_by_ref(args["job"])
         was = job.state
+        if was != "stopped":
+            # Kept, with its error, so a failed job stays visibly failed once stopped.
+            job.stopped_from = was
         job.state = "stopped"
         job.dialog = False
         self.save(job)
@@ -379,7 +391,7 @@ class JobOps(DaemonBase):
         await self.report_ended(job, "stopped")
         self.fire_watches(job, "ended")
         self.drop_watches_of(job.id)
-        return {"id": job.id, "was": was, "state": job.state}
+        return {"id": job.id, "was": was, "state": job.state, "stoppedFrom": job.stopped_from, "error": job.error}
 
     async def op_remove(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         job = self.job_by_ref(args["job"])
@@ -496,8 +508,10 @@ class JobOps(DaemonBase):
         job = conn.job
         assert job is not None
         if job.state == "stopped":
-            # The user's stop wins over a status the worker sent before it heard of it.
-            args = {key: value for key, value in args.items() if key not in ("state", "dialog")}
+            # The user's stop wins over a status the worker sent before it heard of it;
+            # a job stopped when it had failed keeps that failure's error.
+            held = ("state", "dialog", "error") if job.stopped_from == "failed" else ("state", "dialog")
+            args = {key: value for key, value in args.items() if key not in held}
         for key in ("state", "status", "summary", "question", "error"):
             if key in args:
                 setattr(job, key, args[key])
