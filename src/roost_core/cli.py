@@ -38,6 +38,7 @@ from roost_core.cli_support import (
     user_config,
     wait_for_job,
 )
+from roost_core.names import shown
 from roost_core.pi import cli as pi_cli
 
 
@@ -334,8 +335,14 @@ def cmd_log(args: argparse.Namespace) -> int:
     if args.follow:
         return follow_log(pm, result["session"])
     for text in iter_rendered(pm, result["session"]):
-        print(text)
+        print(shown(text, keep=LOG_KEEPS))
     return 0
+
+
+#: What ``roost log`` draws as it is: line breaks and tabs (a transcript's text and tool
+#: output); every other control, bidi or invisible format character (in a sender's name,
+#: in an agent's words) is drawn as an escape (``names.shown``).
+LOG_KEEPS = "\n\t"
 
 
 def follow_log(pm: Any, session: str, *, poll: float = 0.1) -> int:
@@ -365,7 +372,7 @@ def follow_log(pm: Any, session: str, *, poll: float = 0.1) -> int:
                     for entry in parse_entries(raw) if isinstance(raw, dict) else ():
                         text = render_entry(pm, entry)
                         if text:
-                            print(text, flush=True)
+                            print(shown(text, keep=LOG_KEEPS), flush=True)
             else:
                 time.sleep(poll)
     except KeyboardInterrupt:
@@ -375,7 +382,7 @@ def follow_log(pm: Any, session: str, *, poll: float = 0.1) -> int:
 def cmd_dead(args: argparse.Namespace) -> int:
     with client() as conn:
         letters = conn.call("dead")["dead"]
-    lines = [f"{d['sender']} → {d['toName']} ({d['to']})  {d['kind']}  {d['reason']}  {d['preview']!r}" for d in letters]
+    lines = [f"{shown(d['sender'])} → {shown(d['toName'] or '')} ({d['to']})  {d['kind']}  {d['reason']}  {d['preview']!r}" for d in letters]
     emit(args, letters, "\n".join(lines) if lines else "no dead letters")
     return 0
 

@@ -204,9 +204,11 @@ def roost_note_spawned(request: SpawnRequest, now: float) -> None:
 
 @hookspec(firstresult=True)
 def roost_sanitize_name(name: str) -> str | None:
-    """Make a peer name safe to put inside an envelope attribute and a listing.
+    """Make a peer name safe to put inside an envelope attribute: its framed form.
 
-    Called when a peer registers or a job is named, and when an envelope is framed.
+    Called when a foreground peer registers (its name is kept framed), when a job is
+    named or loaded (a job keeps its name as typed; the framed form is what lookups and
+    the name rule take as well), and when an envelope is framed.
 
     :param name: the name as given by a user or an agent.
     :return: the sanitised name, or None for no opinion. Stops at the first non-None

@@ -57,6 +57,9 @@ class PeerInfo:
     status: str | None = None
     summary: str | None = None
     question: str | None = None
+    #: The name as an envelope frames it (``roost_sanitize_name``), when it differs from
+    #: ``name`` (kept as typed): a target is found by either.
+    framed_name: str | None = None
 
 
 @attrs.frozen

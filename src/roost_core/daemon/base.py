@@ -21,7 +21,8 @@ from typing import Any
 
 import anyio
 
-from roost_core import faults, locks, routing
+from roost_core import faults, locks, policy, routing
+from roost_core.names import derived_name
 from roost_core.config import Config
 from roost_core.daemon import changes
 from roost_core.daemon.accept import Refuser
@@ -190,6 +191,7 @@ class DaemonBase:
                 else:
                     log.error("job record %s is unreadable (%s): set aside as %s, the other jobs are served", path.name, exc, moved.name)
                 continue
+            job.framed_name = policy.sanitize_name(self.pm, job.name)
             self.jobs[job.id] = job
         unreadable: list[int] = []
         torn: list[int] = []
@@ -729,7 +731,9 @@ class DaemonBase:
         command shares): ``not_found`` or ``ambiguous`` otherwise."""
         if ref in self.jobs:
             return self.jobs[ref]
-        return routing.resolve_ref(ref, self.jobs.values(), id_of=lambda job: job.id, name_of=lambda job: job.name)
+        return routing.resolve_ref(
+            ref, self.jobs.values(), id_of=lambda job: job.id, name_of=lambda job: job.name, framed_of=lambda job: job.framed_name
+        )
 
     def check_host(self, host: str, op: str) -> None:
         """Refuse a new job on ``host`` when no such host is registered (``bad_args``) or
@@ -864,8 +868,8 @@ def call_soon(fn: Callable[[], None]) -> None:
 
 
 def default_name(task: str) -> str:
-    words = " ".join(task.split()[:6])
-    return words[:40] or "job"
+    """The name of a job started with none: the task's first words (one line)."""
+    return derived_name(" ".join(task.split()[:6])[:40])
 
 
 def last_line(path: Path) -> str:

@@ -80,6 +80,9 @@ class Job(NotesChanges):
     #: after a stop); None when it is not stopped.
     stopped_from: str | None = None
     # Runtime only.
+    #: ``name`` as envelopes frame it (``roost_sanitize_name``), set by the daemon when it
+    #: makes or loads the job; lookups take it as well as the name as typed.
+    framed_name: str = ""
     queue: JobQueue = attrs.field(factory=JobQueue)
     conn: Any = None
     process: Any = None
@@ -148,6 +151,7 @@ class Job(NotesChanges):
             status=self.status,
             summary=self.summary,
             question=self.question,
+            framed_name=self.framed_name if self.framed_name and self.framed_name != self.name else None,
         )
 
     def row(self) -> dict[str, Any]:
@@ -155,6 +159,7 @@ class Job(NotesChanges):
         return {
             "id": self.id,
             "name": self.name,
+            "framedName": self.framed_name or self.name,
             "host": self.host,
             "state": self.state,
             "status": self.status,
