@@ -27,14 +27,15 @@ _SHORT_ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 
 def check_name(name: str, what: str = "name") -> str:
-    """``name`` unchanged when it is usable, else ``bad_args`` saying why: blank (empty
-    after stripping whitespace), longer than :data:`MAX_NAME_CHARS`, or holding a line
-    break or a NUL. Nothing else is taken out: an emoji, a right-to-left mark or a tab
-    stays (:func:`shown` draws them safely, lookups take the framed form too)."""
+    """``name`` unchanged when it is usable, else ``bad_args`` saying why: blank (no
+    visible character: only whitespace, controls and invisible format characters),
+    longer than :data:`MAX_NAME_CHARS`, or holding a line break or a NUL. Nothing else is
+    taken out: an emoji, a right-to-left mark or a tab stays (:func:`shown` draws them
+    safely, lookups take the framed form too)."""
     # Here, not at the top: the CLI draws names with this module and starts fast.
     from roost_core.protocol import BAD_ARGS, ProtocolError
 
-    if not name.strip():
+    if all(ch.isspace() or _unshown(ch) for ch in name):
         raise ProtocolError(BAD_ARGS, f"{what} is blank; give a name with a visible character, or none")
     if len(name) > MAX_NAME_CHARS:
         raise ProtocolError(BAD_ARGS, f"{what} is {len(name)} characters long; at most {MAX_NAME_CHARS}")

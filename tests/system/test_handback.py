@@ -144,7 +144,8 @@ def test_children_cap(daemon_factory, write_config, tmp_path):
 
 def test_depth_cap(daemon, tmp_path):
     # Each level spawns the next from the same nested scenario: depth 1, 2, 3, then 4 is refused.
-    level: dict = {"run": [{"steps": [{"spawn": {"task": "deeper", "name": "deeper", "model": "next"}}, {"say": "spawned"}]}]}
+    # (Named from the task, so each gets a free name: deeper, deeper-2, deeper-3.)
+    level: dict = {"run": [{"steps": [{"spawn": {"task": "deeper", "model": "next"}}, {"say": "spawned"}]}]}
     for _ in range(4):
         level = {"run": level["run"], "models": {"next": level}}
     job = daemon.start_job("root", scenario=level, name="root")

@@ -18,7 +18,7 @@ def test_a_usable_name_is_kept_as_it_is(name):
     assert check_name(name) == name
 
 
-@pytest.mark.parametrize("name", ["", "   ", "\t", "a\nb", "a\rb", "a\u2028b", "a\x85b", "a\x00b", "x" * 201])
+@pytest.mark.parametrize("name", ["", "   ", "\t", "\u200b\u200c\u200d", "\u200f ", "a\nb", "a\rb", "a\u2028b", "a\x85b", "a\x00b", "x" * 201])
 def test_an_unusable_name_is_bad_args(name):
     with pytest.raises(ProtocolError) as refused:
         check_name(name)
