@@ -364,8 +364,12 @@ def test_a_crashed_childs_report_says_a_message_starts_it_again_and_it_does(daem
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "work", "kid", scenario=scenario)
             await in_thread(wait_until, lambda: daemon.job(kid)["connected"] and daemon.job(kid)["pending"] == 0, what="kid running")
+            ok, text, data = await lead.call_tool("roost_agents", {"watch": kid})
+            assert ok, text
             os.kill(daemon.record(kid)["worker_pid"], signal.SIGKILL)
             await in_thread(wait_until, lambda: len(report_bodies(lead, "kid")) == 1, what="the crash report")
+            notices = await in_thread(wait_until, lambda: [e["content"] for e in lead.delivered if e["kind"] == "notice"], what="the watch's notice")
+            assert f"kid ({kid}) crashed: state failed" in notices[0], notices
             (crash,) = report_bodies(lead, "kid")
             assert crash.startswith("state: failed (its worker crashed during a run)\nerror: worker died during a run (killed by SIGKILL)"), crash
             assert "next: not running now; a message to it starts it again, and it reports again as usual" in crash

@@ -564,7 +564,8 @@ class DaemonBase:
             # that cannot come. (A worker that died idle had reported; a message wakes it.)
             # The job is failed, not gone: a message starts it again, as the report says.
             self.soon(self.report_ended, job, "gave_up" if gave_up else "crashed")
-            self.fire_watches(job, "ended")
+            # Not "ended": a watcher, too, must not take a crashed job for a gone one.
+            self.fire_watches(job, "crashed")
 
     def launch_worker(self, job_id: str, token: str, cwd: str, **extra_env: str) -> tuple[Any, str]:
         """Start a worker process in its own session (it survives a daemon restart):
