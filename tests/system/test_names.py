@@ -177,6 +177,9 @@ def test_terminals_get_escapes_not_raw_characters(cli, daemon):
     report = next(e for e in agent_items(daemon.entries(lead)) if e["details"]["kind"] == "report")
     assert report["details"]["fromName"] == evil  # the transcript keeps the name as typed
     assert parse_envelopes(report["content"])[0]["from"] == "evil"  # the envelope frames it
+    # The tool's result, which hosts draw on their terminal too, escapes it.
+    (spawned,) = tool_results(daemon.entries(lead), "roost_spawn")
+    assert spawned.startswith(f"spawned \\u202eevil\\u200f ({kid}); "), spawned
     drawn = {
         "jobs": cli("jobs").stdout,
         "agents": cli("agents").stdout,
