@@ -38,7 +38,7 @@ from roost_core.cli_support import (
     user_config,
     wait_for_job,
 )
-from roost_core.names import shown
+from roost_core.names import json_text, shown
 from roost_core.pi import cli as pi_cli
 
 
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def emit(args: argparse.Namespace, data: Any, text: str) -> None:
     if getattr(args, "json", False):
-        print(json.dumps(data, ensure_ascii=False, indent=2))
+        print(json_text(data))
     else:
         print(text)
 
@@ -329,7 +329,7 @@ def cmd_log(args: argparse.Namespace) -> int:
     with client() as conn:
         result = conn.call("log", job=args.id)
     if args.json:
-        print(json.dumps({"id": result["id"], "session": result["session"], "entries": read_entries(result["session"]), "sent": result.get("sent", [])}, ensure_ascii=False, indent=2))
+        print(json_text({"id": result["id"], "session": result["session"], "entries": read_entries(result["session"]), "sent": result.get("sent", [])}))
         return 0
     pm = local_manager()
     if args.follow:

@@ -264,7 +264,7 @@ def wait_for_job(conn: Any, ref: str, states: tuple[str, ...] = SETTLED, timeout
         if row["state"] in states and (row["pending"] == 0 or row["state"] == "stopped"):
             return row
         if time.monotonic() > deadline:
-            raise CommandError(TIMEOUT, f"job {job_id} ({row['name']}) still {row['state']} after {timeout:g}s, waiting for {' or '.join(states)}")
+            raise CommandError(TIMEOUT, f"job {job_id} ({shown(row['name'])}) still {row['state']} after {timeout:g}s, waiting for {' or '.join(states)}")
         time.sleep(poll)
 
 

@@ -102,3 +102,25 @@ def _one_line(text: str) -> str:
     if text.isascii() and "\n" not in text and "\r" not in text:
         return text
     return "".join(" " if ch in LINE_BREAKS else ch for ch in text)
+
+
+def json_text(data: Any) -> str:
+    """``data`` as the indented JSON ``--json`` prints: non-ASCII text as it is (an emoji
+    stays an emoji), except what :func:`shown` escapes, written as JSON's own ``\\uXXXX``
+    escapes (JSON escapes only controls below 0x20), so the same data parses back and a
+    terminal gets no raw bidi mark."""
+    import json
+
+    text = json.dumps(data, ensure_ascii=False, indent=2)
+    if text.isascii():
+        return text
+    # (A raw line break is the indentation's: json.dumps escaped every one in a string.)
+    return "".join(_json_escape(ch) if ch != "\n" and _unshown(ch) else ch for ch in text)
+
+
+def _json_escape(ch: str) -> str:
+    code = ord(ch)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"

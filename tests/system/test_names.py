@@ -186,9 +186,13 @@ def test_terminals_get_escapes_not_raw_characters(cli, daemon):
         "agents by state": cli("agents", "--group", "state").stdout,
         "view": cli("view", "--once", "--select", evil).stdout,
         "log": cli("log", "lead").stdout,
+        "jobs --json": cli("jobs", "--json").stdout,
+        "log --json": cli("log", "lead", "--json").stdout,
     }
     for what, text in drawn.items():
         assert RAW.search(text) is None and "\t" not in text, (what, text)
+    # --json escapes them as JSON does: the data parses back as typed.
+    assert {row["name"] for row in json.loads(drawn["jobs --json"])} == {"a\tb", "lead", evil}
     assert "a\\tb" in drawn["jobs"] and "\\u202eevil\\u200f" in drawn["jobs"]
     assert f"\\u202eevil\\u200f ({kid})" in drawn["agents"] and f"\\u202eevil\\u200f ({kid})" in drawn["view"]
     assert "\\u202eevil\\u200f" in drawn["log"], drawn["log"]

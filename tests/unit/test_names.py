@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from roost_core.names import check_name, derived_name, shell_word, shown
+from roost_core.names import check_name, derived_name, json_text, shell_word, shown
 from roost_core.protocol import ProtocolError
 
 NAMES = ["fixer", "two words", "\u200ffix", "🚀 launch", "a\tb", "it's", "back\\slash", "\u202eevil\u200f", "esc\x1b[2J", "名前"]
@@ -45,3 +45,14 @@ def test_the_shell_word_names_the_job_when_pasted_into_bash(name):
     assert shown(word) == word  # nothing raw on the terminal
     echoed = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, check=True).stdout.decode()
     assert echoed == name
+
+
+def test_json_text_parses_back_and_holds_nothing_raw():
+    import json
+
+    data = {"name": "\u202eevil\u200f 🚀 \U000e0001\x1b\x85\u2028", "rows": [1, "a\nb", "名前"]}
+    text = json_text(data)
+    assert json.loads(text) == data
+    assert "🚀" in text and "名前" in text  # other non-ASCII stays as it is
+    assert not any(shown(ch) != ch for ch in text if ch != "\n")
+    assert json_text({"a": "x"}) == json.dumps({"a": "x"}, indent=2)
