@@ -38,6 +38,7 @@ from roost_core.cli_support import (
     user_config,
     wait_for_job,
 )
+from roost_core.names import json_text, shown
 from roost_core.pi import cli as pi_cli
 
 
@@ -108,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     reply = sub.add_parser("reply", help="send a job a user reply")
     reply.add_argument("id", help=ID_HELP)
     add_text_arguments(reply, "text", "the reply (- reads it from stdin)", "read the reply from a file (- for stdin)")
+    reply.add_argument("--restart", action="store_true", help="a stopped shell job: run this reply as a command all the same (it is refused otherwise)")
     reply.add_argument("--json", action="store_true", help=JSON_HELP)
 
     for name, text in (("stop", "stop a job (it is not woken by messages)"), ("rm", "remove a job")):
@@ -172,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def emit(args: argparse.Namespace, data: Any, text: str) -> None:
     if getattr(args, "json", False):
-        print(json.dumps(data, ensure_ascii=False, indent=2))
+        print(json_text(data))
     else:
         print(text)
 
@@ -301,7 +303,7 @@ def cmd_agents(args: argparse.Namespace) -> int:
 
 def cmd_reply(args: argparse.Namespace) -> int:
     text = read_text(args.text, args.file, "reply")  # read first: a bad file starts no daemon
-    result = keyed_call("reply", job=args.id, text=text)
+    result = keyed_call("reply", job=args.id, text=text, **({"restart": True} if args.restart else {}))
     emit(args, result, format_reply(result))
     return 0
 
@@ -309,7 +311,8 @@ def cmd_reply(args: argparse.Namespace) -> int:
 def cmd_stop(args: argparse.Namespace) -> int:
     with client() as conn:
         result = conn.call("stop", job=args.id)
-    emit(args, result, f"{result['id']}: stopped (was {result['was']})")
+    failure = f"; it had failed ({result['error']}), as roost jobs still shows" if result.get("stoppedFrom") == "failed" and result["was"] == "failed" else ""
+    emit(args, result, f"{result['id']}: stopped (was {result['was']}){failure}")
     return 0
 
 
@@ -326,14 +329,20 @@ def cmd_log(args: argparse.Namespace) -> int:
     with client() as conn:
         result = conn.call("log", job=args.id)
     if args.json:
-        print(json.dumps({"id": result["id"], "session": result["session"], "entries": read_entries(result["session"]), "sent": result.get("sent", [])}, ensure_ascii=False, indent=2))
+        print(json_text({"id": result["id"], "session": result["session"], "entries": read_entries(result["session"]), "sent": result.get("sent", [])}))
         return 0
     pm = local_manager()
     if args.follow:
         return follow_log(pm, result["session"])
     for text in iter_rendered(pm, result["session"]):
-        print(text)
+        print(shown(text, keep=LOG_KEEPS))
     return 0
+
+
+#: What ``roost log`` draws as it is: line breaks and tabs (a transcript's text and tool
+#: output); every other control, bidi or invisible format character (in a sender's name,
+#: in an agent's words) is drawn as an escape (``names.shown``).
+LOG_KEEPS = "\n\t"
 
 
 def follow_log(pm: Any, session: str, *, poll: float = 0.1) -> int:
@@ -363,7 +372,7 @@ def follow_log(pm: Any, session: str, *, poll: float = 0.1) -> int:
                     for entry in parse_entries(raw) if isinstance(raw, dict) else ():
                         text = render_entry(pm, entry)
                         if text:
-                            print(text, flush=True)
+                            print(shown(text, keep=LOG_KEEPS), flush=True)
             else:
                 time.sleep(poll)
     except KeyboardInterrupt:
@@ -373,7 +382,7 @@ def follow_log(pm: Any, session: str, *, poll: float = 0.1) -> int:
 def cmd_dead(args: argparse.Namespace) -> int:
     with client() as conn:
         letters = conn.call("dead")["dead"]
-    lines = [f"{d['sender']} → {d['toName']} ({d['to']})  {d['kind']}  {d['reason']}  {d['preview']!r}" for d in letters]
+    lines = [f"{shown(d['sender'])} → {shown(d['toName'] or '')} ({d['to']})  {d['kind']}  {d['reason']}  {d['preview']!r}" for d in letters]
     emit(args, letters, "\n".join(lines) if lines else "no dead letters")
     return 0
 

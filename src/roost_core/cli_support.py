@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import shutil
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
+
+from roost_core.names import shell_word, shown
 
 #: States in which a job is not running: what ``roost wait`` waits for by default.
 SETTLED = ("idle", "needs_input", "done", "failed", "stopped")
@@ -233,7 +234,7 @@ def find_job(rows: list[dict[str, Any]], ref: str) -> dict[str, Any]:
     else an exact unique name): raises ``not_found`` or ``ambiguous`` as they do."""
     from roost_core.routing import resolve_ref
 
-    return resolve_ref(ref, rows, id_of=lambda row: row["id"], name_of=lambda row: row["name"])
+    return resolve_ref(ref, rows, id_of=lambda row: row["id"], name_of=lambda row: row["name"], framed_of=lambda row: row.get("framedName"))
 
 
 def check_states(states: list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -263,7 +264,7 @@ def wait_for_job(conn: Any, ref: str, states: tuple[str, ...] = SETTLED, timeout
         if row["state"] in states and (row["pending"] == 0 or row["state"] == "stopped"):
             return row
         if time.monotonic() > deadline:
-            raise CommandError(TIMEOUT, f"job {job_id} ({row['name']}) still {row['state']} after {timeout:g}s, waiting for {' or '.join(states)}")
+            raise CommandError(TIMEOUT, f"job {job_id} ({shown(row['name'])}) still {row['state']} after {timeout:g}s, waiting for {' or '.join(states)}")
         time.sleep(poll)
 
 
@@ -292,9 +293,12 @@ def job_live(row: dict[str, Any]) -> bool:
 
 
 def job_detail(row: dict[str, Any]) -> str:
-    """The question of a job that asks, else its error, else its summary."""
+    """The question of a job that asks, else its error, else its summary; a job stopped
+    after it had failed says so first (the stop does not hide the failure)."""
     if row["state"] == "needs_input":
         return row.get("question") or ""
+    if row["state"] == "stopped" and row.get("stoppedFrom") == "failed":
+        return f"failed, then stopped: {row.get('error') or 'no error given'}"
     return row.get("error") or row.get("summary") or ""
 
 
@@ -320,24 +324,24 @@ def format_jobs(rows: list[dict[str, Any]], width: int | None = None) -> str:
         return "no jobs"
     width = width or output_width()
     table = [("ID", "STATE", "LIVE", "HOST", "NAME")]
-    table += [(row["id"], row["state"], "live" if job_live(row) else "-", row["host"], cut(row["name"], NAME_WIDTH)) for row in rows]
+    table += [(row["id"], row["state"], "live" if job_live(row) else "-", row["host"], cut(shown(row["name"]), NAME_WIDTH)) for row in rows]
     widths = [max(len(line[column]) for line in table) for column in range(5)]
     lines = []
     for index, line in enumerate(table):
         head = "  ".join(cell.ljust(size) for cell, size in zip(line, widths))
         detail = "DETAIL" if index == 0 else job_detail(rows[index - 1])
         room = max(width - len(head) - 2, 20) if width else DETAIL_WIDTH
-        lines.append(f"{head}  {cut(detail, room)}".rstrip())
+        lines.append(f"{head}  {shown(cut(detail, room))}".rstrip())
     return "\n".join(lines)
 
 
 def format_started(result: dict[str, Any]) -> str:
     """What ``roost start`` says: the job, its host, that it runs in the background and
     how to follow it."""
-    ref = shlex.quote(result["name"])
+    ref = shell_word(result["name"])
     return "\n".join(
         [
-            f"started job {result['id']} ({result['name']}) on host {result['host']}; it runs in the background",
+            f"started job {result['id']} ({shown(result['name'])}) on host {result['host']}; it runs in the background",
             f"  follow it:   roost log {ref} --follow",
             f"  wait for it: roost wait {ref}",
         ]

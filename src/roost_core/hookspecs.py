@@ -204,9 +204,11 @@ def roost_note_spawned(request: SpawnRequest, now: float) -> None:
 
 @hookspec(firstresult=True)
 def roost_sanitize_name(name: str) -> str | None:
-    """Make a peer name safe to put inside an envelope attribute and a listing.
+    """Make a peer name safe to put inside an envelope attribute: its framed form.
 
-    Called when a peer registers or a job is named, and when an envelope is framed.
+    Called when a foreground peer registers (its name is kept framed), when a job is
+    named or loaded (a job keeps its name as typed; the framed form is what lookups and
+    the name rule take as well), and when an envelope is framed.
 
     :param name: the name as given by a user or an agent.
     :return: the sanitised name, or None for no opinion. Stops at the first non-None
@@ -295,14 +297,19 @@ def roost_route_report(report: Report, candidates: ReportCandidates) -> ReportRo
 
 @hookspec(firstresult=True)
 def roost_report_on_end(child: PeerInfo, reason: str) -> Report | None:
-    """The synthetic report for a spawned child that ended without settling a run.
+    """The synthetic report for a spawned child whose run did not settle.
 
-    Called when a spawned child is stopped, removed, or gives up after crashes.
+    Called when a spawned child is stopped or removed, when its worker dies during a run
+    and nothing else waits for it, and when roost gives up restarting it after crashes.
 
     :param child: the child job.
-    :param reason: ``stopped``, ``removed`` or ``crashed``.
-    :return: a :class:`~roost_core.records.Report` (state ``ended``) to route, or None.
-        Stops at the first non-None result. With no answer no report is sent.
+    :param reason: ``stopped``, ``removed``, ``crashed`` (not running now; a message starts
+        it again) or ``gave_up`` (crashed again and again with items waiting; a message
+        starts it again): see :class:`~roost_core.records.Report`.
+    :return: a :class:`~roost_core.records.Report` (state ``ended`` for a stop or a
+        removal, ``failed`` for a crash) to route, or None. The core fills in the crash
+        facts (``error``, ``crashes``). Stops at the first non-None result. With no answer
+        no report is sent.
     """
 
 

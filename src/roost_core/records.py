@@ -57,6 +57,9 @@ class PeerInfo:
     status: str | None = None
     summary: str | None = None
     question: str | None = None
+    #: The name as an envelope frames it (``roost_sanitize_name``), when it differs from
+    #: ``name`` (kept as typed): a target is found by either.
+    framed_name: str | None = None
 
 
 @attrs.frozen
@@ -252,8 +255,23 @@ class ReportDecision:
 
 @attrs.frozen
 class Report:
-    """A report from a spawned child to its parent. ``synthetic`` reports (state
-    ``ended``) are made by the daemon when a child is stopped, removed or gives up."""
+    """A report from a spawned child to its parent. ``synthetic`` reports are made by the
+    daemon, not by a settled run: state ``ended`` when the child is stopped or removed,
+    state ``failed`` when its worker crashed during a run.
+
+    ``reason`` says what happened and so what the child does next (a report must never
+    tell a parent a child is gone when a message would start it again):
+
+    - ``stopped``: stopped by the user; it runs again only if the user replies to it
+      (an agent's message does not wake it).
+    - ``removed``: removed by the user; it is gone.
+    - ``crashed``: its worker died during a run and nothing else waits for it; it is not
+      running, and a message starts it again.
+    - ``gave_up``: its worker crashed ``crashes`` times in a row with items waiting, and
+      roost stopped restarting it; a message starts it again.
+    - ``restarted`` (a settled-run report of state ``failed``, not synthetic): its worker
+      died during the run and was started again for the items waiting for it.
+    """
 
     child: PeerInfo
     state: str
@@ -266,6 +284,8 @@ class Report:
     #: back from a parent that left before acking it) keeps it, so the parent's side can
     #: tell a second copy of one it holds.
     id: str | None = None
+    #: How many times in a row its worker crashed (``crashed``, ``gave_up``).
+    crashes: int = 0
 
 
 @attrs.frozen

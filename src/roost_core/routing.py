@@ -21,11 +21,21 @@ from roost_core.records import PeerInfo
 T = TypeVar("T")
 
 
-def resolve_ref(ref: str, records: Iterable[T], *, id_of: Callable[[T], str], name_of: Callable[[T], str], what: str = "job") -> T:
+def resolve_ref(
+    ref: str,
+    records: Iterable[T],
+    *,
+    id_of: Callable[[T], str],
+    name_of: Callable[[T], str],
+    framed_of: Callable[[T], str | None] | None = None,
+    what: str = "job",
+) -> T:
     """The record ``ref`` names, for every command that takes a job (or agent) by id or name:
-    the record whose id is ``ref``, else the only one whose name is exactly ``ref``. Never
-    partial. The daemon's ops and the CLI's own lookups (``roost wait``, ``roost view
-    --select``) all go through here, so a name means the same thing to every command.
+    the record whose id is ``ref``, else the only one whose name is exactly ``ref``, as
+    typed or as framed (``framed_of``: the name an envelope shows, sanitised; see
+    :mod:`roost_core.names`). Never partial. The daemon's ops and the CLI's own lookups
+    (``roost wait``, ``roost view --select``) all go through here, so a name means the
+    same thing to every command.
 
     Raises ``not_found`` when nothing matches and ``ambiguous`` (naming the ids) when
     several records have that name.
@@ -34,7 +44,7 @@ def resolve_ref(ref: str, records: Iterable[T], *, id_of: Callable[[T], str], na
     for record in records:
         if id_of(record) == ref:
             return record
-        if name_of(record) == ref:
+        if name_of(record) == ref or (framed_of is not None and framed_of(record) == ref):
             named.append(record)
     if len(named) == 1:
         return named[0]
@@ -91,7 +101,7 @@ def resolve_target(
     holder = table.holder_of(to)
     if holder is not None:
         return holder, "id"
-    matches = [peer for peer in table.holders.values() if peer.name == to and reachable_by_name(peer)]
+    matches = [peer for peer in table.holders.values() if (peer.name == to or peer.framed_name == to) and reachable_by_name(peer)]
     if not matches:
         raise ProtocolError(NOT_FOUND, f"no reachable peer with id or exact name {to!r}")
     if len(matches) > 1:

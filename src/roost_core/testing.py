@@ -217,7 +217,7 @@ def make_report(
     **fields: Any,
 ) -> Report:
     """A :class:`Report` from ``child`` (a spawned job of a test parent when omitted);
-    ``fields``: ``question``, ``error``, ``synthetic``, ``reason``."""
+    ``fields``: ``question``, ``error``, ``synthetic``, ``reason``, ``crashes``."""
     child = child if child is not None else make_child()
     return Report(child=child, state=state, result=result, **fields)
 

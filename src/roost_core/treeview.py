@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from roost_core.names import shown_rows
+
 STATE_ORDER = ("running", "needs_input", "idle", "done", "failed", "stopped", "connected", "not running")
 
 
@@ -74,6 +76,7 @@ def tree_order(rows: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
 
 
 def render_by_dir(rows: list[dict[str, Any]]) -> str:
+    rows = shown_rows(rows)
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault(row.get("cwd") or "?", []).append(row)
@@ -90,6 +93,7 @@ def render_by_dir(rows: list[dict[str, Any]]) -> str:
 
 
 def render_by_state(rows: list[dict[str, Any]]) -> str:
+    rows = shown_rows(rows)
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault(row.get("state") or "?", []).append(row)

@@ -22,6 +22,8 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+from roost_core.names import shown, shown_rows
+
 GROUPS = ("dir", "state")
 #: Width of the fixed columns right of the name: relation, state, queued, last message.
 RIGHT_COLUMNS = 37
@@ -71,21 +73,20 @@ def run(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- the model (no I/O)
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
 def printable(text: str, *, keep_newlines: bool = False) -> str:
-    """``text`` safe to put on a terminal: an agent's words must not move the cursor or
-    change colours, so control characters (ESC among them) become ``?``."""
+    """``text`` safe to put on a terminal: an agent's words must not move the cursor,
+    change colours or reorder the line, so control, bidi and other invisible format
+    characters (ESC among them) become visible escapes (:func:`names.shown`)."""
     text = text.replace("\t", "    ")
     if not keep_newlines:
         text = text.replace("\r\n", " ").replace("\n", " ")
-    return _CONTROL.sub("?", text)
+    return shown(text, keep="\n" if keep_newlines else "")
 
 
 def clean_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows with every text field made :func:`printable`."""
-    return [{key: printable(value) if isinstance(value, str) else value for key, value in row.items()} for row in rows]
+    """Rows with every text field drawn safely (:func:`names.shown_rows`): a name keeps
+    a tab or a bidi mark visible as an escape. Lookups take the rows before this."""
+    return shown_rows(rows)
 
 
 def tree_key(row: dict[str, Any]) -> str:
@@ -189,7 +190,9 @@ def resolve_row(rows: list[dict[str, Any]], ref: str) -> dict[str, Any]:
     unique name; ``routing.resolve_ref``): raises ``not_found`` or ``ambiguous``."""
     from roost_core.routing import resolve_ref
 
-    return resolve_ref(ref, rows, id_of=lambda row: row["id"], name_of=lambda row: row["name"], what="agent")
+    return resolve_ref(
+        ref, rows, id_of=lambda row: row["id"], name_of=lambda row: row["name"], framed_of=lambda row: row.get("framedName"), what="agent"
+    )
 
 
 def find_row(rows: list[dict[str, Any]], ref: str | None) -> dict[str, Any] | None:
@@ -245,8 +248,11 @@ def print_once(args: argparse.Namespace) -> int:
     from roost_core.client import connect
 
     with connect() as conn:
-        rows = clean_rows(conn.call("agents")["agents"])
-    selected = resolve_row(rows, args.select) if args.select else None
+        raw = conn.call("agents")["agents"]
+    # Looked up as the daemon sent them (a name as typed), drawn cleaned.
+    chosen = resolve_row(raw, args.select)["id"] if args.select else None
+    rows = clean_rows(raw)
+    selected = next(row for row in rows if row["id"] == chosen) if chosen else None
     print("\n".join(plain_lines(rows, args.group, selected)))
     return 0
 
@@ -331,10 +337,11 @@ class View:
         return [value for kind, value, _, _ in layout(self.rows, self.group) if kind == "row"]
 
     def set_rows(self, rows: list[dict[str, Any]]) -> None:
+        # Looked up as the daemon sent them (a name as typed), drawn cleaned.
+        chosen = find_row(rows, self._select_ref) if self._select_ref is not None else None
         self.rows = rows = clean_rows(rows)
         order = self.order()
         if self._select_ref is not None:
-            chosen = find_row(rows, self._select_ref)
             if chosen is not None:
                 self.selected = chosen["id"]
                 self._select_ref = None

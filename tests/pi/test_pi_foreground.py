@@ -6,17 +6,27 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from pikit import agent_items
 
 from roost_core import locks
 from roost_core.transcript import read_entries
 
 
-def test_foreground_pi_spawns_a_child_and_shows_its_report(pi_kit, write_config, tmp_path):
+@pytest.mark.parametrize(
+    ("name", "drawn"),
+    [
+        ("kid", "kid"),
+        # A name is kept as typed (issue 39 point 12): pi draws its bidi marks as escapes.
+        ("\u202ekid\u200f", "\\u202ekid\\u200f"),
+    ],
+    ids=["plain", "bidi"],
+)
+def test_foreground_pi_spawns_a_child_and_shows_its_report(pi_kit, write_config, tmp_path, name, drawn):
     write_config({"defaultHost": "pi"})
     scenario = {
         "run": [
-            {"kind": "reply", "steps": [{"spawn": {"task": "say hello", "name": "kid", "model": "kid"}}, {"say": "spawned the kid"}]},
+            {"kind": "reply", "steps": [{"spawn": {"task": "say hello", "name": name, "model": "kid"}}, {"say": "spawned the kid"}]},
             {"kind": "report", "steps": [{"say": "thanks, kid"}]},
         ],
         "default": {"steps": [{"say": "ok"}]},
@@ -37,20 +47,21 @@ def test_foreground_pi_spawns_a_child_and_shows_its_report(pi_kit, write_config,
     pi_kit.wait_screen(tmux, "✉ roost")
     pi_kit.type_line(tmux, "please delegate the greeting")
 
-    pi_kit.wait_screen(tmux, "✉ report from kid (child)", timeout=60)
+    pi_kit.wait_screen(tmux, f"✉ report from {drawn} (child)", timeout=60)
     screen = pi_kit.wait_screen(tmux, "thanks, kid", timeout=30)
+    assert "\u202e" not in screen and "\u200f" not in screen
     assert "✉ roost f" in screen  # joined as a peer (a foreground id) with its first roost call
     assert "hello from the kid" in screen
 
     entries = read_entries(session_file)
     reports = [e for e in agent_items(entries) if e["details"]["kind"] == "report"]
     assert len(reports) == 1
-    assert reports[0]["details"]["fromName"] == "kid" and reports[0]["details"]["relation"] == "child"
+    assert reports[0]["details"]["fromName"] == name and reports[0]["details"]["relation"] == "child"
     assert "hello from the kid" in reports[0]["content"]
     # The foreground pi holds its session's writer lock, as psutil sees it.
     assert locks.lock_holder(session_file) is not None
     # The child is a pi job of this session's tree.
-    (kid,) = [row for row in daemon.call("jobs")["jobs"] if row["name"] == "kid"]
+    (kid,) = [row for row in daemon.call("jobs")["jobs"] if row["name"] == name]
     assert kid["host"] == "pi" and kid["parentSession"] == str(session_file)
     # The report reached the model framed, after the first answer.
     framed = [r for r in fake.requests() if r["model"] == "fake-model" and any('kind="report"' in str(m.get("content")) for m in r["messages"])]

@@ -60,8 +60,20 @@ def test_report_text(pm):
     assert text == "state: needs_input\nquestion: Which DB?"
     text = pm.hook.roost_format_report(report=make_report(state="failed", result="partial work", error="boom"))
     assert text == "state: failed\nerror: boom\n\npartial work"
-    ended = pm.hook.roost_format_report(report=make_report(state="ended", result="", synthetic=True, reason="crashed"))
-    assert ended.startswith("state: ended (its worker crashed") and "will not report again" in ended
+    crashed = pm.hook.roost_format_report(report=make_report(state="failed", result="", synthetic=True, reason="crashed", error="worker died during a run (killed by SIGKILL)"))
+    assert crashed == (
+        "state: failed (its worker crashed during a run)\nerror: worker died during a run (killed by SIGKILL)\n"
+        "next: not running now; a message to it starts it again, and it reports again as usual"
+    )
+    gave_up = pm.hook.roost_format_report(report=make_report(state="failed", result="", synthetic=True, reason="gave_up", crashes=4))
+    assert gave_up.startswith("state: failed (its worker crashed 4 times in a row") and "a message to it starts it again" in gave_up
+    stopped = pm.hook.roost_format_report(report=make_report(state="ended", result="", synthetic=True, reason="stopped"))
+    assert stopped == "state: ended (stopped by the user)\nnext: it runs and reports again only if the user restarts it; a message does not wake it"
+    removed = pm.hook.roost_format_report(report=make_report(state="ended", result="", synthetic=True, reason="removed"))
+    assert removed.endswith("next: it is gone and will not report again")
+    restarted = pm.hook.roost_format_report(report=make_report(state="failed", result="", error="worker died", reason="restarted"))
+    assert restarted == "state: failed\nerror: worker died\nnext: its worker was started again for the messages waiting for it; it reports again as usual"
+    assert "will not report again" not in crashed + gave_up + stopped
 
 
 def test_routing_prefers_the_live_holder_then_the_sessions_job_then_keeps(pm):
@@ -82,6 +94,9 @@ def test_routing_prefers_the_live_holder_then_the_sessions_job_then_keeps(pm):
 def test_synthetic_ended_report_only_for_children(pm):
     report = pm.hook.roost_report_on_end(child=make_child(), reason="stopped")
     assert report.synthetic and report.state == "ended" and report.reason == "stopped"
+    # A crashed child is failed (a message starts it again), not ended.
+    assert pm.hook.roost_report_on_end(child=make_child(), reason="crashed").state == "failed"
+    assert pm.hook.roost_report_on_end(child=make_child(), reason="gave_up").state == "failed"
     assert pm.hook.roost_report_on_end(child=make_peer(id="a1b2c3d4"), reason="stopped") is None
 
 

@@ -386,9 +386,14 @@ def name_is_clean(name: str) -> bool:
     return bool(SANE_NAME.match(name)) and not any(unicodedata.category(ch) in ("Cc", "Cf", "Mn", "Zl", "Zp") for ch in name)
 
 
+#: Job names refused as unusable (issue 39 point 12): a NUL or a line break, nothing visible.
+UNUSABLE_JOB_NAMES = ("control chars", "newlines and tabs", "only invisible")
+
+
 def test_names_with_control_bidi_and_zero_width_characters_are_sanitised(shared, record, tmp_path):
-    """Accepted (a name is not an error) but never shown or framed as sent: the peer list
-    and a framed message both carry the sanitised name."""
+    """A foreground peer's name is accepted and sanitised; a job's is kept as typed unless
+    unusable (``bad_args``), and framed sanitised: the peer list and a framed message
+    carry the sanitised name, the job row its typed name and its clean ``framedName``."""
     tally = Tally("names")
     receiver = shared.start_job("listen", name="listener", scenario=QUICK)
     for label, name in NASTY_NAMES.items():
@@ -402,11 +407,19 @@ def test_names_with_control_bidi_and_zero_width_characters_are_sanitised(shared,
                     tally.wrong.append(f"{label}: registered as {clean!r}")
                 sent = conn.request({"id": 26, "op": "send", "to": receiver, "message": f"from {label}"})
                 tally.check(f"send as {label}", sent, (None,))
-        job = shared.call("start", task="named", name=name, host="scripted", cwd=str(tmp_path), scenario=QUICK)
+        with connect(shared) as conn:
+            answer = conn.request({"id": 29, "op": "start", "task": "named", "name": name, "host": "scripted", "cwd": str(tmp_path), "scenario": QUICK})
+        tally.check(f"start {label}", answer, ("bad_args",) if label in UNUSABLE_JOB_NAMES else (None,))
+        if not answer.get("ok"):
+            continue
+        job = answer["result"]
+        row = next(row for row in shared.call("jobs")["jobs"] if row["id"] == job["id"])
         tally.cases += 1
-        if not name_is_clean(job["name"]):
-            tally.wrong.append(f"job named {label}: {job['name']!r}")
-        # Several of these clean up to the same name, which a second start may not take.
+        if job["name"] != name or row["name"] != name:
+            tally.wrong.append(f"job named {label}: kept as {row['name']!r}")
+        if not name_is_clean(row["framedName"]) or len(row["framedName"]) > 64:
+            tally.wrong.append(f"job named {label}: framed as {row['framedName']!r}")
+        # Several of these frame the same, which a second start may not take.
         shared.call("remove", job=job["id"])
     shared.wait_job(receiver, timeout=60)
     from reliability.kit import agent_entries, envelope

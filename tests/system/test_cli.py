@@ -120,6 +120,46 @@ def test_shell_host_job(cli):
     assert "↳ bash: from-the-cli" in cli("log", job).stdout
 
 
+def test_a_reply_to_a_stopped_shell_job_runs_nothing_unless_restarted(cli, tmp_path):
+    """Issue 39 point 13: a reply to a shell job is a further command; to a stopped one it
+    ran as a command all the same. It is refused now (``job_stopped``, nothing queued, no
+    worker), and runs only when the user restarts the job in so many words."""
+    marker = tmp_path / "ran"
+    job = cli.json("start", "echo first", "--host", "shell")["id"]
+    cli("wait", job, "--state", "done")
+    # Not stopped: a reply is the next command (the shell host's documented rule).
+    cli("reply", job, "echo second")
+    assert cli.json("wait", job, "--state", "done")["summary"] == "second"
+    cli("stop", job)
+    refused = cli("reply", job, f"touch {marker}", expect=1)
+    assert refused.stderr.startswith("roost: job_stopped: ") and "--restart" in refused.stderr, refused.stderr
+    row = next(r for r in cli.json("jobs") if r["id"] == job)
+    assert (row["state"], row["pending"], row["live"]) == ("stopped", 0, False)
+    assert str(marker) not in cli("log", job).stdout and not marker.exists()
+    # The user restarts it explicitly: then the reply runs.
+    assert cli.json("reply", job, f"touch {marker}", "--restart")["result"] == "started"
+    cli("wait", job, "--state", "done")
+    assert marker.exists()
+
+
+def test_stop_keeps_a_failed_job_visibly_failed(cli):
+    """Issue 39 point 13: ``roost stop`` on a failed job wrote ``stopped`` over ``failed``.
+    The job is stopped (messages do not wake it) and says it had failed, and why."""
+    job = cli.json("start", "echo nope >&2; exit 3", "--host", "shell")["id"]
+    cli("wait", job, "--state", "failed")
+    said = cli("stop", job).stdout.strip()
+    assert said == f"{job}: stopped (was failed); it had failed (command exited 3), as roost jobs still shows"
+    (row,) = cli.json("jobs")
+    assert (row["state"], row["stoppedFrom"], row["error"]) == ("stopped", "failed", "command exited 3")
+    line = cli("jobs").stdout.splitlines()[1]
+    assert line.split()[1] == "stopped" and line.endswith("failed, then stopped: command exited 3"), line
+    # A second stop changes nothing, and a restart clears the mark.
+    assert cli.json("stop", job)["stoppedFrom"] == "failed"
+    cli("reply", job, "echo fixed", "--restart")
+    row = cli.json("wait", job, "--state", "done")
+    assert row["stoppedFrom"] is None and row["error"] is None
+
+
 def test_plugins_lists_the_defaults_and_blocked_ones(cli):
     text = cli("plugins").stdout
     names = [line.split()[0] for line in text.splitlines() if line.strip()]

@@ -42,15 +42,17 @@ def error_of(result: subprocess.CompletedProcess, status: int = 1) -> str:
 
 
 def twins(daemon) -> tuple[str, list[str]]:
-    """A lead that spawned two children both named ``kid`` (agents may name children
-    alike; ``start`` may not). Returns the lead's id and the kids' ids, all settled."""
+    """A lead that spawned two children, then both named ``kid``: no way of naming a job
+    lets two share a name now (issue 39 point 6), so the second is renamed in its record
+    while the daemon is down, as a record from before that rule would be. Returns the
+    lead's id and the kids' ids, all settled."""
     scenario = {
-        "run": [{"steps": [{"spawn": {"task": "one", "name": "kid", "model": "quick"}}, {"spawn": {"task": "two", "name": "kid", "model": "quick"}}, {"say": "spawned"}]}],
+        "run": [{"steps": [{"spawn": {"task": "one", "name": "kid", "model": "quick"}}, {"spawn": {"task": "two", "name": "kid two", "model": "quick"}}, {"say": "spawned"}]}],
         "default": {"steps": [{"say": "noted {from_name}"}]},
         "models": {"quick": QUIET},
     }
     lead = daemon.start_job("delegate", name="lead", scenario=scenario)
-    kids = wait_until(lambda: (ids := sorted(r["id"] for r in daemon.call("jobs")["jobs"] if r["name"] == "kid")) and len(ids) == 2 and ids, what="two kids")
+    kids = wait_until(lambda: (ids := sorted(r["id"] for r in daemon.call("jobs")["jobs"] if r["name"] in ("kid", "kid two"))) and len(ids) == 2 and ids, what="two kids")
     for kid in kids:
         daemon.wait_job(kid)
 
@@ -61,6 +63,12 @@ def twins(daemon) -> tuple[str, list[str]]:
 
     # Settled for good: both reports are in the lead's transcript and it answered them.
     wait_until(lead_heard_both, what="the lead to note both reports")
+    assert daemon.terminate() == 0
+    second = next(kid for kid in kids if daemon.record(kid)["name"] == "kid two")
+    record = daemon.record(second)
+    record["name"] = "kid"
+    (daemon.paths.jobs_dir / f"{second}.json").write_text(json.dumps(record))
+    daemon.restart()
     return lead, kids
 
 
@@ -121,7 +129,7 @@ def test_a_job_name_stays_usable(cli):
     cli("wait", "a")
     # A finished job keeps its name: a second "a" would make `a` mean nothing.
     taken = error_of(cli("start", "second", "--name", "a", "--host", "scripted", expect=None))
-    assert taken == f"roost: name_taken: 'a' is already the name of job {first} (done); choose another name, or remove that job first (roost rm {first})"
+    assert taken == f"roost: name_taken: 'a' is already the name of job {first} (done); choose another name (such as 'a-2'), leave the name out, or remove that job first (roost rm {first})"
     assert [row["name"] for row in cli.json("jobs")] == ["a"]
     assert cli.json("wait", "a")["id"] == first
     # Nor may a name be another job's id (the id would always win).

@@ -144,7 +144,8 @@ def test_children_cap(daemon_factory, write_config, tmp_path):
 
 def test_depth_cap(daemon, tmp_path):
     # Each level spawns the next from the same nested scenario: depth 1, 2, 3, then 4 is refused.
-    level: dict = {"run": [{"steps": [{"spawn": {"task": "deeper", "name": "deeper", "model": "next"}}, {"say": "spawned"}]}]}
+    # (Named from the task, so each gets a free name: deeper, deeper-2, deeper-3.)
+    level: dict = {"run": [{"steps": [{"spawn": {"task": "deeper", "model": "next"}}, {"say": "spawned"}]}]}
     for _ in range(4):
         level = {"run": level["run"], "models": {"next": level}}
     job = daemon.start_job("root", scenario=level, name="root")
@@ -314,7 +315,8 @@ def test_foreground_parent_moved_to_the_background_still_gets_reports(daemon, tm
 
 
 def ended_reports(lead) -> list[str]:
-    return [e["content"] for e in lead.delivered if e["kind"] == "report" and "state: ended" in e["content"]]
+    """The reports the daemon made for a stop, a removal or a crash (each says ``next:``)."""
+    return [e["content"] for e in lead.delivered if e["kind"] == "report" and "\nnext: " in e["content"]]
 
 
 def test_stopped_removed_and_crashed_children_each_send_one_ended_report(daemon, tmp_path):
@@ -333,11 +335,77 @@ def test_stopped_removed_and_crashed_children_each_send_one_ended_report(daemon,
             os.kill(daemon.record(crashed)["worker_pid"], signal.SIGKILL)
             await in_thread(wait_until, lambda: len(ended_reports(lead)) == 3, what="three ended reports")
             texts = ended_reports(lead)
-            assert any("stopped by the user" in t and 'from="stopped-kid"' in t for t in texts)
-            assert any("removed by the user" in t and 'from="removed-kid"' in t for t in texts)
-            assert any("crashed" in t and 'from="crashed-kid"' in t for t in texts)
+            assert any("state: ended (stopped by the user)" in t and 'from="stopped-kid"' in t for t in texts)
+            assert any("state: ended (removed by the user)" in t and 'from="removed-kid"' in t for t in texts)
+            assert any("state: failed (its worker crashed" in t and 'from="crashed-kid"' in t for t in texts)
             await in_thread(daemon.wait_job, crashed, "failed")
             assert len(ended_reports(lead)) == 3
+
+    run_async(story)
+
+
+def report_bodies(lead, kid_name: str) -> list[str]:
+    bodies = []
+    for event in report_events(lead):
+        (envelope,) = parse_envelopes(event["content"])
+        if envelope["from"] == kid_name:
+            bodies.append(envelope["body"])
+    return bodies
+
+
+def test_a_crashed_childs_report_says_a_message_starts_it_again_and_it_does(daemon, tmp_path):
+    """Issue 39 point 7: one crash during a run leaves the child ``failed``, and a message
+    starts it again. Its report must say so (the old one said "given up ... will not report
+    again", and a model believing it spawns a second child), and what it said comes true."""
+    gate = tmp_path / "gate"
+    scenario = {"run": [{"steps": [{"wait_for": str(gate)}, {"say": "never said"}]}], "default": {"steps": [{"say": "back: {input}"}]}}
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "work", "kid", scenario=scenario)
+            await in_thread(wait_until, lambda: daemon.job(kid)["connected"] and daemon.job(kid)["pending"] == 0, what="kid running")
+            ok, text, data = await lead.call_tool("roost_agents", {"watch": kid})
+            assert ok, text
+            os.kill(daemon.record(kid)["worker_pid"], signal.SIGKILL)
+            await in_thread(wait_until, lambda: len(report_bodies(lead, "kid")) == 1, what="the crash report")
+            notices = await in_thread(wait_until, lambda: [e["content"] for e in lead.delivered if e["kind"] == "notice"], what="the watch's notice")
+            assert f"kid ({kid}) crashed: state failed" in notices[0], notices
+            (crash,) = report_bodies(lead, "kid")
+            assert crash.startswith("state: failed (its worker crashed during a run)\nerror: worker died during a run (killed by SIGKILL)"), crash
+            assert "next: not running now; a message to it starts it again, and it reports again as usual" in crash
+            assert "given up" not in crash and "will not report again" not in crash
+            row = daemon.job(kid)
+            assert row["state"] == "failed" and not row["live"]
+            # As the report said: the parent's message starts it again, and it reports.
+            ok, text, data = await send(lead, kid, "carry on")
+            assert ok and data["result"] == "started", text
+            await in_thread(wait_until, lambda: len(report_bodies(lead, "kid")) == 2, what="the report after the restart")
+            assert report_bodies(lead, "kid")[1] == "state: done\n\nback: carry on"
+
+    run_async(story)
+
+
+def test_a_child_given_up_after_crashes_says_how_often_and_that_a_message_restarts_it(daemon_factory, tmp_path):
+    """A child whose worker crashes each time it starts, with its task waiting: roost gives
+    up after 4 crashes. The report says that (and the count), and that a message starts it
+    again, which it does: the next give-up reports again, as said."""
+    broken = tmp_path / "pi"
+    broken.write_text("#!/bin/sh\necho 'this pi cannot start' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    daemon = daemon_factory(ROOST_PI_BIN=str(broken)).start()
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "work", "kid", host="pi")
+            await in_thread(wait_until, lambda: len(report_bodies(lead, "kid")) == 1, what="the give-up report")
+            (report,) = report_bodies(lead, "kid")
+            assert report.startswith("state: failed (its worker crashed 4 times in a row while work waited for it; roost stopped restarting it)\nerror: worker crashed 4 times; giving up"), report
+            assert "next: not running now; a message to it starts it again" in report
+            assert daemon.job(kid)["state"] == "failed"
+            ok, text, data = await send(lead, kid, "try again")
+            assert ok and data["result"] == "started", text
+            await in_thread(wait_until, lambda: len(report_bodies(lead, "kid")) == 2, what="the second give-up report")
+            assert report_bodies(lead, "kid")[1] == report
 
     run_async(story)
 

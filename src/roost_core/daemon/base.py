@@ -21,7 +21,8 @@ from typing import Any
 
 import anyio
 
-from roost_core import faults, locks, routing
+from roost_core import faults, locks, policy, routing
+from roost_core.names import derived_name
 from roost_core.config import Config
 from roost_core.daemon import changes
 from roost_core.daemon.accept import Refuser
@@ -190,6 +191,7 @@ class DaemonBase:
                 else:
                     log.error("job record %s is unreadable (%s): set aside as %s, the other jobs are served", path.name, exc, moved.name)
                 continue
+            job.framed_name = policy.sanitize_name(self.pm, job.name)
             self.jobs[job.id] = job
         unreadable: list[int] = []
         torn: list[int] = []
@@ -544,6 +546,7 @@ class DaemonBase:
                 job.error = f"worker died during a run ({describe_exit(code)})"
             log.warning("worker of %s died (%s)", job.id, describe_exit(code))
         self.save(job)
+        gave_up = False
         if job.queue.items and job.state != "stopped":
             if job.crashes <= MAX_CRASH_RESTARTS:
                 self.try_start_worker(job)
@@ -555,11 +558,14 @@ class DaemonBase:
             job.state = "failed"
             job.error = f"worker crashed {job.crashes} times; giving up"
             self.save(job)
-        if not clean and (in_a_run or job.crashes > MAX_CRASH_RESTARTS):
+            gave_up = True
+        if not clean and (in_a_run or gave_up):
             # A run died and is not started again: a parent must not wait for a report
             # that cannot come. (A worker that died idle had reported; a message wakes it.)
-            self.soon(self.report_ended, job, "crashed")
-            self.fire_watches(job, "ended")
+            # The job is failed, not gone: a message starts it again, as the report says.
+            self.soon(self.report_ended, job, "gave_up" if gave_up else "crashed")
+            # Not "ended": a watcher, too, must not take a crashed job for a gone one.
+            self.fire_watches(job, "crashed")
 
     def launch_worker(self, job_id: str, token: str, cwd: str, **extra_env: str) -> tuple[Any, str]:
         """Start a worker process in its own session (it survives a daemon restart):
@@ -726,7 +732,9 @@ class DaemonBase:
         command shares): ``not_found`` or ``ambiguous`` otherwise."""
         if ref in self.jobs:
             return self.jobs[ref]
-        return routing.resolve_ref(ref, self.jobs.values(), id_of=lambda job: job.id, name_of=lambda job: job.name)
+        return routing.resolve_ref(
+            ref, self.jobs.values(), id_of=lambda job: job.id, name_of=lambda job: job.name, framed_of=lambda job: job.framed_name
+        )
 
     def check_host(self, host: str, op: str) -> None:
         """Refuse a new job on ``host`` when no such host is registered (``bad_args``) or
@@ -755,8 +763,11 @@ class DaemonBase:
         for it) or ``stopped`` (kept; a stopped job is not woken)."""
         if job.state == "stopped" and kind == "reply" and wake:
             # A user reply un-stops the job (messages never do); a worker still exiting
-            # from the stop is then started again for it when it is gone.
+            # from the stop is then started again for it when it is gone. Stopped again
+            # later, its parent hears of that stop too.
             job.state = "idle"
+            job.ended_reported = False
+            job.stopped_from = None
             self.save(job)
         item = Item(job.queue.reply_seq + 1, kind, content, **fields)
         commit = self.mailroom.queue(job, item)
@@ -858,8 +869,8 @@ def call_soon(fn: Callable[[], None]) -> None:
 
 
 def default_name(task: str) -> str:
-    words = " ".join(task.split()[:6])
-    return words[:40] or "job"
+    """The name of a job started with none: the task's first words (one line)."""
+    return derived_name(" ".join(task.split()[:6])[:40])
 
 
 def last_line(path: Path) -> str:

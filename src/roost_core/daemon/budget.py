@@ -10,6 +10,7 @@ from roost_core import policy
 from roost_core.daemon.base import DaemonBase
 from roost_core.daemon.budgets import tree_of
 from roost_core.daemon.jobs import Job
+from roost_core.names import shown
 from roost_core.protocol import ProtocolError
 from roost_core.records import OutgoingItem, PeerInfo, Refusal
 
@@ -61,7 +62,7 @@ class BudgetOps(DaemonBase):
                 continue
             text = f"budget spent: {refusal.message}. Spawns and messages from this tree are refused now; finish the step you are on and stop."
             await self.tell(holder, text, kind="notice")
-            told.append(f"{holder.name} ({holder.id})")
+            told.append(f"{shown(holder.name)} ({holder.id})")
         if root is not None:
             lines = [f"budget spent: {refusal.message}.", "Spawns and messages from this tree are refused; agent messages no longer wake its jobs."]
             lines.append(f"Told the running sessions: {', '.join(told)}." if told else "No other session of the tree was running.")

@@ -95,7 +95,7 @@ OPS: dict[str, Op] = {
     "agents": Op("op_agents", {}),
     "watch": Op("op_watch", {}),
     "dead": Op("op_dead", {}),
-    "reply": Op("op_reply", {"job": Field(str, required=True, max_len=NAME), "text": Field(str, required=True, max_len=TEXT, max_bytes=MAX_TEXT_BYTES)}, keyed=True),
+    "reply": Op("op_reply", {"job": Field(str, required=True, max_len=NAME), "text": Field(str, required=True, max_len=TEXT, max_bytes=MAX_TEXT_BYTES), "restart": Field(bool)}, keyed=True),
     "stop": Op("op_stop", {"job": Field(str, required=True, max_len=NAME)}),
     "remove": Op("op_remove", {"job": Field(str, required=True, max_len=NAME)}),
     "log": Op("op_log", {"job": Field(str, required=True, max_len=NAME), "entries": Field(bool)}),

@@ -80,7 +80,8 @@ class HandbackOps(DaemonBase):
         decision = policy.decide_report(self.pm, job.peer_info(), run, job.parent_streak)
         job.parent_streak = decision.streak
         if decision.report:
-            await self.route_report(job, Report(child=job.peer_info(), state="failed", error=job.error))
+            # Its worker is started again for the items waiting (worker_gone): say so.
+            await self.route_report(job, Report(child=job.peer_info(), state="failed", error=job.error, reason="restarted"))
         self.mark_handed_back(job, causes[0].seq)
 
     def settle_run(self, job: Job, run: RunRecord) -> None:
@@ -196,13 +197,21 @@ class HandbackOps(DaemonBase):
                 await self.route_report(job, Report(child=job.peer_info(), **kept))
 
     async def report_ended(self, job: Job, reason: str) -> None:
-        """The synthetic ``ended`` report of a spawned child that is gone (once)."""
-        if not job.spawned or job.ended_reported:
+        """The synthetic report of a spawned child whose run will not report: stopped or
+        removed by the user (once, until a user reply starts it again), or its worker
+        crashed (``crashed``, ``gave_up``: each time; a message starts it again, so it is
+        not marked as ended). The report carries the facts (error, crashes) that say
+        what the child does next."""
+        crash = reason in ("crashed", "gave_up")
+        if not job.spawned or (job.ended_reported and not crash):
             return
         report = policy.report_on_end(self.pm, job.peer_info(), reason)
         if report is None:
             return
-        job.ended_reported = True
+        if crash:
+            report = attrs.evolve(report, error=report.error or job.error, crashes=report.crashes or job.crashes)
+        else:
+            job.ended_reported = True
         await self.route_report(job, report)
 
 
@@ -216,4 +225,5 @@ def kept_report(report: Report) -> dict[str, Any]:
         "synthetic": report.synthetic,
         "reason": report.reason,
         "id": report.id,
+        "crashes": report.crashes,
     }

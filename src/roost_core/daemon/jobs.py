@@ -18,7 +18,7 @@ PERSISTED = (
     "parent_session", "parent_peer", "root_session", "depth", "spawned",
     "worker_pid", "worker_create_time", "worker_mark", "host_pid", "crashes", "undelivered_report", "dialog",
     "run_trace", "run_hops", "parent_streak", "ended_reported", "handback_run", "run_causes",
-    "run_broadcast_chain", "usage", "budget_told", "watchers",
+    "run_broadcast_chain", "usage", "budget_told", "watchers", "stopped_from",
 )
 
 
@@ -76,7 +76,13 @@ class Job(NotesChanges):
     budget_told: bool = False
     #: Who waits to be told when this job settles, asks or ends (see daemon.watches).
     watchers: list = attrs.field(factory=list)
+    #: The state the job was in when the user stopped it (``failed`` stays visible
+    #: after a stop); None when it is not stopped.
+    stopped_from: str | None = None
     # Runtime only.
+    #: ``name`` as envelopes frame it (``roost_sanitize_name``), set by the daemon when it
+    #: makes or loads the job; lookups take it as well as the name as typed.
+    framed_name: str = ""
     queue: JobQueue = attrs.field(factory=JobQueue)
     conn: Any = None
     process: Any = None
@@ -145,6 +151,7 @@ class Job(NotesChanges):
             status=self.status,
             summary=self.summary,
             question=self.question,
+            framed_name=self.framed_name if self.framed_name and self.framed_name != self.name else None,
         )
 
     def row(self) -> dict[str, Any]:
@@ -152,6 +159,7 @@ class Job(NotesChanges):
         return {
             "id": self.id,
             "name": self.name,
+            "framedName": self.framed_name or self.name,
             "host": self.host,
             "state": self.state,
             "status": self.status,
@@ -172,6 +180,7 @@ class Job(NotesChanges):
             "depth": self.depth,
             "spawned": self.spawned,
             "undeliveredReport": self.undelivered_report is not None,
+            "stoppedFrom": self.stopped_from,
             "usage": self.usage,
             "created": self.created,
             "updated": self.updated,
@@ -193,6 +202,7 @@ RECORD_TYPES: dict[str, tuple[type, ...]] = {
     "undelivered_report": (dict, type(None)), "dialog": (bool,), "run_trace": _OPT_STR, "run_hops": (int,),
     "parent_streak": (int,), "ended_reported": (bool,), "handback_run": (int,), "run_causes": (list,),
     "run_broadcast_chain": (bool,), "usage": (dict, type(None)), "budget_told": (bool,), "watchers": (list,),
+    "stopped_from": _OPT_STR,
     "replySeq": (int,), "acked": (int,),
 }
 REQUIRED = ("id", "name", "host", "cwd", "session", "token", "task")

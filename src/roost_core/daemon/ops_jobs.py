@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 
-from roost_core import identity, locks, policy
+from roost_core import identity, locks, names, policy
 from roost_core.config import read_project_config
 from roost_core.daemon.budgets import tree_of
 from roost_core.daemon.base import (
@@ -32,6 +32,7 @@ from roost_core.daemon.jobs import Job
 from roost_core.protocol import (
     BAD_ARGS,
     CONFLICT,
+    JOB_STOPPED,
     NAME_TAKEN,
     NO_HOST,
     UNAUTHORIZED,
@@ -139,7 +140,7 @@ class JobOps(DaemonBase):
         thinking = args.get("thinking") or project.get("defaultThinking")
         job = self.create_job(
             task=task,
-            name=self.start_name(args.get("name"), task, adopting=session is not None),
+            name=self.job_name(args.get("name"), task, chosen=session is None),
             cwd=cwd,
             host=host,
             scenario=args.get("scenario"),
@@ -189,31 +190,71 @@ class JobOps(DaemonBase):
             ) from None
         return "pi"
 
-    def start_name(self, requested: str | None, task: str, *, adopting: bool) -> str:
-        """The name of the job a ``start`` makes, never the name or id of a job the daemon
-        holds (whatever its state, until it is removed), so the name works in every
-        command. A name the caller chose is refused when taken (``name_taken``). A name
-        derived from the task, or brought by a session moving to the background (its
-        client derives it from the session or folder), gets the first free ``-2``,
-        ``-3``... instead."""
-        name = policy.sanitize_name(self.pm, requested or default_name(task))
-        taken = set(self.jobs) | {job.name for job in self.jobs.values()}
-        if name not in taken:
+    def job_name(self, requested: str | None, task: str, *, chosen: bool = True) -> str:
+        """The name of a new job, by the one rule of every way a job is named (``start``,
+        ``spawn``, the ``roost_spawn`` tool): kept as typed (only a blank name, one too
+        long, or one with a line break is refused, ``bad_args``: :func:`names.check_name`),
+        and never the name, framed name or id of a job the daemon holds (whatever its
+        state, until it is removed), in either of its forms, so a name works in every
+        command. A name the caller chose is refused when taken (``name_taken``, naming
+        the first free one). A name derived from the task, or one brought by a session
+        moving to the background (``chosen`` False: its client derives it from the
+        session or folder), gets the first free ``-2``, ``-3``... instead. An empty name
+        is no name (a model may pass ``""`` for an argument it leaves out)."""
+        if requested and chosen:
+            name = names.check_name(requested)
+        else:
+            name = names.derived_name(requested) if requested else default_name(task)
+        taken = self.taken_names()
+        if not self.name_clashes(name, taken):
             return name
-        if requested and not adopting:
-            holder = self.jobs.get(name) or next(job for job in self.jobs.values() if job.name == name)
-            what = "the id of" if holder.id == name else "the name of"
+        free = self.free_name(name, taken)
+        if chosen and requested:
+            holder = self.name_holder(name)
+            framed = policy.sanitize_name(self.pm, name)
+            if holder.id in (name, framed):
+                what = "the id of"
+            elif name in (holder.name, holder.framed_name):
+                what = "the name of"
+            else:
+                what = f"framed as {framed!r}, the name of"  # the forms differ only in what the framing drops
+            instead = f"choose another name (such as {free!r}), leave the name out, " if free else "choose another name, "
             raise ProtocolError(
                 NAME_TAKEN,
-                f"{name!r} is already {what} job {holder.id} ({holder.state}); choose another name, or remove that job first (roost rm {holder.id})",
+                f"{name!r} is already {what} job {holder.id} ({holder.state}); {instead}or remove that job first (roost rm {holder.id})",
             )
-        # 64: the envelope plugin's longest name. At most len(taken) candidates can clash.
+        if free is None:
+            raise ProtocolError(NAME_TAKEN, f"{name!r} is taken and the name plugin keeps no suffix; choose a name")
+        return free
+
+    def taken_names(self) -> set[str]:
+        """Every id, name and framed name of the jobs the daemon holds."""
+        taken = set(self.jobs)
+        for job in self.jobs.values():
+            taken.add(job.name)
+            taken.add(job.framed_name)
+        return taken
+
+    def name_clashes(self, name: str, taken: set[str]) -> bool:
+        """Whether either form of ``name`` (as typed, as framed) is in ``taken``: a lookup
+        by it would find another job too."""
+        return name in taken or policy.sanitize_name(self.pm, name) in taken
+
+    def free_name(self, name: str, taken: set[str]) -> str | None:
+        """The first of ``name-2``, ``name-3``... that clashes with nothing in ``taken``."""
+        # 64: the envelope plugin's longest framed name; the suffix must survive the framing.
+        # At most len(taken) candidates can clash.
         for number in range(2, len(taken) + 3):
             suffix = f"-{number}"
-            candidate = policy.sanitize_name(self.pm, name[: 64 - len(suffix)] + suffix)
-            if candidate not in taken:
+            candidate = name[: 64 - len(suffix)].rstrip() + suffix
+            if not self.name_clashes(candidate, taken):
                 return candidate
-        raise ProtocolError(NAME_TAKEN, f"{name!r} is taken and the name plugin keeps no suffix; choose a name")
+        return None
+
+    def name_holder(self, name: str) -> Job:
+        """The job whose id, name or framed name is either form of ``name``."""
+        forms = {name, policy.sanitize_name(self.pm, name)}
+        return next(job for job in self.jobs.values() if forms & {job.id, job.name, job.framed_name})
 
     def adoptable_session(self, session: str) -> str:
         """A session file a new job may continue: no live process holds it."""
@@ -225,18 +266,17 @@ class JobOps(DaemonBase):
             raise ProtocolError(CONFLICT, "a live job already runs that session")
         return session
 
-    def create_job(self, *, task: str, name: str | None, cwd: str, host: str, slot: Any = None, **fields: Any) -> Job:
-        """A new job record; made from a warm ``slot`` it takes the slot's id, token and
-        session file (its worker is already up with them)."""
+    def create_job(self, *, task: str, name: str, cwd: str, host: str, slot: Any = None, **fields: Any) -> Job:
+        """A new job record named ``name`` (:meth:`job_name`); made from a warm ``slot`` it
+        takes the slot's id, token and session file (its worker is already up with them)."""
         if slot is not None:
             job_id, token, session = slot.id, slot.token, slot.session
         else:
             job_id = identity.new_job_id(set(self.jobs) | set(self.foreground) | self.pool.reserved)
             token, session = identity.new_token(), self.new_session_file(host, job_id, cwd)
-        clean_name = policy.sanitize_name(self.pm, name or default_name(task))
         job = Job(
             id=job_id,
-            name=clean_name,
+            name=name,
             host=host,
             cwd=cwd,
             session=session,
@@ -245,6 +285,7 @@ class JobOps(DaemonBase):
             state="running",
             **fields,
         )
+        job.framed_name = policy.sanitize_name(self.pm, name)
         job.slot = slot
         return job
 
@@ -320,6 +361,7 @@ class JobOps(DaemonBase):
                 {
                     "id": peer.id,
                     "name": peer.name,
+                    "framedName": peer.framed_name or peer.name,
                     "kind": peer.kind,
                     # A foreground session says which agent it runs (pi, claude), for display.
                     "host": (fg.host if fg is not None and fg.host else peer.host),
@@ -350,6 +392,14 @@ class JobOps(DaemonBase):
         text = args["text"]
         if not text.strip():
             raise ProtocolError(BAD_ARGS, "reply: text is empty")
+        if job.state == "stopped" and not self.host_takes_messages(job) and not args.get("restart"):
+            # A shell job runs each reply as a command: a job the user stopped runs
+            # nothing until the user says, in so many words, to start it again.
+            raise ProtocolError(
+                JOB_STOPPED,
+                f"job {job.id} is a stopped {job.host} job: a reply to it runs as a command, and a stopped job "
+                f"runs nothing unless you restart it (roost reply --restart {job.id} ...)",
+            )
         key = args.get("key")
         # No text beside the content: a reply is carried once (``Item.text``).
         if key is None:
@@ -367,6 +417,9 @@ class JobOps(DaemonBase):
     async def op_stop(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         job = self.job_by_ref(args["job"])
         was = job.state
+        if was != "stopped":
+            # Kept, with its error, so a failed job stays visibly failed once stopped.
+            job.stopped_from = was
         job.state = "stopped"
         job.dialog = False
         self.save(job)
@@ -379,7 +432,7 @@ class JobOps(DaemonBase):
         await self.report_ended(job, "stopped")
         self.fire_watches(job, "ended")
         self.drop_watches_of(job.id)
-        return {"id": job.id, "was": was, "state": job.state}
+        return {"id": job.id, "was": was, "state": job.state, "stoppedFrom": job.stopped_from, "error": job.error}
 
     async def op_remove(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         job = self.job_by_ref(args["job"])
@@ -496,8 +549,10 @@ class JobOps(DaemonBase):
         job = conn.job
         assert job is not None
         if job.state == "stopped":
-            # The user's stop wins over a status the worker sent before it heard of it.
-            args = {key: value for key, value in args.items() if key not in ("state", "dialog")}
+            # The user's stop wins over a status the worker sent before it heard of it;
+            # a job stopped when it had failed keeps that failure's error.
+            held = ("state", "dialog", "error") if job.stopped_from == "failed" else ("state", "dialog")
+            args = {key: value for key, value in args.items() if key not in held}
         for key in ("state", "status", "summary", "question", "error"):
             if key in args:
                 setattr(job, key, args[key])

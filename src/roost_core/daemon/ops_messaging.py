@@ -222,7 +222,9 @@ class MessagingOps(DaemonBase):
             raise ProtocolError(refusal.code, refusal.message)
         job = self.create_job(
             task=args["task"],
-            name=args.get("name"),
+            # The rule `start` keeps: a chosen name that is taken is refused (name_taken,
+            # naming a free one), so the model never holds a name that finds two jobs.
+            name=self.job_name(args.get("name"), args["task"]),
             cwd=cwd,
             host=host,
             slot=self.take_slot(host, cwd, model, thinking),

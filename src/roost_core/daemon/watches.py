@@ -14,6 +14,7 @@ from roost_core.daemon.base import DaemonBase
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
+from roost_core.names import shown
 from roost_core.protocol import ProtocolError
 from roost_core.records import OutgoingItem, PeerInfo, WatchRequest
 
@@ -71,7 +72,7 @@ class WatchOps(DaemonBase):
         self.soon(self.tell_watchers, info, event, watchers)
 
     async def tell_watchers(self, peer: PeerInfo, event: str, watchers: list[dict[str, Any]]) -> None:
-        lines = [f"{peer.name} ({peer.id}) {event}: state {peer.state}"]
+        lines = [f"{shown(peer.name)} ({peer.id}) {event}: state {peer.state}"]
         if peer.question:
             lines.append(f"question: {peer.question}")
         elif peer.summary:

@@ -1,7 +1,8 @@
 """The shell host: a job that runs a command and takes no agent messages.
 
 The task is a ``bash -c`` command; each user reply is run as a further command in the same
-directory. Output lands in the transcript as a tool result; exit 0 settles ``done``,
+directory (a stopped shell job takes none unless the user restarts it: the daemon refuses
+the reply, ``job_stopped``). Output lands in the transcript as a tool result; exit 0 settles ``done``,
 anything else ``failed``.
 """
 

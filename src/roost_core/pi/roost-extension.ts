@@ -193,6 +193,20 @@ function errorText(err: unknown): string {
 	return err instanceof Error ? err.message : String(err);
 }
 
+/** ``text`` safe to draw on the terminal, as roost's CLI draws names (roost_core.names.shown):
+ * a job's name is kept as typed, so its controls, bidi and invisible format characters and
+ * its line or paragraph separators are drawn as escapes (``\t``, ``\x1b``, ``\u202e``). */
+function shown(text: string): string {
+	return text.replace(/[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]/gu, (ch) => {
+		const short: Record<string, string> = { "\t": "\\t", "\n": "\\n", "\r": "\\r" };
+		if (short[ch]) return short[ch];
+		const code = ch.codePointAt(0) ?? 0;
+		if (code < 0x100) return `\\x${code.toString(16).padStart(2, "0")}`;
+		if (code < 0x10000) return `\\u${code.toString(16).padStart(4, "0")}`;
+		return `\\U${code.toString(16).padStart(8, "0")}`;
+	});
+}
+
 // ------------------------------------------------------------------------------ locks
 
 /** This process's start time as psutil reports it: btime + starttime / CLK_TCK. */
@@ -391,7 +405,7 @@ export default async function roost(pi: ExtensionAPI) {
 
 	pi.registerMessageRenderer(MESSAGE_TYPE, (message, options, theme) => {
 		const details = (message.details ?? {}) as Json;
-		const who = details.fromName || details.from || "agent";
+		const who = shown(String(details.fromName || details.from || "agent"));
 		const reply = details.replyTo ? ` ↪ re ${details.replyTo}` : "";
 		const header = `✉ ${details.kind || "message"} from ${who}${details.relation ? ` (${details.relation})` : ""}${reply}`;
 		const content = typeof message.content === "string" ? message.content : textOf(message.content);

@@ -1,5 +1,5 @@
 """Default hand-back policy: which settled runs report to the parent, what a report
-says, where it goes, and the synthetic ``ended`` report.
+says, where it goes, and the reports the daemon makes for a stop, a removal or a crash.
 
 Report-worthy: a run that a user reply, the spawn task or CLI input started or joined; a
 run started by a report from one's own child (so results climb the tree, which is
@@ -36,21 +36,46 @@ def roost_decide_report(child: PeerInfo, run: RunRecord, streak: int) -> ReportD
 
 @hookimpl(trylast=True)
 def roost_format_report(report: Report) -> str | None:
-    """``state: STATE`` and the question or error, then the child's final text."""
+    """``state: STATE`` and the question or error, then the child's final text; a report
+    the daemon made (a stop, a removal, a crash) says with ``next:`` what the child does
+    next, as it is (a parent that believed a crashed child gone would spawn a second)."""
     if report.synthetic:
-        why = {"stopped": "stopped by the user", "removed": "removed by the user", "crashed": "its worker crashed and was given up"}
-        lines = [f"state: ended ({why.get(report.reason or '', report.reason or 'ended')})"]
-        lines.append("This child will not report again.")
-        return "\n".join(lines)
+        return "\n".join(_synthetic_lines(report))
     lines = [f"state: {report.state}"]
     if report.question:
         lines.append(f"question: {report.question}")
     if report.error:
         lines.append(f"error: {report.error}")
+    if report.reason == "restarted":
+        lines.append("next: its worker was started again for the messages waiting for it; it reports again as usual")
     if report.result and report.result != report.question:
         lines.append("")
         lines.append(report.result)
     return "\n".join(lines)
+
+
+#: A crashed child that is not running: what starts it again (the daemon's rule: any
+#: message or user reply wakes a failed job, and its next run reports as usual).
+_RESTARTABLE = "not running now; a message to it starts it again, and it reports again as usual"
+
+
+def _synthetic_lines(report: Report) -> list[str]:
+    """The lines of a report the daemon made for ``report.reason``."""
+    if report.reason == "stopped":
+        return ["state: ended (stopped by the user)", "next: it runs and reports again only if the user restarts it; a message does not wake it"]
+    if report.reason == "removed":
+        return ["state: ended (removed by the user)", "next: it is gone and will not report again"]
+    if report.reason == "crashed":
+        lines = [f"state: {report.state} (its worker crashed during a run)"]
+    elif report.reason == "gave_up":
+        times = f"{report.crashes} times in a row" if report.crashes else "again and again"
+        lines = [f"state: {report.state} (its worker crashed {times} while work waited for it; roost stopped restarting it)"]
+    else:
+        return [f"state: {report.state} ({report.reason or 'ended'})"]
+    if report.error:
+        lines.append(f"error: {report.error}")
+    lines.append(f"next: {_RESTARTABLE}")
+    return lines
 
 
 @hookimpl(trylast=True)
@@ -67,7 +92,9 @@ def roost_route_report(report: Report, candidates: ReportCandidates) -> ReportRo
 
 @hookimpl(trylast=True)
 def roost_report_on_end(child: PeerInfo, reason: str) -> Report | None:
-    """One ``ended`` report, so a parent never waits forever for a child that is gone."""
+    """One report, so a parent never waits forever for a run that will not report:
+    ``ended`` for a stop or a removal, ``failed`` for a crash (the job's state then)."""
     if child.parent_session is None and child.parent_peer is None:
         return None
-    return Report(child=child, state="ended", synthetic=True, reason=reason)
+    state = "failed" if reason in ("crashed", "gave_up") else "ended"
+    return Report(child=child, state=state, synthetic=True, reason=reason)

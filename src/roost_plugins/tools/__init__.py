@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from roost_core import hookimpl
+from roost_core.names import shown
 from roost_core.records import ToolDef
 
 if TYPE_CHECKING:
@@ -30,10 +31,17 @@ SPAWN_DESCRIPTION = (
 _SEND_PHRASES = {"delivered": "delivered to", "queued": "queued for", "started": "started"}
 
 
+def _name(name: Any) -> str:
+    """A peer's name in a result: a job's is kept as typed, and a host draws this text on
+    a terminal (pi's tool output), so control and bidi characters are escapes
+    (``names.shown``); the model may address the peer by its id or its framed name."""
+    return shown(str(name))
+
+
 def _one_send(data: dict[str, Any]) -> str:
     result = str(data.get("result", "sent"))
     peer_id = data.get("to", "?")
-    who = f"{data.get('name') or peer_id} ({peer_id}, relation {data.get('relation', '?')})"
+    who = f"{_name(data.get('name') or peer_id)} ({peer_id}, relation {data.get('relation', '?')})"
     if result == "refused":
         return f"refused {who}: {data.get('code')} — {data.get('reason')}"
     phrase = _SEND_PHRASES.get(result)
@@ -63,7 +71,7 @@ def _sent_lines(data: dict[str, Any]) -> list[str]:
     lines = ["you sent:"]
     for receipt in sent[-10:]:
         reason = f" ({receipt['reason']})" if receipt.get("reason") else ""
-        lines.append(f"  {receipt.get('kind', 'message')} to {receipt.get('toName')} ({receipt.get('to')}): {receipt.get('state')}{reason}")
+        lines.append(f"  {receipt.get('kind', 'message')} to {_name(receipt.get('toName'))} ({receipt.get('to')}): {receipt.get('state')}{reason}")
     return lines
 
 
@@ -71,7 +79,7 @@ def _watch_line(watch: dict[str, Any] | None) -> list[str]:
     """What became of a ``watch`` request."""
     if not watch:
         return []
-    who = f"{watch.get('name')} ({watch.get('id')})"
+    who = f"{_name(watch.get('name'))} ({watch.get('id')})"
     if watch.get("result") == "watching":
         return [f"watching {who}: you will be told once when it settles, asks or ends"]
     if watch.get("result") == "asking":
@@ -88,7 +96,7 @@ def _agents_text(data: dict[str, Any]) -> str:
         state = peer.get("state", "?")
         if peer.get("status"):
             state += f" ({peer['status']})"
-        line = f"{peer.get('id', '?')}  {peer.get('name', '?')}  [{peer.get('relation', '?')}]  {state}"
+        line = f"{peer.get('id', '?')}  {_name(peer.get('name', '?'))}  [{peer.get('relation', '?')}]  {state}"
         if peer.get("summary"):
             line += f" — {peer['summary']}"
         lines.append(line)
@@ -162,5 +170,5 @@ def roost_format_tool_result(result: ToolResult) -> str | None:
     if result.tool == "roost_send":
         return _send_text(result.data)
     if result.tool == "roost_spawn":
-        return f"spawned {result.data.get('name')} ({result.data.get('id')}); {result.data.get('report', 'a report will arrive by itself')}. Do not poll for it."
+        return f"spawned {_name(result.data.get('name'))} ({result.data.get('id')}); {result.data.get('report', 'a report will arrive by itself')}. Do not poll for it."
     return _agents_text(result.data)
