@@ -62,6 +62,8 @@ log = logging.getLogger("roost.daemon")
 #: pushed to a worker but not yet durable when the daemon died can never share a seq with
 #: a new one (the queue caps bound such items far below it).
 SEQ_RESTART_GAP = 1000
+#: Left in the state folder by a daemon whose journal closed with every commit written.
+CLEAN_STOP_MARKER = "clean-stop"
 #: How long a stopped worker gets to exit before its process group is killed.
 STOP_GRACE_SECONDS = 3.0
 MONITOR_INTERVAL = 0.1
@@ -202,8 +204,10 @@ class DaemonBase:
                 bad_records += 1
         if unreadable or bad_records:
             self.set_journal_aside(len(unreadable), bad_records, unreadable[:5])
+        clean = self.took_clean_stop()
         for job in self.jobs.values():
-            job.queue.reply_seq += SEQ_RESTART_GAP
+            if not clean:
+                self.resume_numbering(job)
             job.queue.durable = job.queue.reply_seq
             if job.undelivered_report is not None:
                 self.kept_reports[job.id] = None
@@ -216,6 +220,52 @@ class DaemonBase:
             # replayed and stays valid; the first commit writes it anew.
             log.warning("cannot rewrite the journal at start (%s); the first commit will", exc)
             self.journal.failed_to_rewrite()
+
+    def took_clean_stop(self) -> bool:
+        """Whether the last daemon stopped cleanly (its marker, taken: a crash of this one
+        must not find it). After a clean stop every item ever pushed was durable, so seqs
+        go on from the journal's."""
+        marker = self.paths.state_dir / CLEAN_STOP_MARKER
+        try:
+            marker.unlink()
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            log.warning("cannot take the clean-stop marker (%s): numbering as after a crash", exc)
+            return False
+        return True
+
+    def resume_numbering(self, job: Job) -> None:
+        """After a crash, where ``job``'s seqs go on. The dead daemon may have pushed items
+        it never made durable (a push goes before its fsync): the receiver may hold seqs
+        past the journal's. A worker still alive says which it holds when it says hello
+        (:meth:`JobQueue.settle_seq`), and seqs go on after them; an item queued before
+        that jumps :data:`SEQ_RESTART_GAP`. A worker that died with the daemon left what it
+        got in its transcript: seqs go on after the transcript's. A job with no worker had
+        nothing pushed."""
+        if job.worker_pid is None:
+            return
+        if locks.is_alive(job.worker_pid, job.worker_create_time):
+            job.queue.unsure = SEQ_RESTART_GAP
+            return
+        written = transcript_max_seq(job)
+        if written is None:
+            job.queue.unsure = SEQ_RESTART_GAP
+        else:
+            job.queue.reply_seq = max(job.queue.reply_seq, written)
+
+    def mark_clean_stop(self) -> None:
+        """The journal closed with every commit written: leave the marker that lets the
+        next daemon number on with no jump."""
+        marker = self.paths.state_dir / CLEAN_STOP_MARKER
+        try:
+            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            log.warning("cannot leave the clean-stop marker (%s): the next start numbers as after a crash", exc)
 
     def set_journal_aside(self, unreadable: int, bad: int, first_lines: list[int]) -> None:
         """Keep a copy of a journal with lines that could not be replayed, before it is
@@ -509,6 +559,12 @@ class DaemonBase:
             job.conn.close()
         job.conn = None
         job.process = None
+        if job.queue.unsure:
+            # A worker that outlived the last daemon ended before it said which seqs it
+            # holds: its transcript, final now, says.
+            written = transcript_max_seq(job)
+            if written is not None:
+                job.queue.settle_seq(written)
         job.worker_pid = None
         job.worker_create_time = None
         job.worker_mark = None
@@ -685,6 +741,8 @@ class DaemonBase:
         self.write_records()  # records changed since (answers cut short by the stop)
         if self.journal is not None:
             await self.journal.aclose()
+            if self.journal.healthy:
+                self.mark_clean_stop()
         self.exits.close()
         if self.spawner is not None:
             # Its workers keep running; the next daemon finds them by pid and create time.
@@ -722,7 +780,7 @@ class DaemonBase:
             # from the stop is then started again for it when it is gone.
             job.state = "idle"
             self.save(job)
-        item = Item(job.queue.reply_seq + 1, kind, content, **fields)
+        item = Item(job.queue.next_seq(), kind, content, **fields)
         commit = self.mailroom.queue(job, item)
         await commit.wait()
         return item, self.mailroom.outcome(job, item, commit, wake=wake)
@@ -776,6 +834,20 @@ class DaemonBase:
         """Deliver an agent item to whoever holds ``target``'s session now; the result
         once it is durable (see :meth:`SendDesk.deliver`)."""
         return await settle(self.desk.deliver(target, item, content, trace=trace, wake=wake))
+
+
+def transcript_max_seq(job: Job) -> int | None:
+    """The highest queue seq ``job``'s transcript holds (0 for none), or None when it
+    cannot be told (a host whose transcript roost does not read this way, an unreadable
+    file)."""
+    from roost_core.transcript import read_entries, seqs_in
+
+    if job.host == "claude":
+        return None
+    try:
+        return max(seqs_in(read_entries(job.session)), default=0)
+    except (OSError, ValueError):
+        return None
 
 
 def apply_journal_record(job: Job, record: dict[str, Any]) -> None:

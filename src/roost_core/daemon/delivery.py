@@ -109,7 +109,7 @@ class Mailroom:
         """Queue ``item`` on ``job`` (pushed at once to a connected worker, its record to
         the journal); the sender's answer once the record's commit is over: what
         :meth:`outcome` says, with the seq (raises ``queue_full`` at the cap)."""
-        queued = self.item_of(job.queue.reply_seq + 1, item, content, delivery, trace)
+        queued = self.item_of(job.queue.next_seq(), item, content, delivery, trace)
         try:
             commit = self.queue(job, queued)
         except ProtocolError as exc:

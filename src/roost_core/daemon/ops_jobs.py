@@ -303,7 +303,7 @@ class JobOps(DaemonBase):
             raise ProtocolError(BAD_ARGS, "reply: text is empty")
         key = args.get("key")
         if key is None:
-            item, outcome = await self.enqueue(job, "reply", text, text=text, trace=f"t-{job.id}-{job.queue.reply_seq + 1}")
+            item, outcome = await self.enqueue(job, "reply", text, text=text, trace=f"t-{job.id}-{job.queue.next_seq()}")
             return {"id": job.id, "seq": item.seq, "result": outcome}
         # A keyed reply has an id made from its key: asked again after a daemon died before
         # answering, it is found in the queue (or its worker drops the second copy by id).
@@ -311,7 +311,7 @@ class JobOps(DaemonBase):
         held = job.queue.holding(msg_id)
         if held is not None:
             return {"id": job.id, "seq": held.seq, "result": "queued"}
-        item, outcome = await self.enqueue(job, "reply", text, text=text, trace=f"t-{job.id}-{job.queue.reply_seq + 1}", msg_id=msg_id)
+        item, outcome = await self.enqueue(job, "reply", text, text=text, trace=f"t-{job.id}-{job.queue.next_seq()}", msg_id=msg_id)
         return {"id": job.id, "seq": item.seq, "result": outcome}
 
     async def op_stop(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
@@ -392,6 +392,9 @@ class JobOps(DaemonBase):
             job.conn.close()
         conn.job = job
         job.conn = conn
+        if args.get("held") is not None:
+            # A worker that outlived a daemon crash: seqs go on after what it holds.
+            job.queue.settle_seq(args["held"])
         # Everything unacked is pushed again; the worker drops what its transcript holds.
         job.sent = job.queue.acked
         return {
