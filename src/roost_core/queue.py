@@ -187,13 +187,23 @@ class JobQueue:
             self.unsure = 0
         return self.reply_seq + 1
 
-    def settle_seq(self, held: int) -> None:
+    def settle_seq(self, held: int) -> bool:
         """The receiver holds every seq it was given up to ``held``: numbering goes on
-        after it, with no jump (seqs increase by one across a restart)."""
-        if self.unsure:
-            self.unsure = 0
-            self.reply_seq = max(self.reply_seq, held)
-            self.durable = max(self.durable, self.reply_seq)
+        after it, with no jump (seqs increase by one across a restart). False when no
+        jump was due (nothing changes)."""
+        if not self.unsure:
+            return False
+        self.unsure = 0
+        self.reply_seq = max(self.reply_seq, held)
+        self.durable = max(self.durable, self.reply_seq)
+        return True
+
+    @property
+    def reserved(self) -> int:
+        """The seq the journal must keep as this queue's counter: past any seq a jump
+        still due may hand out, so a crash before the receiver has said what it holds
+        never lets a later start take one of them."""
+        return self.reply_seq + self.unsure
 
     def check_room(self, kind: str) -> None:
         """Raise ``queue_full`` when an item of ``kind`` would pass its cap."""

@@ -254,6 +254,15 @@ class DaemonBase:
         else:
             job.queue.reply_seq = max(job.queue.reply_seq, written)
 
+    def settle_numbering(self, job: Job, held: int) -> None:
+        """``job``'s receiver holds every seq up to ``held`` (:meth:`resume_numbering`):
+        seqs go on after it, and the journal keeps the counter so (not the reservation)."""
+        if job.queue.settle_seq(held) and self.journal is not None:
+            try:
+                self.journal.add({"op": "seq", "job": job.id, "replySeq": job.queue.reply_seq, "acked": job.queue.acked, "settled": True})
+            except JournalError as exc:
+                log.warning("%s: the settled seq counter was not journaled (%s); a crash now jumps it again", job.id, exc)
+
     def mark_clean_stop(self) -> None:
         """The journal closed with every commit written: leave the marker that lets the
         next daemon number on with no jump."""
@@ -287,7 +296,7 @@ class DaemonBase:
     def journal_snapshot(self) -> list[dict[str, Any]]:
         records: list[dict[str, Any]] = []
         for job in self.jobs.values():
-            records.append({"op": "seq", "job": job.id, "replySeq": job.queue.reply_seq, "acked": job.queue.acked})
+            records.append({"op": "seq", "job": job.id, "replySeq": job.queue.reserved, "acked": job.queue.acked})
             records.extend({"op": "item", "job": job.id, "deliver": item.to_event()} for item in job.queue.items)
         records.extend(self.ledger.records())
         return records
@@ -303,6 +312,26 @@ class DaemonBase:
             journal.add(record)
         except JournalError as exc:
             log.warning("answer record not journaled (%s)", exc)
+
+    def request_key(self, conn: Connection, args: dict[str, Any]) -> str | None:
+        """The caller and key of a keyed request that makes a job (None: not keyed)."""
+        key = args.get("key")
+        return None if key is None else f"{self.caller_of(conn)}:{key}"
+
+    async def job_of_request(self, request_key: str | None) -> Job | None:
+        """The job a keyed ``start`` or ``spawn`` asked before made, if any: the ledger
+        lost its answer with a crash, but the job record was written first. A job whose
+        task the crash took before it was durable gets it now (the request is done
+        once, in full)."""
+        if request_key is None:
+            return None
+        job = next((job for job in self.jobs.values() if job.request_key == request_key), None)
+        if job is not None and job.queue.reply_seq == 0 and not job.queue.items:
+            if job.state == "failed":
+                job.state, job.error = "running", None
+                self.save(job)
+            await self.enqueue(job, "reply", job.task, text=job.task, trace=f"t-{job.id}-1")
+        return job
 
     def caller_of(self, conn: Connection) -> str:
         """Whom a keyed request's answer is kept for: the session the connection speaks
@@ -564,7 +593,7 @@ class DaemonBase:
             # holds: its transcript, final now, says.
             written = transcript_max_seq(job)
             if written is not None:
-                job.queue.settle_seq(written)
+                self.settle_numbering(job, written)
         job.worker_pid = None
         job.worker_create_time = None
         job.worker_mark = None
@@ -866,7 +895,9 @@ def apply_journal_record(job: Job, record: dict[str, Any]) -> None:
         reply_seq, acked = record.get("replySeq", 0), record.get("acked", 0)
         if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (reply_seq, acked)):
             raise ValueError(f"seq record {reply_seq!r}/{acked!r}")
-        job.queue.reply_seq = max(job.queue.reply_seq, reply_seq)
+        # A settled counter (the receiver said what it holds) is taken as it is: it may be
+        # below the reservation a start after a crash wrote.
+        job.queue.reply_seq = reply_seq if record.get("settled") is True else max(job.queue.reply_seq, reply_seq)
         job.queue.acked = max(job.queue.acked, acked)
     elif op != "drop":
         raise ValueError(f"unknown journal op {op!r}")

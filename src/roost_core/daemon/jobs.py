@@ -18,7 +18,7 @@ PERSISTED = (
     "parent_session", "parent_peer", "root_session", "depth", "spawned",
     "worker_pid", "worker_create_time", "worker_mark", "host_pid", "crashes", "undelivered_report", "dialog",
     "run_trace", "run_hops", "parent_streak", "ended_reported", "handback_run", "run_causes",
-    "run_broadcast_chain", "usage", "budget_told", "watchers",
+    "run_broadcast_chain", "usage", "budget_told", "watchers", "request_key",
 )
 
 
@@ -76,6 +76,9 @@ class Job(NotesChanges):
     budget_told: bool = False
     #: Who waits to be told when this job settles, asks or ends (see daemon.watches).
     watchers: list = attrs.field(factory=list)
+    #: The caller and key of the keyed ``start`` or ``spawn`` that made this job: asked
+    #: again after a daemon died before answering, it finds this job, not a second one.
+    request_key: str | None = None
     # Runtime only.
     queue: JobQueue = attrs.field(factory=JobQueue)
     conn: Any = None
@@ -193,7 +196,7 @@ RECORD_TYPES: dict[str, tuple[type, ...]] = {
     "undelivered_report": (dict, type(None)), "dialog": (bool,), "run_trace": _OPT_STR, "run_hops": (int,),
     "parent_streak": (int,), "ended_reported": (bool,), "handback_run": (int,), "run_causes": (list,),
     "run_broadcast_chain": (bool,), "usage": (dict, type(None)), "budget_told": (bool,), "watchers": (list,),
-    "replySeq": (int,), "acked": (int,),
+    "request_key": _OPT_STR, "replySeq": (int,), "acked": (int,),
 }
 REQUIRED = ("id", "name", "host", "cwd", "session", "token", "task")
 STATES = ("running", "idle", "needs_input", "done", "failed", "stopped")

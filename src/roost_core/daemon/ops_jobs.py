@@ -77,6 +77,10 @@ class JobOps(DaemonBase):
         return {"clock": self.clock_frozen}
 
     async def op_start(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        request_key = self.request_key(conn, args)
+        made = await self.job_of_request(request_key)
+        if made is not None:
+            return {"id": made.id, "name": made.name, "host": made.host}
         task = args["task"]
         if not task.strip():
             raise ProtocolError(BAD_ARGS, "start: task is empty")
@@ -114,6 +118,7 @@ class JobOps(DaemonBase):
                 job.root_session, job.depth, job.spawned = previous.root_session, previous.depth, previous.spawned
             job.queue.reply_seq = max(seqs_in(read_entries(session)), default=0)
             job.queue.durable = job.queue.reply_seq
+        job.request_key = request_key
         with self.slot_released_on_error(job):
             self.add_job(job)
             await self.enqueue_task(job, task, trace=args.get("trace") or f"t-{job.id}-1")
@@ -394,7 +399,7 @@ class JobOps(DaemonBase):
         job.conn = conn
         if args.get("held") is not None:
             # A worker that outlived a daemon crash: seqs go on after what it holds.
-            job.queue.settle_seq(args["held"])
+            self.settle_numbering(job, args["held"])
         # Everything unacked is pushed again; the worker drops what its transcript holds.
         job.sent = job.queue.acked
         return {

@@ -57,8 +57,9 @@ class MessagingOps(DaemonBase):
             validated = validate_args(schema, params, name)
             # A host in the tool's arguments is the agent's choice (the op's is the caller's).
             extra = {"via_tool": True} if op_name == "op_spawn" else {}
-            if op_name == "op_send" and args.get("key") is not None:
-                # The tool call's key is the send's: asked again, the same message id.
+            if op_name in ("op_send", "op_spawn") and args.get("key") is not None:
+                # The tool call's key is the send's or spawn's: asked again, the same
+                # message id, or the same child.
                 validated["key"] = args["key"]
             data = await getattr(self, op_name)(conn, validated, **extra)
             # Plugins get data of their own: an op's result may hold rows the daemon keeps.
@@ -187,6 +188,10 @@ class MessagingOps(DaemonBase):
         ``roost_spawn`` tool (``via_tool``) a ``host`` is the agent's choice, which the
         limits plugin checks against ``agentSpawnHosts``."""
         sender = self.sender_info(conn)
+        request_key = self.request_key(conn, args)
+        made = await self.job_of_request(request_key)
+        if made is not None:
+            return {"id": made.id, "name": made.name, "report": "a report will arrive by itself when it finishes"}
         self.budgets.check(sender)
         parent_job = conn.job if conn.job is not None else self.tree_record(sender.session)
         own_host = conn.job.host if conn.job is not None else conn.peer.host if conn.peer is not None else None
@@ -235,6 +240,7 @@ class MessagingOps(DaemonBase):
             depth=depth,
             spawned=True,
         )
+        job.request_key = request_key
         with self.slot_released_on_error(job):
             self.add_job(job)
             policy.note_spawned(self.pm, request, self.clock())
