@@ -131,6 +131,14 @@ def test_a_cli_reply_whose_answer_was_lost_is_asked_again_and_taken_once(daemon_
     daemon.restart()
     env = {**os.environ, "ROOST_HOME": str(daemon.paths.home)}
     env.pop("ROOST_FAULTS", None)
+    try:
+        replied_once(daemon, job, env)
+    finally:
+        # The daemon the CLI started (the fixture's own died at the point) goes too.
+        subprocess.run([sys.executable, "-m", "roost_core.cli", "daemon", "stop"], env=env, capture_output=True, timeout=60)
+
+
+def replied_once(daemon, job: str, env: dict) -> None:
     done = subprocess.run([sys.executable, "-m", "roost_core.cli", "reply", "j", "second"], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "j" in done.stdout or job in done.stdout, done.stdout
@@ -145,8 +153,9 @@ def test_a_cli_reply_whose_answer_was_lost_is_asked_again_and_taken_once(daemon_
 # --------------------------------------------------------------------------- reports to a parent that leaves
 
 
-def child_scenario() -> dict:
-    return {"default": {"steps": [{"say": "Done: {input}"}]}}
+def child_scenario(gate) -> dict:
+    """A child that reports once ``gate`` exists (after its spawn is answered)."""
+    return {"default": {"steps": [{"wait_for": str(gate)}, {"say": "Done: {input}"}]}}
 
 
 def kept_report(daemon, child: str) -> dict | None:
@@ -184,7 +193,8 @@ def test_a_report_pushed_as_its_parent_leaves_survives_a_daemon_restart_and_arri
         lead.ephemeral_id = ephemeral
         async with lead:
             await lead.ensure_registered()
-            child = (await lead.call("spawn", task="the work", name="kid", scenario=child_scenario()))["id"]
+            child = (await lead.call("spawn", task="the work", name="kid", scenario=child_scenario(tmp_path / "gate")))["id"]
+            (tmp_path / "gate").write_text("open")
             await left.wait()
             first_copy = [e for e in lead.delivered if e.get("kind") == "report"]
             await in_thread(wait_until, lambda: kept_report(daemon, child) is not None, what="the report kept on the child")

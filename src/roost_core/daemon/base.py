@@ -33,6 +33,7 @@ from roost_core.daemon.jobs import Job
 from roost_core.daemon.ledger import AnswerLedger
 from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.pool import WarmKey, WarmPool, WarmSlot
+from roost_core.daemon.tools import offered_tools
 from roost_core.daemon.receipts import MessageQuotes, Receipts
 from roost_core.daemon.sending import SendDesk, chain_of
 from roost_core.daemon.tables import PeerListing, PeerTables
@@ -51,8 +52,9 @@ from roost_core.records import (
     OutgoingItem,
     PeerInfo,
     ReachDecision,
+    ToolDef,
 )
-from roost_core.store import RESERVE_BYTES, JobFiles, Journal, JournalError, read_journal
+from roost_core.store import RESERVE_BYTES, Commit, JobFiles, Journal, JournalError, read_journal
 from roost_core.worker import proctree
 from roost_core.worker.spawner import Spawner, popen_worker
 
@@ -135,6 +137,8 @@ class DaemonBase:
         #: The first answers of keyed requests, so a client may ask again after losing an
         #: answer (no I/O: its records go to the journal).
         self.ledger = AnswerLedger(self.write_answer)
+        #: The agent tools as last worked out, with the plugin set's generation then.
+        self._tools: tuple[int | None, dict[str, ToolDef]] | None = None
         self.desk = SendDesk(self.tables, self.budgets, self.mailroom, self.receipts, self.jobs, self.foreground, pm, config, self.clock)
         #: Jobs whose record could not be written (disk full, I/O error): written again
         #: by the monitor; the record in memory is the truth meanwhile.
@@ -301,17 +305,31 @@ class DaemonBase:
         records.extend(self.ledger.records())
         return records
 
-    def write_answer(self, record: dict[str, Any]) -> None:
+    def write_answer(self, record: dict[str, Any]) -> Commit | None:
         """Hand a kept answer's record to the journal (its next commit). One the journal
         cannot take stays kept in memory: a repeat after a restart is then done anew,
         and its receiver drops the second copy by its message id."""
         journal = self.journal
         if journal is None:
-            return
+            return None
         try:
-            journal.add(record)
+            return journal.add(record)
         except JournalError as exc:
             log.warning("answer record not journaled (%s)", exc)
+            return None
+
+    def agent_tools(self) -> dict[str, ToolDef]:
+        """The agent tools, by name: every declaration the plugins contribute that can run
+        (:func:`~roost_core.daemon.tools.offered_tools`), worked out again when the
+        plugin set changes."""
+        generation = getattr(self.pm, "generation", None)
+        if self._tools is None or self._tools[0] != generation or generation is None:
+            self._tools = (generation, {tool.name: tool for tool in offered_tools(self.pm, self.config)})
+        return self._tools[1]
+
+    def tool_list(self) -> list[dict[str, Any]]:
+        """The tools as every host shows them to the model (name, description, parameters)."""
+        return [tool.to_json() for tool in self.agent_tools().values()]
 
     def request_key(self, conn: Connection, args: dict[str, Any]) -> str | None:
         """The caller and key of a keyed request that makes a job (None: not keyed)."""

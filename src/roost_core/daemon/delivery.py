@@ -58,11 +58,25 @@ class Pending(msgspec.Struct):
     finish: Callable[[], dict[str, Any]]
 
 
-async def settle(answer: dict[str, Any] | Pending) -> dict[str, Any]:
-    """An op's result, waiting for its commit if it is :class:`Pending`."""
+class HeldPush(msgspec.Struct):
+    """The answer to a keyed send to a foreground peer, whose push waits: the daemon
+    pushes it (``push()``) only once the answer is on record (``daemon.ledger``), so that a
+    sender that asks again after a crash is never told ``not running`` about a message
+    the receiver got. Pushed at once by a caller that keeps no record (:func:`settle`)."""
+
+    answer: dict[str, Any]
+    push: Callable[[], None]
+
+
+async def settle(answer: dict[str, Any] | Pending | HeldPush) -> dict[str, Any]:
+    """An op's result, waiting for its commit if it is :class:`Pending` (a
+    :class:`HeldPush` is pushed now)."""
     if isinstance(answer, Pending):
         await answer.commit.wait()
         return answer.finish()
+    if isinstance(answer, HeldPush):
+        answer.push()
+        return answer.answer
     return answer
 
 
@@ -79,8 +93,17 @@ class Mailroom:
         self.journal: JournalSink | None = None
 
     def to_peer(
-        self, peer: ForegroundPeer, target: PeerInfo, item: OutgoingItem, content: str, delivery: str, answer: dict[str, Any], *, trace: str | None
-    ) -> dict[str, Any]:
+        self,
+        peer: ForegroundPeer,
+        target: PeerInfo,
+        item: OutgoingItem,
+        content: str,
+        delivery: str,
+        answer: dict[str, Any],
+        *,
+        trace: str | None,
+        hold: bool = False,
+    ) -> dict[str, Any] | HeldPush:
         """Push ``item`` to a foreground peer, which has no mailbox: ``delivered`` (it
         waits in the peer's ``in_flight`` until acked) or ``not running``. ``answer`` is
         the start of the sender's answer (who and how related). The item is written at
@@ -97,12 +120,15 @@ class Mailroom:
         seq = peer.seq = pushed.seq
         event = pushed.encoded()
         peer.in_flight[seq] = event
-        conn.push(event)
         peer.last_message = pushed.created
         self.quotes.remember(item.id, item.text)
         self.receipts.record(sender.id, target.id, target.name, item.kind, "delivered", seq=seq, text=item.text)
         answer["result"] = "delivered"
         answer["seq"] = seq
+        if hold:
+            # In flight already: a connection that registers meanwhile gets it pushed.
+            return HeldPush(answer, lambda: conn.push(event) if peer.conn is conn else None)
+        conn.push(event)
         return answer
 
     def to_job(self, job: Job, target: PeerInfo, item: OutgoingItem, content: str, delivery: str, answer: dict[str, Any], *, trace: str | None, wake: bool) -> Pending:

@@ -24,7 +24,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from roost_core.daemon.delivery import Pending
+from roost_core.daemon.delivery import HeldPush, Pending
 from roost_core.store import Commit
 
 #: Answers kept per caller: a client asks again only for the few requests it had in
@@ -72,10 +72,11 @@ class Once:
 
 class AnswerLedger:
     """The first answers of keyed requests (see the module docstring). ``write(record)``
-    hands an ``answer`` record to the journal; ``clock`` is wall-clock time, so that an
+    hands an ``answer`` record to the journal (the commit that will make it durable, or
+    None); ``clock`` is wall-clock time, so that an
     answer's age counts across daemon restarts."""
 
-    def __init__(self, write: Callable[[dict[str, Any]], None], clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, write: Callable[[dict[str, Any]], Commit | None], clock: Callable[[], float] = time.time) -> None:
         self.write = write
         self.clock = clock
         #: caller -> {(op, key): (when, answer)}, oldest first.
@@ -93,7 +94,7 @@ class AnswerLedger:
             return None
         return found[1]
 
-    def accept(self, caller: str, op: str, key: str, do: Callable[[], dict[str, Any] | Pending]) -> dict[str, Any] | Pending:
+    def accept(self, caller: str, op: str, key: str, do: Callable[[], dict[str, Any] | Pending | HeldPush]) -> dict[str, Any] | Pending:
         """An op done with no wait (``do``; it may return a :class:`Pending` answer), unless
         ``key`` was asked before: then the first answer, or the first request's pending one."""
         answer = self.answer_of(caller, op, key)
@@ -106,6 +107,16 @@ class AnswerLedger:
             # one is answered with it, in the same commit's callbacks.
             return Pending(self.commits[slot], first)
         result = do()
+        if isinstance(result, HeldPush):
+            # Done with nothing stored (a push to a foreground peer): pushed and answered
+            # once its record is durable, so a repeat after a crash finds the first
+            # answer, and never a message the receiver got without one.
+            commit = self.keep(caller, op, key, result.answer)
+            if commit is None:
+                result.push()
+                return result.answer
+            held = result
+            return Pending(commit, lambda: (held.push(), held.answer)[1])
         if not isinstance(result, Pending):
             self.keep(caller, op, key, result)
             return result
@@ -147,19 +158,24 @@ class AnswerLedger:
             raise
         finally:
             self.waiting.pop(slot, None)
-        self.keep(caller, op, key, answer)
+        commit = self.keep(caller, op, key, answer)
         future.set_result(answer)
+        if commit is not None:
+            # Answered once its record is durable, so a repeat after a crash finds it.
+            await commit.wait()
         return answer
 
-    def keep(self, caller: str, op: str, key: str, answer: dict[str, Any], *, when: float | None = None, write: bool = True) -> None:
-        """Keep ``answer`` as the first answer of ``key`` (and write its record)."""
+    def keep(self, caller: str, op: str, key: str, answer: dict[str, Any], *, when: float | None = None, write: bool = True) -> Commit | None:
+        """Keep ``answer`` as the first answer of ``key``, and write its record: the commit
+        that makes it durable (None when nothing was written)."""
         when = self.clock() if when is None else when
         kept = self.kept.setdefault(caller, collections.OrderedDict())
         kept[(op, key)] = (when, answer)
         while len(kept) > KEEP_PER_CALLER:
             kept.popitem(last=False)
         if write:
-            self.write(answer_record(caller, op, key, when, answer))
+            return self.write(answer_record(caller, op, key, when, answer))
+        return None
 
     def restore(self, record: dict[str, Any]) -> None:
         """Keep an ``answer`` record read back from the journal (``ValueError`` for one

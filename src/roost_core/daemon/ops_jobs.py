@@ -418,7 +418,7 @@ class JobOps(DaemonBase):
                 "parentPeer": job.parent_peer,
             },
             "acked": job.queue.acked,
-            "tools": [tool.to_json() for tool in policy.tool_definitions(self.pm, self.config)],
+            "tools": self.tool_list(),
         }
 
     async def op_warm_hello(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
@@ -430,7 +430,7 @@ class JobOps(DaemonBase):
         if slot is None:
             raise ProtocolError(UNAUTHORIZED, "no such warm slot for this process")
         conn.warm = slot
-        return {"job": slot.info(), "tools": [tool.to_json() for tool in policy.tool_definitions(self.pm, self.config)]}
+        return {"job": slot.info(), "tools": self.tool_list()}
 
     async def op_warm_ready(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         """The warm worker's host is up: the slot may be taken."""
