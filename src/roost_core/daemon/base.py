@@ -137,6 +137,11 @@ class DaemonBase:
         #: The first answers of keyed requests, so a client may ask again after losing an
         #: answer (no I/O: its records go to the journal).
         self.ledger = AnswerLedger(self.write_answer)
+        self.mailroom.pushed = self.ledger.pushed
+        #: Keyed sends to foreground peers that the last daemon answered ``delivered`` and
+        #: no peer acked: peer id -> (ledger slot, deliver event), pushed again when the
+        #: peer registers (it drops one it holds by its message id).
+        self.unpushed: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
         #: The agent tools as last worked out, with the plugin set's generation then.
         self._tools: tuple[int | None, dict[str, ToolDef]] | None = None
         self.desk = SendDesk(self.tables, self.budgets, self.mailroom, self.receipts, self.jobs, self.foreground, pm, config, self.clock)
@@ -208,6 +213,8 @@ class DaemonBase:
                 bad_records += 1
         if unreadable or bad_records:
             self.set_journal_aside(len(unreadable), bad_records, unreadable[:5])
+        for slot, peer_id, event in self.ledger.unpushed():
+            self.unpushed.setdefault(peer_id, []).append((slot, event))
         clean = self.took_clean_stop()
         for job in self.jobs.values():
             if not clean:

@@ -66,6 +66,12 @@ class HeldPush(msgspec.Struct):
 
     answer: dict[str, Any]
     push: Callable[[], None]
+    #: The receiving peer, the item's seq there and its ``deliver`` event: the record of
+    #: the answer keeps the event, so a daemon that dies before the push (or before the
+    #: receiver acks it) pushes it again when the receiver registers with the next one.
+    peer: Any = None
+    seq: int = 0
+    event: bytes = b""
 
 
 async def settle(answer: dict[str, Any] | Pending | HeldPush) -> dict[str, Any]:
@@ -91,6 +97,9 @@ class Mailroom:
         self.quotes = quotes
         self.start = start
         self.journal: JournalSink | None = None
+        #: Told when a foreground peer acks an item whose push is on record in the
+        #: ledger (``AnswerLedger.pushed``): the record need not keep it any more.
+        self.pushed: Callable[[Any], None] | None = None
 
     def to_peer(
         self,
@@ -127,7 +136,7 @@ class Mailroom:
         answer["seq"] = seq
         if hold:
             # In flight already: a connection that registers meanwhile gets it pushed.
-            return HeldPush(answer, lambda: conn.push(event) if peer.conn is conn else None)
+            return HeldPush(answer, lambda: conn.push(event) if peer.conn is conn else None, peer, seq, event)
         conn.push(event)
         return answer
 
@@ -257,6 +266,9 @@ class Mailroom:
         for key in [s for s in in_flight if s <= seq]:
             in_flight.pop(key)
             peer.reports_in_flight.pop(key, None)
+            recorded = peer.recorded.pop(key, None)
+            if recorded is not None and self.pushed is not None:
+                self.pushed(recorded)
             self.receipts.move(peer.id, key, "acknowledged")
         return {"acked": seq}
 

@@ -25,6 +25,7 @@ from roost_core.protocol import (
     decode_answer,
     encode,
 )
+from roost_core.queue import Item
 from roost_core.records import (
     PeerInfo,
     SpawnRequest,
@@ -123,6 +124,15 @@ class MessagingOps(DaemonBase):
         if peer is not None:
             for seq in sorted(peer.in_flight):
                 conn.send(peer.in_flight[seq])
+            for slot, event in self.unpushed.pop(peer.id, ()):
+                # Answered delivered by a daemon that died before the peer acked it:
+                # pushed again, numbered for this daemon, with its own message id.
+                item = Item.from_event(event)
+                item.seq = peer.seq = peer.seq + 1
+                line = item.encoded()
+                peer.in_flight[item.seq] = line
+                peer.recorded[item.seq] = slot
+                conn.send(line)
             self.soon(lambda: self.retry_undelivered(session=peer.session, peer_id=peer.id))
 
     def peer_disconnected(self, conn: Connection) -> None:
