@@ -584,8 +584,11 @@ async def call_on_link(linked: Callable[[], Awaitable[AsyncClient | None]], op: 
     for attempt in itertools.count():
         if keyed:
             # Only the time with no daemon counts: a slow answer is waited for.
-            with anyio.fail_after(reask_seconds):
-                client = await linked()
+            try:
+                with anyio.fail_after(reask_seconds):
+                    client = await linked()
+            except TimeoutError:
+                raise DaemonUnavailable(f"no daemon answered for {reask_seconds:.0f}s; {op} was asked again with its key until then") from None
         else:
             client = await linked()
         if client is None:

@@ -188,9 +188,37 @@ class JobQueue:
         #: The highest seq known to be on disk (the daemon marks it after each commit).
         self.durable = reply_seq
         self.items: list[Item] = []
+        #: After a daemon crash: how far the next seq jumps, unless the receiver first
+        #: says which seqs it holds (:meth:`settle_seq`). An item the dead daemon pushed
+        #: before it was durable may be in the receiver's hands with a seq the journal
+        #: never kept: a new item must not take that seq (the receiver would drop it).
+        self.unsure = 0
 
     def next_seq(self) -> int:
+        """The seq the next item takes (after the restart jump, if one is still due)."""
+        if self.unsure:
+            self.reply_seq += self.unsure
+            self.durable = max(self.durable, self.reply_seq)
+            self.unsure = 0
         return self.reply_seq + 1
+
+    def settle_seq(self, held: int) -> bool:
+        """The receiver holds every seq it was given up to ``held``: numbering goes on
+        after it, with no jump (seqs increase by one across a restart). False when no
+        jump was due (nothing changes)."""
+        if not self.unsure:
+            return False
+        self.unsure = 0
+        self.reply_seq = max(self.reply_seq, held)
+        self.durable = max(self.durable, self.reply_seq)
+        return True
+
+    @property
+    def reserved(self) -> int:
+        """The seq the journal must keep as this queue's counter: past any seq a jump
+        still due may hand out, so a crash before the receiver has said what it holds
+        never lets a later start take one of them."""
+        return self.reply_seq + self.unsure
 
     def check_room(self, kind: str) -> None:
         """Raise ``queue_full`` when an item of ``kind`` would pass its cap."""
@@ -220,7 +248,7 @@ class JobQueue:
 
     def enqueue_fields(self, kind: str, content: str, fields: dict[str, Any]) -> Item:
         """:meth:`enqueue` with the item's other fields in one dict."""
-        item = Item(self.reply_seq + 1, kind, content, **fields)
+        item = Item(self.next_seq(), kind, content, **fields)
         self.append(item)
         return item
 

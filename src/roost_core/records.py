@@ -113,14 +113,60 @@ class OutgoingItem(msgspec.Struct, frozen=True, gc=False):
 
 @attrs.frozen
 class ToolDef:
-    """An agent tool: name, short description, JSON-schema ``parameters``."""
+    """An agent tool, declared once: its name, short description and JSON-schema
+    ``parameters`` (what every host shows the model), and ``run``, the code the daemon runs
+    for a call of it: ``run(call)`` with a :class:`ToolCall` returns the result's data (a
+    JSON object), or an awaitable of it, or raises ``ProtocolError`` for a refusal. The
+    text the model reads is made from that data (``roost_format_tool_result``). A tool with
+    no ``run`` is not offered (the daemon logs it once)."""
 
     name: str
     description: str
     parameters: dict[str, Any]
+    run: Any = attrs.field(default=None, eq=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+
+@attrs.frozen
+class ToolCall:
+    """One call of an agent tool, as its ``run`` gets it.
+
+    ``caller`` is the calling session as policy sees it (authenticated by its connection,
+    never an argument); ``args`` the arguments, checked against the tool's ``parameters``
+    (types, required, no unknown ones, enums); ``roost`` what the tool may ask of the
+    daemon on the caller's behalf, with the caller's reach and limits
+    (:class:`ToolServices`)."""
+
+    caller: PeerInfo
+    args: dict[str, Any]
+    roost: Any
+
+
+class ToolServices:
+    """What a tool's ``run`` may ask of the daemon, as the calling session (the daemon
+    gives each call its own). Every method is a coroutine and answers as the op of the
+    same name does (the result's fields; ``ProtocolError`` for a refusal), with that op's
+    checks: reach, limits, envelope, the op's own argument limits."""
+
+    async def peers(self, watch: str | None = None) -> dict[str, Any]:
+        """The peers the caller may reach (op ``peers``): ``{self, peers, sent, watch}``."""
+        raise NotImplementedError
+
+    async def send(self, to: str, message: str, reply_to: str | None = None, urgent: bool | None = None) -> dict[str, Any]:
+        """Send an agent message from the caller (op ``send``)."""
+        raise NotImplementedError
+
+    async def spawn(self, task: str, **fields: Any) -> dict[str, Any]:
+        """Start a child of the caller (op ``spawn``; ``name``, ``cwd``, ``model``,
+        ``thinking``, ``host``: the host is the agent's choice, checked by the limits)."""
+        raise NotImplementedError
+
+    async def transcript(self, peer: str, last: int = 20) -> list[TranscriptEntry]:
+        """The last ``last`` entries of a peer's transcript, if the caller may reach it
+        (``unreachable`` otherwise): what a tool may show of a peer's work."""
+        raise NotImplementedError
 
 
 @attrs.frozen

@@ -41,7 +41,8 @@ def test_three_tools_by_default(pm) -> None:
     assert send.parameters["properties"]["urgent"] == {"type": "boolean"}
     assert send.parameters["additionalProperties"] is False
     assert send.parameters["properties"]["to"]["type"] == "string"
-    assert send.parameters["properties"]["message"] == {"type": "string", "maxLength": 8000}
+    # How long a message may be is the limits plugin's to say (message_too_long), not the schema's.
+    assert send.parameters["properties"]["message"] == {"type": "string"}
     assert spawn.name == "roost_spawn"
     assert spawn.parameters["required"] == ["task"]
     assert set(spawn.parameters["properties"]) == {"task", "name", "cwd", "model", "thinking"}
@@ -162,9 +163,15 @@ def test_format_is_trylast(pm) -> None:
     assert impl.trylast
 
 
-def test_message_limit_follows_the_config(pm) -> None:
+def test_the_message_schema_leaves_its_length_to_the_limits_plugin(pm) -> None:
+    """Whichever limits plugin runs says how long a message may be (``message_too_long``);
+    a length in the schema would be a second, stale copy of that policy."""
     send = definitions(pm, max_message_chars=500)[1]
-    assert send.parameters["properties"]["message"]["maxLength"] == 500
+    assert "maxLength" not in send.parameters["properties"]["message"]
+
+
+def test_every_tool_declares_the_code_that_runs_it(pm) -> None:
+    assert all(callable(tool.run) for tool in definitions(pm))
 
 
 def test_spawn_gets_a_host_parameter_only_where_the_user_allows_a_choice(pm) -> None:

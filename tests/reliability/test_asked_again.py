@@ -131,6 +131,14 @@ def test_a_cli_reply_whose_answer_was_lost_is_asked_again_and_taken_once(daemon_
     daemon.restart()
     env = {**os.environ, "ROOST_HOME": str(daemon.paths.home)}
     env.pop("ROOST_FAULTS", None)
+    try:
+        replied_once(daemon, job, env)
+    finally:
+        # The daemon the CLI started (the fixture's own died at the point) goes too.
+        subprocess.run([sys.executable, "-m", "roost_core.cli", "daemon", "stop"], env=env, capture_output=True, timeout=60)
+
+
+def replied_once(daemon, job: str, env: dict) -> None:
     done = subprocess.run([sys.executable, "-m", "roost_core.cli", "reply", "j", "second"], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "j" in done.stdout or job in done.stdout, done.stdout
@@ -145,8 +153,9 @@ def test_a_cli_reply_whose_answer_was_lost_is_asked_again_and_taken_once(daemon_
 # --------------------------------------------------------------------------- reports to a parent that leaves
 
 
-def child_scenario() -> dict:
-    return {"default": {"steps": [{"say": "Done: {input}"}]}}
+def child_scenario(gate) -> dict:
+    """A child that reports once ``gate`` exists (after its spawn is answered)."""
+    return {"default": {"steps": [{"wait_for": str(gate)}, {"say": "Done: {input}"}]}}
 
 
 def kept_report(daemon, child: str) -> dict | None:
@@ -184,7 +193,8 @@ def test_a_report_pushed_as_its_parent_leaves_survives_a_daemon_restart_and_arri
         lead.ephemeral_id = ephemeral
         async with lead:
             await lead.ensure_registered()
-            child = (await lead.call("spawn", task="the work", name="kid", scenario=child_scenario()))["id"]
+            child = (await lead.call("spawn", task="the work", name="kid", scenario=child_scenario(tmp_path / "gate")))["id"]
+            (tmp_path / "gate").write_text("open")
             await left.wait()
             first_copy = [e for e in lead.delivered if e.get("kind") == "report"]
             await in_thread(wait_until, lambda: kept_report(daemon, child) is not None, what="the report kept on the child")
@@ -244,3 +254,35 @@ def test_a_no_session_parent_back_from_away_holds_the_report_made_meanwhile_once
     firsts = [r for r in reports if "Done: the work" in r["content"]]
     assert len(firsts) == 1, [r["content"][:80] for r in reports]
     assert len({r["id"] for r in reports}) == len(reports), "a report reached the parent twice"
+
+
+def test_a_send_to_a_foreground_peer_on_record_before_its_push_reaches_it_after_a_crash(daemon_factory, write_config, tmp_path):
+    """The daemon dies once the answer ``delivered`` is on record, before the message was
+    pushed. The sender asks again and is answered ``delivered`` from the record; the
+    receiver, registered again, gets the message pushed by the new daemon: once."""
+    write_config({"agentExternalMessages": True})
+    daemon = daemon_factory().start()
+    point = "daemon.after_persist_before_answer"
+
+    async def main():
+        async with session(daemon, tmp_path, name="receiver") as receiver, session(daemon, tmp_path, name="sender") as sender:
+            me = await receiver.ensure_registered()
+            await sender.ensure_registered()
+            await in_thread(lambda: (daemon.terminate(), daemon.env.__setitem__("ROOST_FAULTS", point), daemon.restart()))
+            await receiver.ensure_registered()
+            await sender.ensure_registered()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(in_thread, lambda: (wait_until(lambda: (daemon.paths.home / "faults" / point).exists(), what="fired"), daemon.process.wait(20), daemon.restart()))
+                result = await sender.call("send", to=me, message="on record, then the crash")
+            assert result["result"] == "delivered", result
+            await receiver.wait_for_delivery(1)
+            with anyio.fail_after(30):
+                await sender.call("send", to=me, message="after")
+            await receiver.wait_for_delivery(2)
+            await in_thread(wait_until, lambda: taken(daemon, receiver), what="acked")
+            return [event["content"] for event in receiver.delivered]
+
+    contents = run_async(main)
+    assert len(contents) == 2 and "on record, then the crash" in contents[0] and "after" in contents[1], contents
+    written = [e for e in transcript(tmp_path / "receiver.jsonl") if e.get("type") == "custom_message"]
+    assert len(written) == 2, written

@@ -326,21 +326,28 @@ def test_wrong_types_for_every_field_of_every_op(shared, record):
     tally.done(record, shared, f"wrong types for every field of every op ({len(ops_seen)} ops)")
 
 
-def test_wrong_types_inside_agent_tool_arguments(shared, record):
-    """A tool call whose arguments are wrong is a failed tool result with ``bad_args``."""
-    from roost_core.daemon.ops_messaging import TOOL_OPS
+#: A tool parameter's JSON type -> the Python types a value of it has.
+JSON_TYPES = {"string": str, "integer": int, "number": float, "boolean": bool, "object": dict, "array": list}
 
+
+def test_wrong_types_inside_agent_tool_arguments(shared, record):
+    """A tool call whose arguments are wrong is a failed tool result with ``bad_args``:
+    for every tool the daemon offers, every parameter its declaration has (the one source
+    of a tool's shape), each wrong type, and an unknown field."""
     tally = Tally("tool args")
     with bound(shared) as conn:
-        for tool, (_, schema) in sorted(TOOL_OPS.items()):
-            required = {name: valid_value(name, field.type) for name, field in schema.items() if field.required}
-            candidates = [(name, value) for name, field in schema.items() for value in wrong_values(field.type)]
+        tools = conn.request({"id": 21, "op": "tools"})["result"]["tools"]
+        assert {"roost_agents", "roost_send", "roost_spawn"} <= {tool["name"] for tool in tools}
+        for tool in sorted(tools, key=lambda t: t["name"]):
+            properties = tool["parameters"].get("properties", {})
+            required = {name: valid_value(name, JSON_TYPES[properties[name]["type"]]) for name in tool["parameters"].get("required", [])}
+            candidates = [(name, value) for name, prop in properties.items() for value in wrong_values(JSON_TYPES[prop["type"]]) if value is not None]
             candidates.append(("zz_unknown", 1))
             for name, value in candidates:
-                answer = conn.request({"id": 22, "op": "tool_call", "name": tool, "args": {**required, name: value}})
+                answer = conn.request({"id": 22, "op": "tool_call", "name": tool["name"], "args": {**required, name: value}})
                 tally.cases += 1
                 if not (answer.get("ok") and answer["result"]["ok"] is False and answer["result"]["code"] == "bad_args"):
-                    tally.wrong.append(f"{tool}.{name}={value!r}: {answer}")
+                    tally.wrong.append(f"{tool['name']}.{name}={value!r}: {answer}")
     tally.done(record, shared, "wrong types inside agent tool arguments")
 
 

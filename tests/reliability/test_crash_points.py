@@ -105,6 +105,29 @@ class Story:
             self.ledger.told(me.peer_id, self.kid, body, result["result"])
             return result["result"]
 
+    async def during(self, talker, point: str, steer: bool) -> None:
+        """The sends across ``point``: with ``steer``, one message starts a run that waits
+        at the gate and the rest arrive while it waits, steered in at the boundary when
+        the gate opens; else sends until the point has fired."""
+        if steer:
+            await self.send(talker, "during-0")
+            # In its transcript: the run has taken it and waits at the gate, so what comes
+            # next is steered in (a worker merely connected could still take them all into
+            # its first run, and nothing would be steered).
+            await in_thread(
+                wait_until,
+                lambda: any(body == "during-0" for _, body in received_messages(self.daemon.entries(self.kid))),
+                what="during-0 in the kid's run",
+            )
+            for n in range(1, 6):
+                await self.send(talker, f"during-{n}")
+            self.gate.write_text("open")
+        else:
+            for n in range(6):
+                await self.send(talker, f"during-{n}")
+                if self.fired(point):
+                    break
+
     def reply(self, text: str) -> None:
         self.daemon.call("reply", job=self.kid, text=text)
         self.replies += 1
@@ -194,27 +217,11 @@ def run_message_path(daemon_factory, write_config, tmp_path, point: str, *, stee
             story.gate.unlink()
             await in_thread(wait_until, lambda: not story.row(story.kid)["live"], what="kid reaped again")
             await in_thread(story.arm, point)
-            if steer:
-                # One message starts a run that waits at the gate; the rest arrive while it
-                # waits and are steered in at the boundary when the gate opens.
-                await story.send(talker, "during-0")
-                # In its transcript: the run has taken it and waits at the gate, so what
-                # comes next is steered in (a worker merely connected could still take
-                # them all into its first run, and nothing would be steered).
-                await in_thread(
-                    wait_until,
-                    lambda: any(body == "during-0" for _, body in received_messages(daemon.entries(story.kid))),
-                    what="during-0 in the kid's run",
-                )
-                for n in range(1, 6):
-                    await story.send(talker, f"during-{n}")
-                story.gate.write_text("open")
-            else:
-                for n in range(6):
-                    await story.send(talker, f"during-{n}")
-                    if story.fired(point):
-                        break
-            await in_thread(story.restart_after_fault, point)
+            async with anyio.create_task_group() as tg:
+                # A send whose answer the point takes is asked again (its key) once the
+                # daemon is back, so the daemon is started again alongside the sends.
+                tg.start_soon(in_thread, story.restart_after_fault, point)
+                await story.during(talker, point, steer)
             for n in range(5):
                 await story.send(talker, f"after-{n}")
             await in_thread(story.reply, "final reply")
@@ -273,12 +280,17 @@ def test_crash_after_accepting_a_spawn_leaves_no_job_running_without_a_worker(da
         async with session(daemon, tmp_path, name="lead") as lead:
             await lead.ensure_registered()
             await in_thread(lambda: (daemon.terminate(), daemon.env.__setitem__("ROOST_FAULTS", point), daemon.restart()))
-            with pytest.raises(DaemonUnavailable):
-                await lead.call("spawn", task="never durable", name="kid", scenario={"default": {"steps": [{"say": "hi"}]}})
-            await in_thread(lambda: (daemon.process.wait(20), daemon.restart()))
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(in_thread, lambda: (wait_until(lambda: (daemon.paths.home / "faults" / point).exists(), what="fired"), daemon.process.wait(20), daemon.restart()))
+                # Asked again with its key once the daemon is back: the child the first ask
+                # made (its record was written) gets its task now; no second child.
+                first = await lead.call("spawn", task="never durable", name="kid", scenario={"default": {"steps": [{"say": "hi"}]}})
+            await in_thread(daemon.wait_job, first["id"], "done")
             # The spawner can spawn again and that child runs.
             again = await lead.call("spawn", task="second try", name="kid2", scenario={"default": {"steps": [{"say": "hi"}]}})
             await in_thread(daemon.wait_job, again["id"], "done")
+            kids = [row for row in daemon.call("jobs")["jobs"] if row["name"] == "kid"]
+            assert [row["id"] for row in kids] == [first["id"]], kids
 
     run_async(main)
     rows = wait_until(lambda: (rows := daemon.call("jobs")["jobs"]) and rows, what="jobs")

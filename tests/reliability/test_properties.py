@@ -334,6 +334,10 @@ class QueueModel(RuleBasedStateMachine):
         self.paths.ensure()
         self.config = Config()
         job = Job(id=self.JOB, name="j", host="scripted", cwd=str(self.folder), session=str(self.folder / "s.jsonl"), token="t", task="t")
+        # The receiver is a worker that outlives every crash (this process) and never says
+        # which seqs it holds: each restart's numbering must jump past what it may hold.
+        job.worker_pid = os.getpid()
+        job.worker_create_time = None
         JobFiles(self.paths.jobs_dir, durable=False).save(job.id, job.to_json())
         #: Journal records not yet written, encoded as the daemon encodes them.
         self.buffer: list[bytes] = []

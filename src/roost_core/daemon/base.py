@@ -34,6 +34,7 @@ from roost_core.daemon.jobs import Job
 from roost_core.daemon.ledger import AnswerLedger
 from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.pool import WarmKey, WarmPool, WarmSlot
+from roost_core.daemon.tools import offered_tools
 from roost_core.daemon.receipts import MessageQuotes, Receipts
 from roost_core.daemon.sending import SendDesk, chain_of
 from roost_core.daemon.tables import PeerListing, PeerTables
@@ -56,8 +57,9 @@ from roost_core.records import (
     OutgoingItem,
     PeerInfo,
     ReachDecision,
+    ToolDef,
 )
-from roost_core.store import RESERVE_BYTES, JobFiles, Journal, JournalError, read_journal
+from roost_core.store import RESERVE_BYTES, Commit, JobFiles, Journal, JournalError, read_journal
 from roost_core.worker import proctree
 from roost_core.worker.spawner import Spawner, popen_worker
 
@@ -67,6 +69,8 @@ log = logging.getLogger("roost.daemon")
 #: pushed to a worker but not yet durable when the daemon died can never share a seq with
 #: a new one (the queue caps bound such items far below it).
 SEQ_RESTART_GAP = 1000
+#: Left in the state folder by a daemon whose journal closed with every commit written.
+CLEAN_STOP_MARKER = "clean-stop"
 #: How long a stopped worker gets to exit before its process group is killed.
 STOP_GRACE_SECONDS = 3.0
 MONITOR_INTERVAL = 0.1
@@ -141,6 +145,13 @@ class DaemonBase:
         #: The first answers of keyed requests, so a client may ask again after losing an
         #: answer (no I/O: its records go to the journal).
         self.ledger = AnswerLedger(self.write_answer)
+        self.mailroom.pushed = self.ledger.pushed
+        #: Keyed sends to foreground peers that the last daemon answered ``delivered`` and
+        #: no peer acked: peer id -> (ledger slot, deliver event), pushed again when the
+        #: peer registers (it drops one it holds by its message id).
+        self.unpushed: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
+        #: The agent tools as last worked out, with the plugin set's generation then.
+        self._tools: tuple[int | None, dict[str, ToolDef]] | None = None
         self.desk = SendDesk(self.tables, self.budgets, self.mailroom, self.receipts, self.jobs, self.foreground, pm, config, self.clock)
         #: Jobs whose record could not be written (disk full, I/O error): written again
         #: by the monitor; the record in memory is the truth meanwhile.
@@ -216,8 +227,12 @@ class DaemonBase:
                 bad_records += 1
         if unreadable or bad_records:
             self.set_journal_aside(len(unreadable), bad_records, unreadable[:5], len(torn))
+        for slot, peer_id, event in self.ledger.unpushed():
+            self.unpushed.setdefault(peer_id, []).append((slot, event))
+        clean = self.took_clean_stop()
         for job in self.jobs.values():
-            job.queue.reply_seq += SEQ_RESTART_GAP
+            if not clean:
+                self.resume_numbering(job)
             job.queue.durable = job.queue.reply_seq
             if job.undelivered_report is not None:
                 self.kept_reports[job.id] = None
@@ -230,6 +245,61 @@ class DaemonBase:
             # replayed and stays valid; the first commit writes it anew.
             log.warning("cannot rewrite the journal at start (%s); the first commit will", exc)
             self.journal.failed_to_rewrite()
+
+    def took_clean_stop(self) -> bool:
+        """Whether the last daemon stopped cleanly (its marker, taken: a crash of this one
+        must not find it). After a clean stop every item ever pushed was durable, so seqs
+        go on from the journal's."""
+        marker = self.paths.state_dir / CLEAN_STOP_MARKER
+        try:
+            marker.unlink()
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            log.warning("cannot take the clean-stop marker (%s): numbering as after a crash", exc)
+            return False
+        return True
+
+    def resume_numbering(self, job: Job) -> None:
+        """After a crash, where ``job``'s seqs go on. The dead daemon may have pushed items
+        it never made durable (a push goes before its fsync): the receiver may hold seqs
+        past the journal's. A worker still alive says which it holds when it says hello
+        (:meth:`JobQueue.settle_seq`), and seqs go on after them; an item queued before
+        that jumps :data:`SEQ_RESTART_GAP`. A worker that died with the daemon left what it
+        got in its transcript: seqs go on after the transcript's. A job with no worker had
+        nothing pushed."""
+        if job.worker_pid is None:
+            return
+        if locks.is_alive(job.worker_pid, job.worker_create_time):
+            job.queue.unsure = SEQ_RESTART_GAP
+            return
+        written = transcript_max_seq(job)
+        if written is None:
+            job.queue.unsure = SEQ_RESTART_GAP
+        else:
+            job.queue.reply_seq = max(job.queue.reply_seq, written)
+
+    def settle_numbering(self, job: Job, held: int) -> None:
+        """``job``'s receiver holds every seq up to ``held`` (:meth:`resume_numbering`):
+        seqs go on after it, and the journal keeps the counter so (not the reservation)."""
+        if job.queue.settle_seq(held) and self.journal is not None:
+            try:
+                self.journal.add({"op": "seq", "job": job.id, "replySeq": job.queue.reply_seq, "acked": job.queue.acked, "settled": True})
+            except JournalError as exc:
+                log.warning("%s: the settled seq counter was not journaled (%s); a crash now jumps it again", job.id, exc)
+
+    def mark_clean_stop(self) -> None:
+        """The journal closed with every commit written: leave the marker that lets the
+        next daemon number on with no jump."""
+        marker = self.paths.state_dir / CLEAN_STOP_MARKER
+        try:
+            fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            log.warning("cannot leave the clean-stop marker (%s): the next start numbers as after a crash", exc)
 
     def set_journal_aside(self, unreadable: int, bad: int, first_lines: list[int], torn: int = 0) -> None:
         """Keep a copy of a journal with lines that could not be replayed, before it is
@@ -258,22 +328,56 @@ class DaemonBase:
     def journal_snapshot(self) -> list[dict[str, Any]]:
         records: list[dict[str, Any]] = []
         for job in self.jobs.values():
-            records.append({"op": "seq", "job": job.id, "replySeq": job.queue.reply_seq, "acked": job.queue.acked})
+            records.append({"op": "seq", "job": job.id, "replySeq": job.queue.reserved, "acked": job.queue.acked})
             records.extend({"op": "item", "job": job.id, "deliver": item.to_event()} for item in job.queue.items)
         records.extend(self.ledger.records())
         return records
 
-    def write_answer(self, record: dict[str, Any]) -> None:
+    def write_answer(self, record: dict[str, Any]) -> Commit | None:
         """Hand a kept answer's record to the journal (its next commit). One the journal
         cannot take stays kept in memory: a repeat after a restart is then done anew,
         and its receiver drops the second copy by its message id."""
         journal = self.journal
         if journal is None:
-            return
+            return None
         try:
-            journal.add(record)
+            return journal.add(record)
         except JournalError as exc:
             log.warning("answer record not journaled (%s)", exc)
+            return None
+
+    def agent_tools(self) -> dict[str, ToolDef]:
+        """The agent tools, by name: every declaration the plugins contribute that can run
+        (:func:`~roost_core.daemon.tools.offered_tools`), worked out again when the
+        plugin set changes."""
+        generation = getattr(self.pm, "generation", None)
+        if self._tools is None or self._tools[0] != generation or generation is None:
+            self._tools = (generation, {tool.name: tool for tool in offered_tools(self.pm, self.config)})
+        return self._tools[1]
+
+    def tool_list(self) -> list[dict[str, Any]]:
+        """The tools as every host shows them to the model (name, description, parameters)."""
+        return [tool.to_json() for tool in self.agent_tools().values()]
+
+    def request_key(self, conn: Connection, args: dict[str, Any]) -> str | None:
+        """The caller and key of a keyed request that makes a job (None: not keyed)."""
+        key = args.get("key")
+        return None if key is None else f"{self.caller_of(conn)}:{key}"
+
+    async def job_of_request(self, request_key: str | None) -> Job | None:
+        """The job a keyed ``start`` or ``spawn`` asked before made, if any: the ledger
+        lost its answer with a crash, but the job record was written first. A job whose
+        task the crash took before it was durable gets it now (the request is done
+        once, in full)."""
+        if request_key is None:
+            return None
+        job = next((job for job in self.jobs.values() if job.request_key == request_key), None)
+        if job is not None and job.queue.reply_seq == 0 and not job.queue.items:
+            if job.state == "failed":
+                job.state, job.error = "running", None
+                self.save(job)
+            await self.enqueue(job, "reply", job.task, trace=f"t-{job.id}-1")
+        return job
 
     def caller_of(self, conn: Connection) -> str:
         """Whom a keyed request's answer is kept for: the session the connection speaks
@@ -533,6 +637,12 @@ class DaemonBase:
             job.conn.close()
         job.conn = None
         job.process = None
+        if job.queue.unsure:
+            # A worker that outlived the last daemon ended before it said which seqs it
+            # holds: its transcript, final now, says.
+            written = transcript_max_seq(job)
+            if written is not None:
+                self.settle_numbering(job, written)
         job.worker_pid = None
         job.worker_create_time = None
         job.worker_mark = None
@@ -716,6 +826,8 @@ class DaemonBase:
         self.write_records()  # records changed since (answers cut short by the stop)
         if self.journal is not None:
             await self.journal.aclose()
+            if self.journal.healthy:
+                self.mark_clean_stop()
         self.exits.close()
         if self.spawner is not None:
             # Its workers keep running; the next daemon finds them by pid and create time.
@@ -769,7 +881,7 @@ class DaemonBase:
             job.ended_reported = False
             job.stopped_from = None
             self.save(job)
-        item = Item(job.queue.reply_seq + 1, kind, content, **fields)
+        item = Item(job.queue.next_seq(), kind, content, **fields)
         commit = self.mailroom.queue(job, item)
         await commit.wait()
         return item, self.mailroom.outcome(job, item, commit, wake=wake)
@@ -825,6 +937,20 @@ class DaemonBase:
         return await settle(self.desk.deliver(target, item, content, trace=trace, wake=wake))
 
 
+def transcript_max_seq(job: Job) -> int | None:
+    """The highest queue seq ``job``'s transcript holds (0 for none), or None when it
+    cannot be told (a host whose transcript roost does not read this way, an unreadable
+    file)."""
+    from roost_core.transcript import read_entries, seqs_in
+
+    if job.host == "claude":
+        return None
+    try:
+        return max(seqs_in(read_entries(job.session)), default=0)
+    except (OSError, ValueError):
+        return None
+
+
 def apply_journal_record(job: Job, record: dict[str, Any]) -> None:
     """Replay one journal record into ``job``'s queue; ``ValueError`` for one roost did
     not write (then nothing of it is applied)."""
@@ -850,7 +976,9 @@ def apply_journal_record(job: Job, record: dict[str, Any]) -> None:
         reply_seq, acked = record.get("replySeq", 0), record.get("acked", 0)
         if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (reply_seq, acked)):
             raise ValueError(f"seq record {reply_seq!r}/{acked!r}")
-        job.queue.reply_seq = max(job.queue.reply_seq, reply_seq)
+        # A settled counter (the receiver said what it holds) is taken as it is: it may be
+        # below the reservation a start after a crash wrote.
+        job.queue.reply_seq = reply_seq if record.get("settled") is True else max(job.queue.reply_seq, reply_seq)
         job.queue.acked = max(job.queue.acked, acked)
     elif op != "drop":
         raise ValueError(f"unknown journal op {op!r}")

@@ -58,11 +58,31 @@ class Pending(msgspec.Struct):
     finish: Callable[[], dict[str, Any]]
 
 
-async def settle(answer: dict[str, Any] | Pending) -> dict[str, Any]:
-    """An op's result, waiting for its commit if it is :class:`Pending`."""
+class HeldPush(msgspec.Struct):
+    """The answer to a keyed send to a foreground peer, whose push waits: the daemon
+    pushes it (``push()``) only once the answer is on record (``daemon.ledger``), so that a
+    sender that asks again after a crash is never told ``not running`` about a message
+    the receiver got. Pushed at once by a caller that keeps no record (:func:`settle`)."""
+
+    answer: dict[str, Any]
+    push: Callable[[], None]
+    #: The receiving peer, the item's seq there and its ``deliver`` event: the record of
+    #: the answer keeps the event, so a daemon that dies before the push (or before the
+    #: receiver acks it) pushes it again when the receiver registers with the next one.
+    peer: Any = None
+    seq: int = 0
+    event: bytes = b""
+
+
+async def settle(answer: dict[str, Any] | Pending | HeldPush) -> dict[str, Any]:
+    """An op's result, waiting for its commit if it is :class:`Pending` (a
+    :class:`HeldPush` is pushed now)."""
     if isinstance(answer, Pending):
         await answer.commit.wait()
         return answer.finish()
+    if isinstance(answer, HeldPush):
+        answer.push()
+        return answer.answer
     return answer
 
 
@@ -77,10 +97,22 @@ class Mailroom:
         self.quotes = quotes
         self.start = start
         self.journal: JournalSink | None = None
+        #: Told when a foreground peer acks an item whose push is on record in the
+        #: ledger (``AnswerLedger.pushed``): the record need not keep it any more.
+        self.pushed: Callable[[Any], None] | None = None
 
     def to_peer(
-        self, peer: ForegroundPeer, target: PeerInfo, item: OutgoingItem, content: str, delivery: str, answer: dict[str, Any], *, trace: str | None
-    ) -> dict[str, Any]:
+        self,
+        peer: ForegroundPeer,
+        target: PeerInfo,
+        item: OutgoingItem,
+        content: str,
+        delivery: str,
+        answer: dict[str, Any],
+        *,
+        trace: str | None,
+        hold: bool = False,
+    ) -> dict[str, Any] | HeldPush:
         """Push ``item`` to a foreground peer, which has no mailbox: ``delivered`` (it
         waits in the peer's ``in_flight`` until acked) or ``not running``. ``answer`` is
         the start of the sender's answer (who and how related). The item is written at
@@ -101,19 +133,22 @@ class Mailroom:
             raise
         seq = peer.seq = pushed.seq
         peer.in_flight[seq] = event
-        conn.push(event)
         peer.last_message = pushed.created
         self.quotes.remember(item.id, item.text)
         self.receipts.record(sender.id, target.id, target.name, item.kind, "delivered", seq=seq, text=item.text)
         answer["result"] = "delivered"
         answer["seq"] = seq
+        if hold:
+            # In flight already: a connection that registers meanwhile gets it pushed.
+            return HeldPush(answer, lambda: conn.push(event) if peer.conn is conn else None, peer, seq, event)
+        conn.push(event)
         return answer
 
     def to_job(self, job: Job, target: PeerInfo, item: OutgoingItem, content: str, delivery: str, answer: dict[str, Any], *, trace: str | None, wake: bool) -> Pending:
         """Queue ``item`` on ``job`` (pushed at once to a connected worker, its record to
         the journal); the sender's answer once the record's commit is over: what
         :meth:`outcome` says, with the seq (raises ``queue_full`` at the cap)."""
-        queued = self.item_of(job.queue.reply_seq + 1, item, content, delivery, trace)
+        queued = self.item_of(job.queue.next_seq(), item, content, delivery, trace)
         try:
             commit = self.queue(job, queued)
         except ProtocolError as exc:
@@ -241,6 +276,9 @@ class Mailroom:
         for key in [s for s in in_flight if s <= seq]:
             in_flight.pop(key)
             peer.reports_in_flight.pop(key, None)
+            recorded = peer.recorded.pop(key, None)
+            if recorded is not None and self.pushed is not None:
+                self.pushed(recorded)
             self.receipts.move(peer.id, key, "acknowledged")
         return {"acked": seq}
 

@@ -1,5 +1,5 @@
-"""The dispatch table, from op name to handler, argument schema and who may call it, and
-how one request is done and answered in request order. No I/O: requests come in as
+"""How one request is done and answered in request order, by the table of ops
+(:mod:`~roost_core.daemon.optable`: handler, argument schema, who may call it). No I/O: requests come in as
 decoded frames, answers leave through :meth:`Connection.send` (``daemon.wire`` reads and
 writes the socket).
 """
@@ -10,22 +10,17 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import attrs
-
 from roost_core.daemon.delivery import Pending
-from roost_core.daemon.ledger import KEY_CHARS
+from roost_core.daemon.optable import OPS, Op
 from roost_core.daemon.fastdecode import FastDecoder
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.core import Daemon
 from roost_core.protocol import (
     INTERNAL,
-    MAX_TEXT_BYTES,
     UNAUTHORIZED,
     UNKNOWN_OP,
-    Field,
     FrameDecoder,
     ProtocolError,
-    compile_args,
     error,
     ok,
     request_envelope,
@@ -33,169 +28,9 @@ from roost_core.protocol import (
 
 log = logging.getLogger("roost.daemon")
 
-NAME = 200
-#: A text that becomes a queued item (a reply, a task, a message) is at most TEXT
-#: characters and MAX_TEXT_BYTES bytes as JSON (docs/protocol.md, "Sizes").
-TEXT = 1_000_000
-PATH = 4096
 #: Requests of one connection that may wait for their commit at once; the next one waits
 #: for those answers (bounds what a client that never reads answers can make us hold).
 MAX_PIPELINED = 256
-
-
-@attrs.frozen
-class Op:
-    handler: str
-    schema: dict[str, Field]
-    #: "any" (CLI), "bound" (worker or foreground peer), "worker"
-    who: str = "any"
-    after: str | None = None
-    #: A method that does the op with no wait and may return a ``Pending`` result: the
-    #: connection's next requests go on while it waits for its journal commit.
-    accept: str | None = None
-    #: The op changes something and takes a ``key``: asked again with the same key, it is
-    #: answered with the first answer instead of done twice (``daemon.ledger``).
-    keyed: bool = False
-    #: ``schema`` compiled (``protocol.compile_args``): the arguments, checked, from the frame.
-    check: Callable[[dict[str, Any]], dict[str, Any]] = attrs.field(init=False, eq=False, repr=False)
-
-    def bind(self, name: str) -> Op:
-        """This op with its schema compiled for op ``name`` (a keyed op's with ``key``)."""
-        if self.keyed:
-            object.__setattr__(self, "schema", {**self.schema, "key": Field(str, max_len=KEY_CHARS, check=_check_key)})
-        object.__setattr__(self, "check", compile_args(self.schema, name))
-        return self
-
-
-def _check_key(key: str) -> str | None:
-    return None if key else "must not be empty"
-
-
-OPS: dict[str, Op] = {
-    "daemon_status": Op("op_daemon_status", {}),
-    "daemon_stop": Op("op_daemon_stop", {"jobs": Field(bool)}),
-    "tools": Op("op_tools", {}),
-    "test_clock": Op("op_test_clock", {"advance": Field(float, required=True, check=lambda v: None if v >= 0 else "must be >= 0")}),
-    "start": Op(
-        "op_start",
-        {
-            "task": Field(str, required=True, max_len=TEXT, max_bytes=MAX_TEXT_BYTES),
-            "name": Field(str, max_len=NAME),
-            "cwd": Field(str, max_len=PATH),
-            "host": Field(str, max_len=NAME),
-            "scenario": Field((str, dict), max_len=TEXT),
-            "model": Field(str, max_len=NAME),
-            "thinking": Field(str, max_len=NAME),
-            "trace": Field(str, max_len=NAME),
-            "session": Field(str, max_len=PATH),
-        },
-        keyed=True,
-    ),
-    "jobs": Op("op_jobs", {}),
-    "agents": Op("op_agents", {}),
-    "watch": Op("op_watch", {}),
-    "dead": Op("op_dead", {}),
-    "reply": Op("op_reply", {"job": Field(str, required=True, max_len=NAME), "text": Field(str, required=True, max_len=TEXT, max_bytes=MAX_TEXT_BYTES), "restart": Field(bool)}, keyed=True),
-    "stop": Op("op_stop", {"job": Field(str, required=True, max_len=NAME)}),
-    "remove": Op("op_remove", {"job": Field(str, required=True, max_len=NAME)}),
-    "log": Op("op_log", {"job": Field(str, required=True, max_len=NAME), "entries": Field(bool)}),
-    "worker_hello": Op(
-        "op_worker_hello",
-        {"job": Field(str, required=True, max_len=NAME), "token": Field(str, required=True, max_len=NAME), "pid": Field(int)},
-        after="after_hello",
-    ),
-    "warm_hello": Op(
-        "op_warm_hello",
-        {"job": Field(str, required=True, max_len=NAME), "token": Field(str, required=True, max_len=NAME), "pid": Field(int)},
-    ),
-    "warm_ready": Op("op_warm_ready", {}),
-    "job_status": Op(
-        "op_job_status",
-        {
-            "state": Field(str, check=lambda v: None if v in ("running", "idle", "needs_input", "done", "failed") else "is not a job state"),
-            "status": Field((str, type(None)), max_len=NAME * 5),
-            "summary": Field((str, type(None)), max_len=2000),
-            "question": Field((str, type(None)), max_len=8000),
-            "error": Field((str, type(None)), max_len=8000),
-            "dialog": Field(bool),
-            "settled": Field(bool),
-            "trace": Field((str, type(None)), max_len=NAME),
-            "hops": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
-            "causes": Field(list, max_len=1000),
-            "hostPid": Field((int, type(None)), check=lambda v: None if v is None or 0 < v < 2**31 else "is not a process id"),
-            "broadcastChain": Field(bool),
-            "usage": Field(dict, max_len=10),
-        },
-        who="worker",
-    ),
-    "ack": Op("op_ack", {"seq": Field(int, required=True, check=lambda v: None if v >= 0 else "must be >= 0")}, who="bound", accept="accept_ack"),
-    "peer_register": Op(
-        "op_peer_register",
-        {
-            "session": Field((str, type(None)), max_len=PATH),
-            "name": Field(str, max_len=NAME),
-            "cwd": Field((str, type(None)), max_len=PATH),
-            "pid": Field(int, required=True, check=lambda v: None if 0 < v < 2**31 else "is not a process id"),
-            "sessionId": Field(str, max_len=NAME),
-            "lastSeq": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
-            "host": Field(str, max_len=NAME),
-        },
-        after="after_register",
-    ),
-    "peers": Op("op_peers", {"watch": Field(str, max_len=NAME)}, who="bound"),
-    "tool_call": Op(
-        "op_tool_call",
-        {
-            "name": Field(str, required=True, max_len=NAME),
-            "args": Field(dict, required=True),
-            "hops": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
-            "broadcastChain": Field(bool),
-        },
-        who="bound",
-        keyed=True,
-    ),
-    "spawn": Op(
-        "op_spawn",
-        {
-            "task": Field(str, required=True, max_len=TEXT, max_bytes=MAX_TEXT_BYTES),
-            "name": Field(str, max_len=NAME),
-            "cwd": Field(str, max_len=PATH),
-            "model": Field(str, max_len=NAME),
-            "thinking": Field(str, max_len=NAME),
-            "host": Field(str, max_len=NAME),
-            "scenario": Field((str, dict), max_len=TEXT),
-        },
-        who="bound",
-        keyed=True,
-    ),
-    "handback": Op(
-        "op_handback",
-        {
-            "result": Field((str, type(None)), max_len=TEXT),
-            "state": Field(str, required=True, check=lambda v: None if v in ("done", "idle", "needs_input", "failed") else "is not a settled state"),
-            "question": Field((str, type(None)), max_len=8000),
-            "error": Field((str, type(None)), max_len=8000),
-            "causes": Field(list, required=True, max_len=1000),
-            "run": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
-        },
-        who="worker",
-    ),
-    "send": Op(
-        "op_send",
-        {
-            "to": Field(str, required=True, max_len=NAME),
-            "message": Field(str, required=True, max_len=TEXT, max_bytes=MAX_TEXT_BYTES),
-            "reply_to": Field(str, max_len=NAME),
-            "urgent": Field(bool),
-        },
-        who="bound",
-        accept="accept_send",
-        keyed=True,
-    ),
-}
-
-
-OPS = {name: op.bind(name) for name, op in OPS.items()}
 
 
 def _request_id(frame: dict[str, Any]) -> Any:

@@ -13,6 +13,7 @@ from roost_core import faults, identity, policy
 from roost_core.daemon.base import REPORT_CHARS, DaemonBase
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.jobs import Job
+from roost_core.daemon.ledger import message_id_for
 from roost_core.protocol import (
     BAD_ARGS,
     NOT_STORED,
@@ -61,7 +62,7 @@ class HandbackOps(DaemonBase):
         if not decision.report:
             self.mark_handed_back(job, run_key)
             return {"reported": False, "reason": decision.reason}
-        report = Report(child=child, state=run.state, result=run.result, question=run.question, error=run.error)
+        report = Report(child=child, state=run.state, result=run.result, question=run.question, error=run.error, id=report_id(job, run_key))
         faults.point("daemon.during_handback")
         route = await self.route_report(job, report)
         # Marked only once routed: a handback resent after a crash before this point is
@@ -81,7 +82,7 @@ class HandbackOps(DaemonBase):
         job.parent_streak = decision.streak
         if decision.report:
             # Its worker is started again for the items waiting (worker_gone): say so.
-            await self.route_report(job, Report(child=job.peer_info(), state="failed", error=job.error, reason="restarted"))
+            await self.route_report(job, Report(child=job.peer_info(), state="failed", error=job.error, reason="restarted", id=report_id(job, causes[0].seq)))
         self.mark_handed_back(job, causes[0].seq)
 
     def settle_run(self, job: Job, run: RunRecord) -> None:
@@ -227,3 +228,11 @@ def kept_report(report: Report) -> dict[str, Any]:
         "id": report.id,
         "crashes": report.crashes,
     }
+
+
+def report_id(job: Job, run: int | None) -> str | None:
+    """The message id of the report of ``job``'s run ``run``: the same each time that run
+    is handed back (a worker sends its handback again until it is answered, and a daemon
+    that died before it marked the run handed back routes it again), so the parent's side
+    drops a second copy by its id. None (a new id) for a run with no key."""
+    return None if run is None else message_id_for(job.id, f"report:{run}")

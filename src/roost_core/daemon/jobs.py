@@ -18,7 +18,7 @@ PERSISTED = (
     "parent_session", "parent_peer", "root_session", "depth", "spawned",
     "worker_pid", "worker_create_time", "worker_mark", "host_pid", "crashes", "undelivered_report", "dialog",
     "run_trace", "run_hops", "parent_streak", "ended_reported", "handback_run", "run_causes",
-    "run_broadcast_chain", "usage", "budget_told", "watchers", "stopped_from",
+    "run_broadcast_chain", "usage", "budget_told", "watchers", "stopped_from", "request_key",
 )
 
 
@@ -79,6 +79,9 @@ class Job(NotesChanges):
     #: The state the job was in when the user stopped it (``failed`` stays visible
     #: after a stop); None when it is not stopped.
     stopped_from: str | None = None
+    #: The caller and key of the keyed ``start`` or ``spawn`` that made this job: asked
+    #: again after a daemon died before answering, it finds this job, not a second one.
+    request_key: str | None = None
     # Runtime only.
     #: ``name`` as envelopes frame it (``roost_sanitize_name``), set by the daemon when it
     #: makes or loads the job; lookups take it as well as the name as typed.
@@ -202,7 +205,7 @@ RECORD_TYPES: dict[str, tuple[type, ...]] = {
     "undelivered_report": (dict, type(None)), "dialog": (bool,), "run_trace": _OPT_STR, "run_hops": (int,),
     "parent_streak": (int,), "ended_reported": (bool,), "handback_run": (int,), "run_causes": (list,),
     "run_broadcast_chain": (bool,), "usage": (dict, type(None)), "budget_told": (bool,), "watchers": (list,),
-    "stopped_from": _OPT_STR,
+    "stopped_from": _OPT_STR, "request_key": _OPT_STR,
     "replySeq": (int,), "acked": (int,),
 }
 REQUIRED = ("id", "name", "host", "cwd", "session", "token", "task")

@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import hashlib
+import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from roost_core.daemon.delivery import Pending
+from roost_core import faults
+from roost_core.daemon.delivery import HeldPush, Pending
 from roost_core.store import Commit
 
 #: Answers kept per caller: a client asks again only for the few requests it had in
@@ -72,14 +75,15 @@ class Once:
 
 class AnswerLedger:
     """The first answers of keyed requests (see the module docstring). ``write(record)``
-    hands an ``answer`` record to the journal; ``clock`` is wall-clock time, so that an
+    hands an ``answer`` record to the journal (the commit that will make it durable, or
+    None); ``clock`` is wall-clock time, so that an
     answer's age counts across daemon restarts."""
 
-    def __init__(self, write: Callable[[dict[str, Any]], None], clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, write: Callable[[dict[str, Any]], Commit | None], clock: Callable[[], float] = time.time) -> None:
         self.write = write
         self.clock = clock
-        #: caller -> {(op, key): (when, answer)}, oldest first.
-        self.kept: dict[str, collections.OrderedDict[tuple[str, str], tuple[float, dict[str, Any]]]] = {}
+        #: caller -> {(op, key): (when, answer, push or None)}, oldest first.
+        self.kept: dict[str, collections.OrderedDict[tuple[str, str], tuple[float, dict[str, Any], tuple[str, Any] | None]]] = {}
         #: (caller, op, key) -> the first request's outcome while it is not over yet.
         self.waiting: dict[tuple[str, str, str], Once | asyncio.Future[dict[str, Any]]] = {}
         #: The commit each pending first ask (a :class:`Once` in ``waiting``) waits for.
@@ -93,7 +97,7 @@ class AnswerLedger:
             return None
         return found[1]
 
-    def accept(self, caller: str, op: str, key: str, do: Callable[[], dict[str, Any] | Pending]) -> dict[str, Any] | Pending:
+    def accept(self, caller: str, op: str, key: str, do: Callable[[], dict[str, Any] | Pending | HeldPush]) -> dict[str, Any] | Pending:
         """An op done with no wait (``do``; it may return a :class:`Pending` answer), unless
         ``key`` was asked before: then the first answer, or the first request's pending one."""
         answer = self.answer_of(caller, op, key)
@@ -106,6 +110,16 @@ class AnswerLedger:
             # one is answered with it, in the same commit's callbacks.
             return Pending(self.commits[slot], first)
         result = do()
+        if isinstance(result, HeldPush):
+            # Done with nothing stored (a push to a foreground peer): pushed and answered
+            # once its record is durable, so a repeat after a crash finds the first
+            # answer, and never a message the receiver got without one.
+            commit = self.keep(caller, op, key, result.answer, push=(result.peer.id, result.event))
+            result.peer.recorded[result.seq] = (caller, op, key)
+            if commit is None:
+                result.push()
+                return result.answer
+            return Pending(commit, functools.partial(_push_then_answer, result))
         if not isinstance(result, Pending):
             self.keep(caller, op, key, result)
             return result
@@ -147,42 +161,94 @@ class AnswerLedger:
             raise
         finally:
             self.waiting.pop(slot, None)
-        self.keep(caller, op, key, answer)
+        commit = self.keep(caller, op, key, answer)
         future.set_result(answer)
+        if commit is not None:
+            # Answered once its record is durable, so a repeat after a crash finds it.
+            await commit.wait()
         return answer
 
-    def keep(self, caller: str, op: str, key: str, answer: dict[str, Any], *, when: float | None = None, write: bool = True) -> None:
-        """Keep ``answer`` as the first answer of ``key`` (and write its record)."""
+    def keep(
+        self,
+        caller: str,
+        op: str,
+        key: str,
+        answer: dict[str, Any],
+        *,
+        when: float | None = None,
+        write: bool = True,
+        push: tuple[str, Any] | None = None,
+    ) -> Commit | None:
+        """Keep ``answer`` as the first answer of ``key``, and write its record: the commit
+        that makes it durable (None when nothing was written). ``push``: the foreground
+        peer and the ``deliver`` event (bytes, or as a dict) the answer says was
+        delivered, kept on record until the peer acks it (:meth:`pushed`)."""
         when = self.clock() if when is None else when
         kept = self.kept.setdefault(caller, collections.OrderedDict())
-        kept[(op, key)] = (when, answer)
+        if push is not None and isinstance(push[1], bytes):
+            push = (push[0], json.loads(push[1]))
+        kept[(op, key)] = (when, answer, push)
         while len(kept) > KEEP_PER_CALLER:
             kept.popitem(last=False)
         if write:
-            self.write(answer_record(caller, op, key, when, answer))
+            return self.write(answer_record(caller, op, key, when, answer, push))
+        return None
+
+    def pushed(self, slot: tuple[str, str, str]) -> None:
+        """The foreground peer acked the item ``slot``'s answer says was delivered: its
+        record keeps the answer only (a record written anew, which replay takes last)."""
+        caller, op, key = slot
+        kept = self.kept.get(caller)
+        found = kept.get((op, key)) if kept is not None else None
+        if found is not None and found[2] is not None:
+            kept[(op, key)] = (found[0], found[1], None)  # type: ignore[index]
+            self.write(answer_record(caller, op, key, found[0], found[1], None))
+
+    def unpushed(self) -> list[tuple[tuple[str, str, str], str, dict[str, Any]]]:
+        """The answers on record whose push no peer has acked: (slot, peer id, deliver
+        event), for a daemon that starts to push again when each peer registers."""
+        return [
+            ((caller, op, key), push[0], push[1])
+            for caller, kept in self.kept.items()
+            for (op, key), (_when, _answer, push) in kept.items()
+            if push is not None
+        ]
 
     def restore(self, record: dict[str, Any]) -> None:
         """Keep an ``answer`` record read back from the journal (``ValueError`` for one
         roost did not write)."""
-        caller, op, key, when, answer = (record.get(name) for name in ("who", "req", "key", "at", "answer"))
+        caller, op, key, when, answer, push = (record.get(name) for name in ("who", "req", "key", "at", "answer", "push"))
         if not (isinstance(caller, str) and isinstance(op, str) and isinstance(key, str)):
             raise ValueError("an answer record names its caller, op and key")
         if not isinstance(when, (int, float)) or isinstance(when, bool) or not isinstance(answer, dict):
             raise ValueError("an answer record holds its time and answer")
+        if push is not None and not (isinstance(push, dict) and isinstance(push.get("peer"), str) and isinstance(push.get("event"), dict)):
+            raise ValueError("an answer record's push names its peer and event")
         if self.clock() - when <= KEEP_SECONDS:
-            self.keep(caller, op, key, answer, when=float(when), write=False)
+            pending = (push["peer"], push["event"]) if push is not None else None
+            self.keep(caller, op, key, answer, when=float(when), write=False, push=pending)
 
     def records(self) -> list[dict[str, Any]]:
         """The ``answer`` records of every answer still kept (the journal's snapshot)."""
         now = self.clock()
         return [
-            answer_record(caller, op, key, when, answer)
+            answer_record(caller, op, key, when, answer, push)
             for caller, kept in self.kept.items()
-            for (op, key), (when, answer) in kept.items()
+            for (op, key), (when, answer, push) in kept.items()
             if now - when <= KEEP_SECONDS
         ]
 
 
-def answer_record(caller: str, op: str, key: str, when: float, answer: dict[str, Any]) -> dict[str, Any]:
-    """The journal record of a kept answer."""
-    return {"op": "answer", "who": caller, "req": op, "key": key, "at": when, "answer": answer}
+def _push_then_answer(held: HeldPush) -> dict[str, Any]:
+    """A held push, once its answer is on record: pushed, then answered."""
+    faults.point("daemon.after_persist_before_answer")
+    held.push()
+    return held.answer
+
+
+def answer_record(caller: str, op: str, key: str, when: float, answer: dict[str, Any], push: tuple[str, Any] | None = None) -> dict[str, Any]:
+    """The journal record of a kept answer (with the push it says happened, until acked)."""
+    record = {"op": "answer", "who": caller, "req": op, "key": key, "at": when, "answer": answer}
+    if push is not None:
+        record["push"] = {"peer": push[0], "event": push[1]}
+    return record

@@ -121,6 +121,10 @@ class JobOps(DaemonBase):
         return {"clock": self.clock_frozen}
 
     async def op_start(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        request_key = self.request_key(conn, args)
+        made = await self.job_of_request(request_key)
+        if made is not None:
+            return {"id": made.id, "name": made.name, "host": made.host}
         task = args["task"]
         if not task.strip():
             raise ProtocolError(BAD_ARGS, "start: task is empty")
@@ -159,6 +163,7 @@ class JobOps(DaemonBase):
                 job.root_session, job.depth, job.spawned = previous.root_session, previous.depth, previous.spawned
             job.queue.reply_seq = max(seqs_in(read_entries(session)), default=0)
             job.queue.durable = job.queue.reply_seq
+        job.request_key = request_key
         with self.slot_released_on_error(job):
             self.add_job(job)
             await self.enqueue_task(job, task, trace=args.get("trace") or f"t-{job.id}-1")
@@ -403,7 +408,7 @@ class JobOps(DaemonBase):
         key = args.get("key")
         # No text beside the content: a reply is carried once (``Item.text``).
         if key is None:
-            item, outcome = await self.enqueue(job, "reply", text, trace=f"t-{job.id}-{job.queue.reply_seq + 1}")
+            item, outcome = await self.enqueue(job, "reply", text, trace=f"t-{job.id}-{job.queue.next_seq()}")
             return {"id": job.id, "seq": item.seq, "result": outcome}
         # A keyed reply has an id made from its key: asked again after a daemon died before
         # answering, it is found in the queue (or its worker drops the second copy by id).
@@ -411,7 +416,7 @@ class JobOps(DaemonBase):
         held = job.queue.holding(msg_id)
         if held is not None:
             return {"id": job.id, "seq": held.seq, "result": "queued"}
-        item, outcome = await self.enqueue(job, "reply", text, trace=f"t-{job.id}-{job.queue.reply_seq + 1}", msg_id=msg_id)
+        item, outcome = await self.enqueue(job, "reply", text, trace=f"t-{job.id}-{job.queue.next_seq()}", msg_id=msg_id)
         return {"id": job.id, "seq": item.seq, "result": outcome}
 
     async def op_stop(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
@@ -499,6 +504,9 @@ class JobOps(DaemonBase):
             job.conn.close()
         conn.job = job
         job.conn = conn
+        if args.get("held") is not None:
+            # A worker that outlived a daemon crash: seqs go on after what it holds.
+            self.settle_numbering(job, args["held"])
         # Everything unacked is pushed again; the worker drops what its transcript holds.
         job.sent = job.queue.acked
         return {
@@ -517,7 +525,7 @@ class JobOps(DaemonBase):
                 "parentPeer": job.parent_peer,
             },
             "acked": job.queue.acked,
-            "tools": [tool.to_json() for tool in policy.tool_definitions(self.pm, self.config)],
+            "tools": self.tool_list(),
         }
 
     async def op_warm_hello(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
@@ -529,7 +537,7 @@ class JobOps(DaemonBase):
         if slot is None:
             raise ProtocolError(UNAUTHORIZED, "no such warm slot for this process")
         conn.warm = slot
-        return {"job": slot.info(), "tools": [tool.to_json() for tool in policy.tool_definitions(self.pm, self.config)]}
+        return {"job": slot.info(), "tools": self.tool_list()}
 
     async def op_warm_ready(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         """The warm worker's host is up: the slot may be taken."""

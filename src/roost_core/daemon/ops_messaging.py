@@ -10,23 +10,22 @@ from typing import Any
 
 from roost_core import identity, locks, policy
 from roost_core.daemon.base import DaemonBase, check_scenario, check_session_path
-from roost_core.daemon.delivery import Pending, settle
+from roost_core.daemon.delivery import HeldPush, Pending, settle
 from roost_core.daemon import changes
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
+from roost_core.daemon.tools import CallerServices, run_tool, tool_call
 from roost_core.protocol import (
     BAD_ARGS,
     CONFLICT,
-    MAX_TEXT_BYTES,
     NOT_FOUND,
     UNAUTHORIZED,
-    Field,
     ProtocolError,
     decode_answer,
     encode,
-    validate_args,
 )
+from roost_core.queue import Item
 from roost_core.records import (
     PeerInfo,
     SpawnRequest,
@@ -37,31 +36,24 @@ from roost_core.transcript import read_entries
 
 class MessagingOps(DaemonBase):
     async def op_tools(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
-        return {"tools": [tool.to_json() for tool in policy.tool_definitions(self.pm, self.config)]}
+        return {"tools": self.tool_list()}
 
     async def op_tool_call(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
-        """Run an agent tool for a bound session: the op behind it, then the text the
-        model reads (tools plugin). A refused call is a normal, failed tool result."""
+        """Run an agent tool for a bound session: its declaration's ``run`` (see
+        :mod:`roost_core.daemon.tools`), then the text the model reads (tools plugin). A
+        refused call is a normal, failed tool result."""
         name, params = args["name"], args["args"]
         if conn.job is not None and "hops" in args:
             # The worker's run took in items further down the chain since it started.
             conn.job.run_hops = max(conn.job.run_hops, args["hops"])
         if conn.job is not None and args.get("broadcastChain"):
             conn.job.run_broadcast_chain = True
-        if name not in {tool.name for tool in policy.tool_definitions(self.pm, self.config)}:
+        tool = self.agent_tools().get(name)
+        if tool is None:
             raise ProtocolError(NOT_FOUND, f"no agent tool {name!r}")
-        handler = TOOL_OPS.get(name)
         try:
-            if handler is None:
-                raise ProtocolError(NOT_FOUND, f"agent tool {name!r} has no op")
-            op_name, schema = handler
-            validated = validate_args(schema, params, name)
-            # A host in the tool's arguments is the agent's choice (the op's is the caller's).
-            extra = {"via_tool": True} if op_name == "op_spawn" else {}
-            if op_name == "op_send" and args.get("key") is not None:
-                # The tool call's key is the send's: asked again, the same message id.
-                validated["key"] = args["key"]
-            data = await getattr(self, op_name)(conn, validated, **extra)
+            call = tool_call(tool, self.sender_info(conn), params, CallerServices(self, conn, args.get("key")))
+            data = await run_tool(tool, call)
             # Plugins get data of their own: an op's result may hold rows the daemon keeps.
             result = ToolResult(tool=name, ok=True, data=decode_answer(encode(data)))
         except ProtocolError as exc:
@@ -123,7 +115,7 @@ class MessagingOps(DaemonBase):
         return {
             "id": peer.id,
             "name": peer.name,
-            "tools": [tool.to_json() for tool in policy.tool_definitions(self.pm, self.config)],
+            "tools": self.tool_list(),
         }
 
     def after_register(self, conn: Connection) -> None:
@@ -132,6 +124,15 @@ class MessagingOps(DaemonBase):
         if peer is not None:
             for seq in sorted(peer.in_flight):
                 conn.send(peer.in_flight[seq])
+            for slot, event in self.unpushed.pop(peer.id, ()):
+                # Answered delivered by a daemon that died before the peer acked it:
+                # pushed again, numbered for this daemon, with its own message id.
+                item = Item.from_event(event)
+                item.seq = peer.seq = peer.seq + 1
+                line = item.encoded()
+                peer.in_flight[item.seq] = line
+                peer.recorded[item.seq] = slot
+                conn.send(line)
             self.soon(lambda: self.retry_undelivered(session=peer.session, peer_id=peer.id))
 
     def peer_disconnected(self, conn: Connection) -> None:
@@ -177,7 +178,7 @@ class MessagingOps(DaemonBase):
     async def op_send(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         return await settle(self.accept_send(conn, args))
 
-    def accept_send(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any] | Pending:
+    def accept_send(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any] | Pending | HeldPush:
         """``send`` with no wait: everything up to the journal now, the result once the
         item is durable (so a client's pipelined sends share one commit). The op's logic
         is the send desk's (:class:`~roost_core.daemon.sending.SendDesk`, no I/O)."""
@@ -188,6 +189,10 @@ class MessagingOps(DaemonBase):
         ``roost_spawn`` tool (``via_tool``) a ``host`` is the agent's choice, which the
         limits plugin checks against ``agentSpawnHosts``."""
         sender = self.sender_info(conn)
+        request_key = self.request_key(conn, args)
+        made = await self.job_of_request(request_key)
+        if made is not None:
+            return {"id": made.id, "name": made.name, "report": "a report will arrive by itself when it finishes"}
         self.budgets.check(sender)
         parent_job = conn.job if conn.job is not None else self.tree_record(sender.session)
         own_host = conn.job.host if conn.job is not None else conn.peer.host if conn.peer is not None else None
@@ -237,6 +242,7 @@ class MessagingOps(DaemonBase):
             depth=depth,
             spawned=True,
         )
+        job.request_key = request_key
         with self.slot_released_on_error(job):
             self.add_job(job)
             policy.note_spawned(self.pm, request, self.clock())
@@ -248,32 +254,6 @@ class MessagingOps(DaemonBase):
             return True
         return job.parent_peer == parent.id
 
-
-#: Agent tool -> (op handler, argument schema). The tool's JSON schema is the tools
-#: plugin's; this is the daemon's own check of what reaches the op.
-TOOL_OPS: dict[str, tuple[str, dict[str, Field]]] = {
-    "roost_agents": ("op_peers", {"watch": Field(str, max_len=200)}),
-    "roost_spawn": (
-        "op_spawn",
-        {
-            "task": Field(str, required=True, max_len=100_000),
-            "name": Field(str, max_len=200),
-            "cwd": Field(str, max_len=4096),
-            "model": Field(str, max_len=200),
-            "thinking": Field(str, max_len=200),
-            "host": Field(str, max_len=200),
-        },
-    ),
-    "roost_send": (
-        "op_send",
-        {
-            "to": Field(str, required=True, max_len=200),
-            "message": Field(str, required=True, max_len=1_000_000, max_bytes=MAX_TEXT_BYTES),
-            "reply_to": Field(str, max_len=200),
-            "urgent": Field(bool),
-        },
-    ),
-}
 
 
 def child_scenario(parent_scenario: Any, model: str | None) -> Any:

@@ -35,6 +35,9 @@ class ForegroundPeer(NotesChanges):
     #: keeps it). A report not acked when the connection ends goes back to its child (kept
     #: in its record, so a daemon restart does not lose it) and is routed again.
     reports_in_flight: dict[int, tuple[str, dict[str, Any]]] = attrs.field(factory=dict)
+    #: The items among ``in_flight`` whose push the answer ledger keeps on record (a keyed
+    #: send's): seq -> its ledger slot, told when the peer acks it.
+    recorded: dict[int, Any] = attrs.field(factory=dict)
     last_message: float | None = None
     #: The agent host this foreground session runs (its children get it by default).
     host: str | None = None

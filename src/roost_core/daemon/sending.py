@@ -17,7 +17,7 @@ from typing import Any
 from roost_core import identity, policy
 from roost_core.config import Config
 from roost_core.daemon.budgets import Budgets
-from roost_core.daemon.delivery import Mailroom, Pending
+from roost_core.daemon.delivery import HeldPush, Mailroom, Pending
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.ledger import message_id_for
 from roost_core.daemon.peers import ForegroundPeer
@@ -76,7 +76,7 @@ class SendDesk:
         #: The send hooks (``policy.send_policy``), kept here too: every send asks them.
         self._hooks: policy.SendPolicy | None = None
 
-    def send(self, sender: PeerInfo, job: Job | None, args: dict[str, Any]) -> dict[str, Any] | Pending:
+    def send(self, sender: PeerInfo, job: Job | None, args: dict[str, Any]) -> dict[str, Any] | Pending | HeldPush:
         """A ``send`` (``args``: the op's checked arguments) from ``sender``, speaking
         from ``job`` (None: a foreground session, where the user sits, which starts a new
         chain): the answer, or the :class:`Pending` answer once the item is durable.
@@ -125,7 +125,9 @@ class SendDesk:
                 return {"to": target.id, "name": target.name, "relation": relation, "id": message_id, "result": "queued", "seq": held.seq}
         try:
             content = hooks.frame_item(outgoing)
-            answer = self.deliver(target, outgoing, content, trace=trace, relation=relation, delivery=hooks.decide_delivery(outgoing, self.config))
+            answer = self.deliver(
+                target, outgoing, content, trace=trace, relation=relation, delivery=hooks.decide_delivery(outgoing, self.config), hold=key is not None
+            )
         except BaseException:
             hooks.withdraw(outgoing, now)  # refused after all (a full queue): not counted
             raise
@@ -210,19 +212,21 @@ class SendDesk:
         wake: bool = True,
         relation: str | None = None,
         delivery: str | None = None,
-    ) -> dict[str, Any] | Pending:
+        hold: bool = False,
+    ) -> dict[str, Any] | Pending | HeldPush:
         """Hand an agent item on, with no wait: pushed to a connected foreground peer (the
         result at once), or queued on the target job (a :class:`Pending` result, made once
         the item's commit is over). The result's ``relation`` is ``relation`` (the target
         as the sender sees it) when given, else the item's; ``delivery`` is the delivery
-        plugin's answer for the item when the caller has asked it already."""
+        plugin's answer for the item when the caller has asked it already. ``hold``: a
+        foreground push waits for the caller's record of the answer (:class:`HeldPush`)."""
         answer = {"to": target.id, "name": target.name, "relation": relation or item.relation}
         if item.id is not None:
             answer["id"] = item.id
         if delivery is None:
             delivery = policy.decide_delivery(self.pm, item, self.config)
         if target.kind == "foreground":
-            return self.mailroom.to_peer(self.foreground[target.id], target, item, content, delivery, answer, trace=trace)
+            return self.mailroom.to_peer(self.foreground[target.id], target, item, content, delivery, answer, trace=trace, hold=hold)
         job = self.jobs[target.id]
         # A tree whose budget is spent is not woken by agents: only running runs go on
         # (a user reply still starts one).

@@ -520,6 +520,7 @@ export default async function roost(pi: ExtensionAPI) {
 		const awaitingEnd = new Set<number>();
 		// Message ids of the agent items this session holds, and second copies to ack.
 		const seenIds = new Set<string>();
+		let lastSeq = 0;
 		let copies: number[] = [];
 
 		const eligible = (ctx: ExtensionContext): string | null => {
@@ -566,6 +567,9 @@ export default async function roost(pi: ExtensionAPI) {
 			pid: process.pid,
 			sessionId, // the daemon takes a UUIDv7's random tail for the peer id
 			host: "pi",
+			// The daemon numbers what it sends after what we hold, so a new daemon's seqs
+			// go on where the old one's stopped (and are never taken for resends).
+			lastSeq: lastSeq,
 		});
 
 		const ensurePeer = (ctx: ExtensionContext): Promise<string> => {
@@ -629,6 +633,7 @@ export default async function roost(pi: ExtensionAPI) {
 			}
 			if (frame.event !== "deliver") return;
 			const seq = Number(frame.seq);
+			if (Number.isInteger(seq)) lastSeq = Math.max(lastSeq, seq);
 			// The daemon pushes again what was not acked when a connection comes back.
 			const key = `${seq}\u0000${frame.content}`;
 			if (injected.has(key)) return;
@@ -657,7 +662,9 @@ export default async function roost(pi: ExtensionAPI) {
 		pi.on("session_start", async (_event, ctx) => {
 			ctxRef = ctx;
 			for (const entry of ctx.sessionManager.getEntries() as Json[]) {
-				if (entry?.customType === MESSAGE_TYPE && typeof entry.details?.id === "string") seenIds.add(entry.details.id);
+				if (entry?.customType !== MESSAGE_TYPE) continue;
+				if (typeof entry.details?.id === "string") seenIds.add(entry.details.id);
+				if (Number.isInteger(entry.details?.seq)) lastSeq = Math.max(lastSeq, entry.details.seq);
 			}
 			if (eligible(ctx)) return;
 			let defs: ToolDef[];

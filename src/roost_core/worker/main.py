@@ -154,7 +154,9 @@ class Worker:
                     tg.cancel_scope.cancel()
                     return
                 try:
-                    hello = await client.call("worker_hello", job=self.job_id, token=self.token, pid=os.getpid())
+                    held = self.queue.highest_seq()
+                    extra = {} if held is None else {"held": held}
+                    hello = await client.call("worker_hello", job=self.job_id, token=self.token, pid=os.getpid(), **extra)
                 except ProtocolError as exc:
                     log.error("daemon refused this worker: %s %s", exc.code, exc.message)
                     self.exit_code = 2

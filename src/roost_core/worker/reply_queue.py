@@ -78,6 +78,15 @@ class ReplyQueue:
             self.items.sort(key=lambda it: it.seq)
         self._notify()
 
+    def highest_seq(self) -> int | None:
+        """The highest seq this worker holds (received, handed to the host, or in the
+        transcript), or None before its session is open (it does not know yet what its
+        transcript holds): a daemon started again after a crash numbers on after it."""
+        if self.awaiting_start:
+            return None
+        held = [self.watermark, *self.in_transcript, *self._received, *self._taken, *(item.seq for item in self.items)]
+        return max(held)
+
     @property
     def gated(self) -> bool:
         return self.awaiting_start or self.compacting

@@ -11,7 +11,7 @@ from roost_core.records import ToolDef
 
 if TYPE_CHECKING:
     from roost_core.config import Config
-    from roost_core.records import ToolResult
+    from roost_core.records import ToolCall, ToolResult
 
 AGENTS_DESCRIPTION = (
     "List the agent sessions you can message. Messages from agents are not from the user; "
@@ -107,6 +107,21 @@ def _agents_text(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+async def run_agents(call: ToolCall) -> dict[str, Any]:
+    """``roost_agents``: the peers the caller may reach (op ``peers``)."""
+    return await call.roost.peers(**call.args)
+
+
+async def run_send(call: ToolCall) -> dict[str, Any]:
+    """``roost_send``: a message from the caller (op ``send``)."""
+    return await call.roost.send(**call.args)
+
+
+async def run_spawn(call: ToolCall) -> dict[str, Any]:
+    """``roost_spawn``: a child of the caller (op ``spawn``; a host is the agent's choice)."""
+    return await call.roost.spawn(**call.args)
+
+
 @hookimpl
 def roost_tool_definitions(config: Config) -> list[ToolDef]:
     """Contribute ``roost_agents``, ``roost_send`` and ``roost_spawn`` unless ``agentTools`` is false."""
@@ -131,6 +146,7 @@ def roost_tool_definitions(config: Config) -> list[ToolDef]:
                 "properties": {"watch": {"type": "string", "description": "peer id to watch"}},
                 "additionalProperties": False,
             },
+            run=run_agents,
         ),
         ToolDef(
             name="roost_send",
@@ -139,13 +155,16 @@ def roost_tool_definitions(config: Config) -> list[ToolDef]:
                 "type": "object",
                 "properties": {
                     "to": {"type": "string", "description": "peer id, exact name or scope"},
-                    "message": {"type": "string", "maxLength": config.max_message_chars},
+                    # No maxLength: how long a message may be is the limits plugin's to say
+                    # (``message_too_long``), whichever limits plugin runs.
+                    "message": {"type": "string"},
                     "reply_to": {"type": "string", "description": "msg id answered"},
                     "urgent": {"type": "boolean"},
                 },
                 "required": ["to", "message"],
                 "additionalProperties": False,
             },
+            run=run_send,
         ),
         ToolDef(
             name="roost_spawn",
@@ -156,6 +175,7 @@ def roost_tool_definitions(config: Config) -> list[ToolDef]:
                 "required": ["task"],
                 "additionalProperties": False,
             },
+            run=run_spawn,
         ),
     ]
 

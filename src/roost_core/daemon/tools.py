@@ -1,0 +1,105 @@
+"""Agent tools in the daemon: a call of a tool is its declaration's ``run``, with the
+caller's authenticated identity and what the daemon does for it.
+
+Every tool, the built-in ones (``roost_agents``, ``roost_send``, ``roost_spawn``) and a
+team's, is a :class:`~roost_core.records.ToolDef` contributed by a plugin: its
+``parameters`` are what every host shows the model and what the call's arguments are
+checked against (:mod:`~roost_core.toolschema`), its ``run`` what the daemon does. No table
+maps tool names to ops. :class:`CallerServices` is the ``roost`` a run gets: the ops a
+session may do, done as that session, with each op's own argument checks
+(:mod:`~roost_core.daemon.optable`), reach and limits.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import Any
+
+from roost_core import policy
+from roost_core.daemon.connection import Connection
+from roost_core.daemon.delivery import settle
+from roost_core.daemon.optable import OPS
+from roost_core.protocol import NOT_FOUND, UNREACHABLE, ProtocolError
+from roost_core.records import ToolCall, ToolDef, ToolServices, TranscriptEntry
+from roost_core.toolschema import check_tool_args
+from roost_core.transcript import parse_entries, read_entries
+
+log = logging.getLogger("roost.daemon")
+
+#: The most entries ``transcript`` gives a tool at once.
+MAX_TRANSCRIPT_ENTRIES = 200
+
+
+def offered_tools(pm: Any, config: Any) -> list[ToolDef]:
+    """The tools the plugins contribute that can run (a declaration without ``run`` is
+    left out, with a log line: offering it would give the model a tool whose every call
+    fails)."""
+    tools = []
+    for tool in policy.tool_definitions(pm, config):
+        if tool.run is None:
+            log.warning("agent tool %r has no run (its ToolDef names no code to run it): not offered", tool.name)
+            continue
+        tools.append(tool)
+    return tools
+
+
+async def run_tool(tool: ToolDef, call: ToolCall) -> dict[str, Any]:
+    """Run one call; the data of its result (a tool's ``run`` may be plain or async)."""
+    data = tool.run(call)
+    if inspect.isawaitable(data):
+        data = await data
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise TypeError(f"agent tool {tool.name!r} returned {type(data).__name__}, not a JSON object")
+    return data
+
+
+def tool_call(tool: ToolDef, caller: Any, args: Any, services: ToolServices) -> ToolCall:
+    """A call of ``tool`` with ``args`` checked against its parameters (``bad_args``)."""
+    return ToolCall(caller=caller, args=check_tool_args(tool.name, tool.parameters, args), roost=services)
+
+
+class CallerServices(ToolServices):
+    """:class:`~roost_core.records.ToolServices` for one call, as the session bound to
+    ``conn``. ``daemon`` is the daemon whose ops it does; ``key`` the call's request key,
+    which a send or spawn keeps (asked again, the same message or the same child)."""
+
+    def __init__(self, daemon: Any, conn: Connection, key: str | None) -> None:
+        self.daemon = daemon
+        self.conn = conn
+        self.key = key
+
+    def _args(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
+        """``args`` as op ``op`` checks them (its limits, written once in the op table)."""
+        given = {name: value for name, value in args.items() if value is not None}
+        if self.key is not None and OPS[op].keyed:
+            given["key"] = self.key
+        return OPS[op].check(given)
+
+    async def peers(self, watch: str | None = None) -> dict[str, Any]:
+        return await self.daemon.op_peers(self.conn, self._args("peers", {"watch": watch}))
+
+    async def send(self, to: str, message: str, reply_to: str | None = None, urgent: bool | None = None) -> dict[str, Any]:
+        args = self._args("send", {"to": to, "message": message, "reply_to": reply_to, "urgent": urgent})
+        if self.key is None:
+            return await self.daemon.op_send(self.conn, args)
+        # Through the ledger, as the send op is: a foreground push waits for the answer's
+        # record, and the send asked again finds its first answer.
+        daemon, conn = self.daemon, self.conn
+        return await settle(daemon.ledger.accept(daemon.caller_of(conn), "send", self.key, lambda: daemon.accept_send(conn, args)))
+
+    async def spawn(self, task: str, **fields: Any) -> dict[str, Any]:
+        # Through a tool, a host is the agent's choice (checked by the limits plugin).
+        return await self.daemon.op_spawn(self.conn, self._args("spawn", {"task": task, **fields}), via_tool=True)
+
+    async def transcript(self, peer: str, last: int = 20) -> list[TranscriptEntry]:
+        sender = self.daemon.sender_info(self.conn)
+        target, decision = self.daemon.tables.route(sender, peer)
+        if not decision.allowed:
+            raise ProtocolError(UNREACHABLE, decision.reason or f"peer {target.id} is not reachable")
+        if not target.session:
+            raise ProtocolError(NOT_FOUND, f"{target.id} has no transcript")
+        entries = [entry for raw in read_entries(target.session) for entry in parse_entries(raw)]
+        return entries[-max(0, min(last, MAX_TRANSCRIPT_ENTRIES)) :] if last > 0 else []
