@@ -79,7 +79,12 @@ OPS: dict[str, Op] = {
     "log": Op("op_log", {"job": Field(str, required=True, max_len=NAME), "entries": Field(bool)}),
     "worker_hello": Op(
         "op_worker_hello",
-        {"job": Field(str, required=True, max_len=NAME), "token": Field(str, required=True, max_len=NAME), "pid": Field(int)},
+        {
+            "job": Field(str, required=True, max_len=NAME),
+            "token": Field(str, required=True, max_len=NAME),
+            "pid": Field(int),
+            "held": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
+        },
         after="after_hello",
     ),
     "warm_hello": Op(
