@@ -24,7 +24,7 @@ def gone(pid: int) -> bool:
         return True
 
 
-def long_job(daemon, tmp_path) -> str:
+def long_job(daemon) -> str:
     """A job whose worker stays alive (its runs say what they got)."""
     return daemon.start_job("first", name="j", scenario={"default": {"steps": [{"say": "got {input}"}]}})
 
@@ -37,54 +37,56 @@ def reply_seqs(daemon, job: str, texts: list[str]) -> list[int]:
     return seqs
 
 
-def test_seqs_go_on_by_one_after_a_clean_restart(daemon_factory, tmp_path):
-    daemon = daemon_factory().start()
-    job = long_job(daemon, tmp_path)
+def seqs_across(daemon, restart) -> list[int]:
+    """The seqs of two replies before ``restart(daemon, job, worker pid)`` and two after."""
+    job = long_job(daemon)
     daemon.wait_job(job, "done")
     before = reply_seqs(daemon, job, ["a", "b"])
-    daemon.terminate()
-    daemon.restart()
-    after = reply_seqs(daemon, job, ["c", "d"])
-    seqs = before + after
-    assert seqs == list(range(seqs[0], seqs[0] + 4)), seqs
+    restart(daemon, job, daemon.job(job)["workerPid"])
+    return before + reply_seqs(daemon, job, ["c", "d"])
 
 
-def test_seqs_go_on_by_one_after_a_crash_with_the_worker_alive(daemon_factory, write_config, tmp_path):
+def by_one(seqs: list[int]) -> bool:
+    return seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+
+
+def test_seqs_go_on_by_one_after_a_clean_restart(daemon_factory):
+    def clean(daemon, job, worker) -> None:
+        daemon.terminate()
+        daemon.restart()
+
+    seqs = seqs_across(daemon_factory().start(), clean)
+    assert by_one(seqs), seqs
+
+
+def test_seqs_go_on_by_one_after_a_crash_with_the_worker_alive(daemon_factory, write_config):
     """The worker outlives the daemon's kill -9 and says at its hello which seqs it holds."""
     write_config({"reapAfterSeconds": 3600})
-    daemon = daemon_factory().start()
-    job = long_job(daemon, tmp_path)
-    daemon.wait_job(job, "done")
-    before = reply_seqs(daemon, job, ["a", "b"])
-    worker = daemon.job(job)["workerPid"]
-    assert worker is not None
-    daemon.kill9()
-    daemon.restart()
-    # Connected: it has said hello (an item queued before that jumps; see worker_hello).
-    wait_until(lambda: daemon.job(job)["connected"], what="the worker back on the new daemon")
-    assert daemon.job(job)["workerPid"] == worker
-    after = reply_seqs(daemon, job, ["c", "d"])
-    seqs = before + after
-    assert seqs == list(range(seqs[0], seqs[0] + 4)), seqs
+
+    def crash(daemon, job, worker) -> None:
+        assert worker is not None
+        daemon.kill9()
+        daemon.restart()
+        # Connected: it has said hello (an item queued before that jumps; see worker_hello).
+        wait_until(lambda: daemon.job(job)["connected"], what="the worker back on the new daemon")
+        assert daemon.job(job)["workerPid"] == worker
+
+    seqs = seqs_across(daemon_factory().start(), crash)
+    assert by_one(seqs), seqs
 
 
-def test_seqs_go_on_by_one_after_a_crash_that_took_the_worker_too(daemon_factory, write_config, tmp_path):
+def test_seqs_go_on_by_one_after_a_crash_that_took_the_worker_too(daemon_factory, write_config):
     """Daemon and worker die together: the new daemon reads the transcript's seqs."""
     write_config({"reapAfterSeconds": 3600})
-    daemon = daemon_factory().start()
-    job = long_job(daemon, tmp_path)
-    daemon.wait_job(job, "done")
-    before = reply_seqs(daemon, job, ["a", "b"])
-    worker = daemon.job(job)["workerPid"]
-    daemon.kill9()
-    os.kill(worker, signal.SIGKILL)
-    wait_until(lambda: gone(worker), what="the worker gone")
-    daemon.restart()
-    after = reply_seqs(daemon, job, ["c", "d"])
-    seqs = before + after
-    assert seqs == list(range(seqs[0], seqs[0] + 4)), seqs
-    texts = [entry for entry in daemon.entries(job) if "got" in str(entry)]
-    assert texts, "the job ran the replies after the restart"
+
+    def crash_both(daemon, job, worker) -> None:
+        daemon.kill9()
+        os.kill(worker, signal.SIGKILL)
+        wait_until(lambda: gone(worker), what="the worker gone")
+        daemon.restart()
+
+    seqs = seqs_across(daemon_factory().start(), crash_both)
+    assert by_one(seqs), seqs
 
 
 def test_a_foreground_peers_seqs_go_on_after_a_restart(daemon_factory, write_config, tmp_path):
@@ -107,4 +109,4 @@ def test_a_foreground_peers_seqs_go_on_after_a_restart(daemon_factory, write_con
             return [int(event["seq"]) for event in receiver.delivered]
 
     seqs = run_async(main)
-    assert seqs == list(range(seqs[0], seqs[0] + 4)), seqs
+    assert by_one(seqs), seqs
