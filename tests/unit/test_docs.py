@@ -29,7 +29,7 @@ PROTOCOL_DOC = ROOT / "docs" / "protocol.md"
 SRC = ROOT / "src" / "roost_core"
 
 #: ``roost_*`` words in plugins.md that are not hooks (packages, tools, the fixture).
-NOT_HOOKS = {"roost_core", "roost_plugins", "roost_agents", "roost_send", "roost_spawn", "roost_plugin_manager"}
+NOT_HOOKS = {"roost_core", "roost_plugins", "roost_agents", "roost_send", "roost_spawn", "roost_peek", "roost_plugin_manager"}
 
 
 # --------------------------------------------------------------------------- parsing

@@ -77,7 +77,8 @@ def test_receiver_transcript_holds_the_json_envelope(daemon_factory, tmp_path):
     # The kid's reports reach the lead framed the same way, the kid's name sanitised once.
     reports = [parse_envelope(event["content"]) for event in events]
     assert [(r["kind"], r["relation"], r["from"], r["id"]) for r in reports] == [("report", "child", sanitize(KID_NAME), kid)] * 2
-    assert daemon.job(kid)["name"] == sanitize(KID_NAME) == "kid b"
+    # The name is kept as typed; envelopes frame it sanitised (the job row's framedName).
+    assert daemon.job(kid)["name"] == KID_NAME and daemon.job(kid)["framedName"] == sanitize(KID_NAME) == "kid b"
     assert all(event["content"].endswith("\n" + NO_USER_AUTHORITY) for event in events)
 
 
