@@ -148,3 +148,14 @@ def check_escapee(p: Proc) -> None:
 
 def kill9(pid: int) -> None:
     os.kill(pid, signal.SIGKILL)
+
+
+def kill_named(names: list[str]) -> None:
+    """Kill -9 every process whose command line holds one of ``names`` (what a failed test
+    left running), emptying the list."""
+    while names:
+        for pid, _start in with_cmdline(names.pop()):
+            try:
+                kill9(pid)
+            except ProcessLookupError:
+                pass

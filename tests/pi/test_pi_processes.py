@@ -24,12 +24,7 @@ NAMES: list[str] = []
 @pytest.fixture(autouse=True)
 def no_escapee_survives_a_failed_test():
     yield
-    while NAMES:
-        for pid, _start in proctools.with_cmdline(NAMES.pop()):
-            try:
-                proctools.kill9(pid)
-            except ProcessLookupError:
-                pass
+    proctools.kill_named(NAMES)
 
 
 def jobs_json(pi_kit) -> dict[str, dict]:

@@ -36,12 +36,7 @@ def token() -> str:
 def no_escapee_survives_a_failed_test():
     """A failing test must not leave its escapee on the machine for five minutes."""
     yield
-    while NAMES:
-        for pid, _start in proctools.with_cmdline(NAMES.pop()):
-            try:
-                proctools.kill9(pid)
-            except ProcessLookupError:
-                pass
+    proctools.kill_named(NAMES)
 
 
 def jobs_json(daemon) -> dict[str, dict]:

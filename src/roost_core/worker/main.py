@@ -89,6 +89,18 @@ def cause_of(item: Item, *, joined: bool = False) -> dict[str, Any]:
     return {"seq": item.seq, "kind": item.kind, "sender": item.sender, "joined": joined}
 
 
+async def first_of(*events: anyio.Event) -> None:
+    """Until the first of ``events`` is set."""
+    async with anyio.create_task_group() as race:
+
+        async def until(event: anyio.Event) -> None:
+            await event.wait()
+            race.cancel_scope.cancel()
+
+        for event in events:
+            race.start_soon(until, event)
+
+
 class Worker:
     def __init__(self, job_id: str, token: str, socket_path: str, prepared: PreparedPlugins | None = None, *, warm: bool = False) -> None:
         self.job_id = job_id
@@ -193,14 +205,7 @@ class Worker:
         self.tools = self.warm_answer.get("tools") or []
         self.client = client
         self.warm_answered.set()
-        async with anyio.create_task_group() as race:
-
-            async def until(event: anyio.Event) -> None:
-                await event.wait()
-                race.cancel_scope.cancel()
-
-            for event in (self.adopted, client.closed, self.shutdown):
-                race.start_soon(until, event)
+        await first_of(self.adopted, client.closed, self.shutdown)
         if self.adopted.is_set() and not client.closed.is_set() and not self.shutdown.is_set():
             return True
         self.client = None
@@ -327,15 +332,7 @@ class Worker:
             client = self.client
             if client is not None and client is not lost and not client.closed.is_set():
                 return True
-            waits = [self.shutdown, lost.closed if client is lost and lost is not None else self.connected]
-            async with anyio.create_task_group() as race:
-
-                async def until(event: anyio.Event) -> None:
-                    await event.wait()
-                    race.cancel_scope.cancel()
-
-                for event in waits:
-                    race.start_soon(until, event)
+            await first_of(self.shutdown, lost.closed if client is lost and lost is not None else self.connected)
         return False
 
     async def dialog(self, question: str) -> Item:
@@ -429,14 +426,7 @@ class Worker:
         or the job is gone). A refused worker ends at once, with everything it started:
         it must not hold a host process while its job shows no worker."""
         with anyio.move_on_after(timeout):
-            async with anyio.create_task_group() as race:
-
-                async def until(event: anyio.Event) -> None:
-                    await event.wait()
-                    race.cancel_scope.cancel()
-
-                race.start_soon(until, self.first_hello)
-                race.start_soon(until, self.shutdown)
+            await first_of(self.first_hello, self.shutdown)
         return self.hello is not None
 
     async def warm_up(self) -> bool:
@@ -444,14 +434,7 @@ class Worker:
         when the job is spawned), say it is ready, and wait to be adopted. False when it
         ends unadopted."""
         with anyio.move_on_after(60):
-            async with anyio.create_task_group() as race:
-
-                async def until(event: anyio.Event) -> None:
-                    await event.wait()
-                    race.cancel_scope.cancel()
-
-                race.start_soon(until, self.warm_answered)
-                race.start_soon(until, self.shutdown)
+            await first_of(self.warm_answered, self.shutdown)
         if self.warm_answer is None or self.shutdown.is_set():
             return False
         job = JobInfo.from_hello(self.warm_answer["job"])
@@ -466,14 +449,7 @@ class Worker:
             return False
         log.info("warm: waiting for a job")
         # Adopted (link then says the ordinary hello), or told to end.
-        async with anyio.create_task_group() as race:
-
-            async def until(event: anyio.Event) -> None:
-                await event.wait()
-                race.cancel_scope.cancel()
-
-            race.start_soon(until, self.first_hello)
-            race.start_soon(until, self.shutdown)
+        await first_of(self.first_hello, self.shutdown)
         return self.first_hello.is_set() and not self.shutdown.is_set()
 
     def plugin_manager(self) -> Any:
