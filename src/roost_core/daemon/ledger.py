@@ -188,7 +188,8 @@ class AnswerLedger:
         if push is not None and isinstance(push[1], bytes):
             push = (push[0], json.loads(push[1]))
         kept[(op, key)] = (when, answer, push)
-        while len(kept) > KEEP_PER_CALLER:
+        # Oldest first: what is past its time, or past the caller's share, goes.
+        while len(kept) > KEEP_PER_CALLER or next(iter(kept.values()))[0] < when - KEEP_SECONDS:
             kept.popitem(last=False)
         if write:
             return self.write(answer_record(caller, op, key, when, answer, push))

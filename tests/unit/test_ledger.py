@@ -1,0 +1,153 @@
+"""The answer ledger from records alone: what a key asked again is answered, how long,
+and what the journal keeps (``roost_core.daemon.ledger``)."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from roost_core.daemon.delivery import HeldPush, Pending
+from roost_core.daemon.ledger import KEEP_PER_CALLER, KEEP_SECONDS, AnswerLedger, message_id_for
+from roost_core.protocol import ProtocolError
+from roost_core.store import Commit
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def ledger() -> tuple[AnswerLedger, list[dict], Clock]:
+    written: list[dict] = []
+    clock = Clock()
+
+    def write(record: dict) -> None:
+        written.append(record)
+
+    return AnswerLedger(write, clock), written, clock
+
+
+def test_a_key_asked_again_gets_the_first_answer_and_the_op_runs_once() -> None:
+    book, written, _ = ledger()
+    runs = []
+
+    def do() -> dict:
+        runs.append(1)
+        return {"result": "delivered", "n": len(runs)}
+
+    assert book.accept("alice", "send", "k1", do) == {"result": "delivered", "n": 1}
+    assert book.accept("alice", "send", "k1", do) == {"result": "delivered", "n": 1}
+    assert len(runs) == 1
+    # Another caller's same key, or another key, is another request.
+    assert book.accept("bob", "send", "k1", do)["n"] == 2
+    assert book.accept("alice", "send", "k2", do)["n"] == 3
+    assert [(r["who"], r["key"]) for r in written] == [("alice", "k1"), ("bob", "k1"), ("alice", "k2")]
+
+
+def test_a_pending_first_ask_answers_its_repeat_once_its_commit_is_over() -> None:
+    book, written, _ = ledger()
+    commit = Commit()
+    calls = []
+
+    def do() -> Pending:
+        return Pending(commit, lambda: calls.append(1) or {"result": "queued", "seq": 7})
+
+    first = book.accept("j1", "send", "k", do)
+    again = book.accept("j1", "send", "k", lambda: pytest.fail("asked twice"))
+    assert isinstance(first, Pending) and isinstance(again, Pending) and again.commit is commit
+    commit.finish()
+    assert first.finish() == again.finish() == {"result": "queued", "seq": 7}
+    assert calls == [1]  # made once, for both answers
+    assert [r["answer"] for r in written] == [{"result": "queued", "seq": 7}]
+
+
+def test_a_refusal_is_not_kept_so_asking_again_does_it_anew() -> None:
+    book, written, _ = ledger()
+
+    def refuse() -> dict:
+        raise ProtocolError("rate_limited", "too many")
+
+    with pytest.raises(ProtocolError):
+        book.accept("a", "send", "k", refuse)
+    assert book.accept("a", "send", "k", lambda: {"result": "delivered"}) == {"result": "delivered"}
+    assert len(written) == 1
+
+
+def test_answers_are_kept_for_their_time_and_the_callers_share() -> None:
+    book, _, clock = ledger()
+    book.accept("a", "send", "old", lambda: {"n": 0})
+    clock.now += KEEP_SECONDS + 1
+    assert book.answer_of("a", "send", "old") is None
+    for n in range(KEEP_PER_CALLER + 5):
+        book.keep("a", "send", f"k{n}", {"n": n})
+    assert book.answer_of("a", "send", "k0") is None and book.answer_of("a", "send", f"k{KEEP_PER_CALLER + 4}") == {"n": KEEP_PER_CALLER + 4}
+    assert len(book.kept["a"]) == KEEP_PER_CALLER
+
+
+def test_records_restore_into_a_new_ledger_with_their_pushes() -> None:
+    book, _, clock = ledger()
+    book.keep("a", "send", "k", {"result": "delivered", "seq": 3}, push=("fabc1234", b'{"event":"deliver","seq":3}\n'))
+    records = book.records()
+    again = AnswerLedger(lambda record: None, clock)
+    for record in records:
+        again.restore(record)
+    assert again.answer_of("a", "send", "k") == {"result": "delivered", "seq": 3}
+    assert again.unpushed() == [(("a", "send", "k"), "fabc1234", {"event": "deliver", "seq": 3})]
+    again.pushed(("a", "send", "k"))
+    assert again.unpushed() == [] and again.answer_of("a", "send", "k") == {"result": "delivered", "seq": 3}
+    with pytest.raises(ValueError):
+        again.restore({"op": "answer", "who": "a"})
+
+
+def test_a_held_push_goes_out_once_its_answer_is_on_record() -> None:
+    commit = Commit()
+    book = AnswerLedger(lambda record: commit)
+    pushed = []
+
+    class Peer:
+        id = "fabc1234"
+        recorded: dict = {}
+
+    held = HeldPush({"result": "delivered", "seq": 4}, lambda: pushed.append(4), Peer(), 4, b'{"seq":4}\n')
+    answer = book.accept("a", "send", "k", lambda: held)
+    assert isinstance(answer, Pending) and pushed == []
+    commit.finish()
+    assert answer.finish() == {"result": "delivered", "seq": 4} and pushed == [4]
+    assert Peer.recorded == {4: ("a", "send", "k")}
+
+
+def test_an_async_op_asked_again_while_it_runs_waits_for_its_answer() -> None:
+    book, _, _ = ledger()
+    started = anyio.Event()
+    release = anyio.Event()
+    runs = []
+
+    async def do() -> dict:
+        runs.append(1)
+        started.set()
+        await release.wait()
+        return {"id": "j1"}
+
+    async def main() -> list[dict]:
+        answers: list[dict] = []
+        async with anyio.create_task_group() as tg:
+
+            async def ask() -> None:
+                answers.append(await book.run("a", "spawn", "k", do))
+
+            tg.start_soon(ask)
+            await started.wait()
+            tg.start_soon(ask)
+            await anyio.wait_all_tasks_blocked()
+            release.set()
+        return answers
+
+    assert anyio.run(main) == [{"id": "j1"}, {"id": "j1"}] and runs == [1]
+
+
+def test_a_keyed_message_id_is_the_same_for_the_same_caller_and_key() -> None:
+    assert message_id_for("a", "k") == message_id_for("a", "k") != message_id_for("b", "k")
+    assert message_id_for("a", "k").startswith("m") and len(message_id_for("a", "k")) == 9
