@@ -217,17 +217,10 @@ class HandbackOps(DaemonBase):
 
 
 def kept_report(report: Report) -> dict[str, Any]:
-    """A report as its child keeps it (``undelivered_report``) until it can go."""
-    return {
-        "state": report.state,
-        "result": report.result,
-        "question": report.question,
-        "error": report.error,
-        "synthetic": report.synthetic,
-        "reason": report.reason,
-        "id": report.id,
-        "crashes": report.crashes,
-    }
+    """A report as its child keeps it (``undelivered_report``) until it can go: every
+    field but the child (``Report(child=..., **kept)`` makes it again), so a field
+    added to :class:`Report` is kept with no change here."""
+    return {name: value for name, value in attrs.asdict(report, recurse=False).items() if name != "child"}
 
 
 def report_id(job: Job, run: int | None) -> str | None:
