@@ -160,9 +160,10 @@ class DaemonHandle:
         self.paths: Paths = resolve_paths(env)
         self.process: subprocess.Popen | None = None
 
-    def start(self) -> DaemonHandle:
-        """Launch the daemon and wait until it answers, for as long as it is working."""
-        process = self.launch()
+    def start(self, *cli_flags: str) -> DaemonHandle:
+        """Launch the daemon and wait until it answers, for as long as it is working;
+        with ``cli_flags``, as ``roost FLAGS daemon`` (the CLI's own flag parsing)."""
+        process = self.launch(*cli_flags)
         progress = DaemonProgress(process.pid)
         while True:
             try:
@@ -177,12 +178,13 @@ class DaemonHandle:
                 if not progress.working():
                     raise DaemonUnavailable(f"the daemon did not start: {progress.why_not()} (see {self.paths.daemon_log})") from None
 
-    def launch(self) -> subprocess.Popen:
+    def launch(self, *cli_flags: str) -> subprocess.Popen:
         """Start the daemon process (its output to the daemon log) without waiting for it."""
         self.paths.ensure()
+        command = ["-m", "roost_core.cli", *cli_flags, "daemon"] if cli_flags else ["-m", "roost_core.daemon"]
         with open(self.paths.daemon_log, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "roost_core.daemon"],
+                [sys.executable, *command],
                 env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,

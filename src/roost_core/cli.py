@@ -25,6 +25,7 @@ from roost_core.cli_support import (
     Parser,
     check_states,
     client,
+    FLAG_DISABLED,
     disabled_plugins,
     format_jobs,
     format_reply,
@@ -33,7 +34,6 @@ from roost_core.cli_support import (
     host_names,
     keyed_call,
     local_manager,
-    plugin_notes,
     read_text,
     user_config,
     wait_for_job,
@@ -156,6 +156,12 @@ def add_text_arguments(parser: argparse.ArgumentParser, name: str, text_help: st
     group.add_argument("--file", metavar="FILE", help=file_help)
 
 
+#: The commands that run a daemon of their own (in the foreground, or the demo's in its
+#: throwaway home): ``--disable-plugin`` sets that daemon's plugins. On every other
+#: command it blocks the plugin in the command's own set only.
+OWN_DAEMON = frozenset({"daemon", "demo"})
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser()
@@ -163,7 +169,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "daemon" and args.jobs and args.action != "stop":
             parser.error("--jobs goes with `roost daemon stop`")
         if args.disable_plugin:
-            os.environ["ROOST_DISABLE_PLUGINS"] = ",".join([*disabled_plugins(), *args.disable_plugin])
+            if args.command in OWN_DAEMON:
+                # The daemon this command runs, and its workers, start with them blocked.
+                os.environ["ROOST_DISABLE_PLUGINS"] = ",".join([*disabled_plugins(), *args.disable_plugin])
+            else:
+                # This command's own plugins only: never a daemon it happens to start.
+                FLAG_DISABLED.extend(args.disable_plugin)
         handler = COMMANDS[args.command]
         return guarded(lambda: handler(args))
     except KeyboardInterrupt:
@@ -397,25 +408,42 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
 
 def cmd_plugins(args: argparse.Namespace) -> int:
-    """Name, version, source and hooks of every loaded plugin, then the blocked names, then
-    how the set differs from roost's defaults (and how to change that)."""
-    from roost_core.plugins import blocked_plugins, describe_plugins, known_plugin_names
+    """The running daemon's plugins (name, version, source and hooks of each loaded one),
+    then the blocked names, how the set differs from roost's defaults and how this
+    command's own set (which renders `roost log` and `roost view`) differs from the
+    daemon's. With no daemon running: this command's set, said so (nothing is started)."""
+    from roost_core.client import DaemonUnavailable, connect
+    from roost_core.plugins import plugin_notes, plugin_set, set_differences
 
     config, config_file = user_config()
     pm = local_manager(config)
-    rows = describe_plugins(pm)
-    blocked = blocked_plugins(pm)
-    unknown = sorted(set(blocked) - known_plugin_names())
+    local = {**plugin_set(pm), "notes": plugin_notes(pm, config, config_file)}
+    try:
+        with connect(autostart=False) as conn:
+            daemon: dict[str, Any] | None = conn.call("plugins")
+    except DaemonUnavailable:
+        daemon = None
+    shown = daemon if daemon is not None else local
+    differs = set_differences(daemon, local) if daemon is not None else []
     table = [("NAME", "VERSION", "SOURCE", "HOOKS")]
-    table += [(row["name"], row["version"] or "-", row["source"], ", ".join(row["hooks"]) or "-") for row in rows]
+    table += [(row["name"], row["version"] or "-", row["source"], ", ".join(row["hooks"]) or "-") for row in shown["plugins"]]
     widths = [max(len(line[column]) for line in table) for column in range(3)]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(line[:3], widths)) + "  " + line[3] for line in table]
-    if blocked:
-        lines.append("blocked: " + ", ".join(f"{name} (no such plugin)" if name in unknown else name for name in blocked))
-    notes = plugin_notes(pm, config, config_file)
-    if notes:
-        lines += ["", "not the default set:", *(f"- {note}" for note in notes)]
-    emit(args, {"plugins": rows, "blocked": blocked, "unknown_blocked": unknown, "notes": notes}, "\n".join(lines))
+    unknown = shown["unknown_blocked"]
+    if shown["blocked"]:
+        lines.append("blocked: " + ", ".join(f"{name} (no such plugin)" if name in unknown else name for name in shown["blocked"]))
+    if daemon is not None:
+        lines.append(f"(the set the daemon, pid {daemon['pid']}, runs)")
+    else:
+        lines.append("(no daemon is running: this command's own set; a daemon started by a command runs the config's set and ROOST_DISABLE_PLUGINS, without --disable-plugin)")
+    if shown["notes"]:
+        lines += ["", "not the default set:", *(f"- {note}" for note in shown["notes"])]
+    if differs:
+        lines += ["", "this command's own set differs (it renders `roost log` and `roost view` here):", *(f"- {note}" for note in differs)]
+    data = {key: shown[key] for key in ("plugins", "blocked", "unknown_blocked", "notes")}
+    data["daemon"] = {"pid": daemon["pid"]} if daemon is not None else None
+    data["differs"] = differs
+    emit(args, data, "\n".join(lines))
     return 0
 
 

@@ -162,10 +162,13 @@ def read_text(value: str | None, file: str | None, what: str) -> str:
 
 
 def client() -> Any:
-    """A connection to this user's daemon, started if none answers."""
+    """A connection to this user's daemon, started if none answers (warning when a
+    ``--disable-plugin`` flag names a plugin the daemon runs)."""
     from roost_core.client import connect
 
-    return connect()
+    conn = connect()
+    warn_flag_not_in_daemon(conn)
+    return conn
 
 
 def keyed_call(op: str, **args: Any) -> dict[str, Any]:
@@ -180,6 +183,7 @@ def keyed_call(op: str, **args: Any) -> dict[str, Any]:
     while True:
         try:
             with connect() as conn:
+                warn_flag_not_in_daemon(conn)
                 return conn.call(op, **args)
         except ConnectionError:  # no daemon, or it died before answering (reset)
             if time.monotonic() >= deadline:
@@ -201,10 +205,36 @@ def host_names() -> list[str]:
     return names + sorted(set(contributed) - set(names))
 
 
+#: The names ``roost --disable-plugin`` blocked on this command line. They block the
+#: plugin in this command's own manager (``roost log``, ``roost view``, ``roost
+#: plugins``); a daemon gets them only from ``roost --disable-plugin NAME daemon``, never
+#: from a command that happens to start it.
+FLAG_DISABLED: list[str] = []
+
+
 def disabled_plugins() -> tuple[str, ...]:
+    """The names this command blocks: ``ROOST_DISABLE_PLUGINS`` and the flags."""
     from roost_core.plugins import disabled_from_env
 
-    return disabled_from_env()
+    return (*disabled_from_env(), *FLAG_DISABLED)
+
+
+def warn_flag_not_in_daemon(conn: Any) -> None:
+    """Say on stderr when a ``--disable-plugin`` name of this command is a plugin the
+    daemon runs: the flag does not reach a running daemon, and must not look as if it
+    did."""
+    if not FLAG_DISABLED:
+        return
+    answer = conn.call("plugins")
+    running = {row["name"] for row in answer["plugins"]}
+    for name in dict.fromkeys(FLAG_DISABLED):
+        if name in running:
+            print(
+                f"roost: warning: --disable-plugin {name} blocks it in this command only; the daemon "
+                f"(pid {answer['pid']}) runs {name!r} (see `roost plugins`). To block it there: "
+                f"`roost daemon stop`, then `roost --disable-plugin {name} daemon`.",
+                file=sys.stderr,
+            )
 
 
 def user_config() -> tuple[Any, Any]:
@@ -364,35 +394,3 @@ def format_reply(result: dict[str, Any]) -> str:
     return f"{result['id']}: reply is item {result['seq']} of the job's queue (its seq); {outcome}"
 
 
-# ---------------------------------------------------------------------------- plugins
-
-
-def plugin_notes(pm: Any, config: Any = None, config_file: Any = None) -> list[str]:
-    """Plain sentences for every way the plugins in ``pm`` differ from roost's default
-    set: a third-party plugin that is active (which, from which distribution and where it
-    is installed, how to block it) and a default plugin that is blocked (by what).
-    Empty when ``pm`` runs exactly the defaults."""
-    from roost_core.plugins import DEFAULT_PLUGINS, DEFAULT_SOURCE, describe_plugins
-
-    where = f" in {config_file}" if config_file else ""
-    config_blocked = getattr(config, "disabled_plugins", ())
-    notes = []
-    recorded = getattr(pm, "distributions", {})
-    for row in describe_plugins(pm):
-        if row["source"] == DEFAULT_SOURCE:
-            continue
-        name = row["name"]
-        origin = f"the package {row['source']}" + (f" {row['version']}" if row["version"] else "")
-        dist = recorded.get(name)
-        if dist is not None:
-            origin += f", installed in {dist.locate_file('')}"
-        in_config = f', or "plugins": {{"disable": ["{name}"]}}{where}' if config_file else ""
-        notes.append(
-            f"plugin {name!r} (not a default) is active: from {origin}. "
-            f"Block it with `roost --disable-plugin {name} ...` or ROOST_DISABLE_PLUGINS={name}{in_config}."
-        )
-    for name in DEFAULT_PLUGINS:
-        if pm.is_blocked(name):
-            by = f'"plugins": {{"disable": [...]}}{where}' if name in config_blocked else "--disable-plugin or ROOST_DISABLE_PLUGINS"
-            notes.append(f"default plugin {name!r} is blocked (by {by}): the core does the neutral thing for its hooks.")
-    return notes

@@ -124,7 +124,8 @@ def run_demo() -> int:
 def show_plugin_notes() -> None:
     """Say so when the daemon the demo starts will not run roost's default plugins (an
     installed third-party plugin, a blocked default): the story then reads differently."""
-    from roost_core.cli_support import local_manager, plugin_notes
+    from roost_core.cli_support import local_manager
+    from roost_core.plugins import plugin_notes
 
     # The demo's daemon inherits this environment and reads the throwaway home's (empty)
     # config, so this manager is built the way the daemon's will be.

@@ -97,8 +97,9 @@ class RoostPluginManager(pluggy.PluginManager):
 
 
 def disabled_from_env() -> tuple[str, ...]:
-    """Plugin names blocked by ``ROOST_DISABLE_PLUGINS`` (comma separated): how
-    ``roost --disable-plugin`` reaches a daemon or worker it starts."""
+    """Plugin names blocked by ``ROOST_DISABLE_PLUGINS`` (comma separated): a daemon and
+    its workers read it at start (``roost --disable-plugin NAME daemon`` sets it for the
+    daemon it runs; on any other command the flag blocks the plugin in that command only)."""
     return tuple(name for name in os.environ.get("ROOST_DISABLE_PLUGINS", "").split(",") if name)
 
 
@@ -261,3 +262,59 @@ def blocked_plugins(pm: pluggy.PluginManager) -> list[str]:
 def known_plugin_names() -> set[str]:
     """Every name a plugin could be blocked by: the defaults and installed entry points."""
     return set(DEFAULT_PLUGINS) | {ep.name for ep in metadata.entry_points(group=PROJECT)}
+
+
+def plugin_set(pm: pluggy.PluginManager) -> dict[str, Any]:
+    """What ``pm`` runs, as ``roost plugins`` and the daemon's ``plugins`` op show it: the
+    loaded plugins' rows, the blocked names, and which blocked names match no plugin."""
+    blocked = blocked_plugins(pm)
+    return {"plugins": describe_plugins(pm), "blocked": blocked, "unknown_blocked": sorted(set(blocked) - known_plugin_names())}
+
+
+def plugin_notes(pm: pluggy.PluginManager, config: Any = None, config_file: Any = None) -> list[str]:
+    """Plain sentences for every way the plugins in ``pm`` differ from roost's default
+    set: a third-party plugin that is active (which, from which distribution and where it
+    is installed, how to block it) and a default plugin that is blocked (by what).
+    Empty when ``pm`` runs exactly the defaults."""
+    where = f" in {config_file}" if config_file else ""
+    config_blocked = getattr(config, "disabled_plugins", ())
+    notes = []
+    recorded = getattr(pm, "distributions", {})
+    for row in describe_plugins(pm):
+        if row["source"] == DEFAULT_SOURCE:
+            continue
+        name = row["name"]
+        origin = f"the package {row['source']}" + (f" {row['version']}" if row["version"] else "")
+        dist = recorded.get(name)
+        if dist is not None:
+            origin += f", installed in {dist.locate_file('')}"
+        in_config = f', or "plugins": {{"disable": ["{name}"]}}{where}' if config_file else ""
+        notes.append(
+            f"plugin {name!r} (not a default) is active: from {origin}. "
+            f"Block it with `roost --disable-plugin {name} ...` or ROOST_DISABLE_PLUGINS={name}{in_config}."
+        )
+    for name in DEFAULT_PLUGINS:
+        if pm.is_blocked(name):
+            by = f'"plugins": {{"disable": [...]}}{where}' if name in config_blocked else "--disable-plugin or ROOST_DISABLE_PLUGINS"
+            notes.append(f"default plugin {name!r} is blocked (by {by}): the core does the neutral thing for its hooks.")
+    return notes
+
+
+def set_differences(daemon: dict[str, Any], local: dict[str, Any]) -> list[str]:
+    """How this command's own plugin set (``local``, :func:`plugin_set`) differs from the
+    daemon's (``daemon``, its ``plugins`` op): one sentence a plugin, empty when they
+    agree. The command's set renders ``roost log`` and ``roost view`` here; the daemon's
+    decides everything else."""
+    ours = {row["name"] for row in local["plugins"]}
+    theirs = {row["name"] for row in daemon["plugins"]}
+    notes = [
+        f"the daemon runs {name!r}; this command does not (blocked here by --disable-plugin or "
+        f"ROOST_DISABLE_PLUGINS, which change this command only). To block it in the daemon: "
+        f"`roost daemon stop`, then `roost --disable-plugin {name} daemon`, or \"plugins\": {{\"disable\": [\"{name}\"]}} in the config."
+        for name in sorted(theirs - ours)
+    ]
+    notes += [
+        f"this command runs {name!r}; the daemon does not (it was started without it, or with it blocked): restart the daemon to run it."
+        for name in sorted(ours - theirs)
+    ]
+    return notes

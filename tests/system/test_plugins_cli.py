@@ -1,5 +1,7 @@
 """``roost plugins`` as a real subprocess: the table, blocked names (flag, env, config),
-and installed plugins that fail to load (skipped and named, or fatal when strict)."""
+installed plugins that fail to load (skipped and named, or fatal when strict), and the
+daemon's own set: what ``roost plugins`` shows when one runs, and that ``--disable-plugin``
+on a command never changes it."""
 
 from __future__ import annotations
 
@@ -52,7 +54,8 @@ def test_json_lists_every_plugin_and_the_blocked_names(roost_env):
     data = json.loads(roost(roost_env, "plugins", "--json").stdout)
     rows = {row["name"]: row for row in data["plugins"]}
     assert rows["envelope"] == {"name": "envelope", "version": metadata.version("roost"), "source": "roost (default)", "hooks": ["roost_frame_item", "roost_sanitize_name"]}
-    assert set(data) == {"plugins", "blocked", "unknown_blocked", "notes"}
+    assert set(data) == {"plugins", "blocked", "unknown_blocked", "notes", "daemon", "differs"}
+    assert data["daemon"] is None and data["differs"] == []
     # roost_env blocks the example plugins, so this is the default set: nothing to note.
     assert data["notes"] == []
     assert "not the default set" not in roost(roost_env, "plugins").stdout
@@ -134,3 +137,58 @@ def test_roost_demo_says_when_its_plugins_are_not_the_default_set(roost_env, tmp
         "Block it with `roost --disable-plugin acme ...` or ROOST_DISABLE_PLUGINS=acme.",
     ]
     assert "== done: the demo ran end to end" in result.stdout
+
+
+def rows_of(data: dict) -> set[str]:
+    return {row["name"] for row in data["plugins"]}
+
+
+def test_with_no_daemon_it_shows_its_own_set_and_starts_nothing(roost_env):
+    data = json.loads(roost(roost_env, "--disable-plugin", "limits", "plugins", "--json").stdout)
+    assert data["daemon"] is None and "limits" in data["blocked"]
+    assert "(no daemon is running: this command's own set" in roost(roost_env, "plugins").stdout
+    assert roost(roost_env, "daemon", "status", expect=1).stdout == "not running\n"
+
+
+def test_a_flag_on_a_command_that_starts_the_daemon_does_not_reach_it(roost_env):
+    # Issue 40: `roost --disable-plugin limits jobs` on a home with no daemon used to start
+    # one with limits blocked for its whole life, while `roost plugins` listed it loaded.
+    try:
+        started = roost(roost_env, "--disable-plugin", "limits", "jobs")
+        assert "roost: warning: --disable-plugin limits blocks it in this command only" in started.stderr
+        data = json.loads(roost(roost_env, "plugins", "--json").stdout)
+        pid = json.loads(roost(roost_env, "daemon", "status", "--json").stdout)["pid"]
+        assert data["daemon"] == {"pid": pid}
+        assert "limits" in rows_of(data) and "limits" not in data["blocked"]
+        # The flag on `roost plugins` changes this command's set, not what is shown as the
+        # daemon's, and says how the two differ.
+        flagged = roost(roost_env, "--disable-plugin", "limits", "plugins")
+        text = flagged.stdout
+        assert f"(the set the daemon, pid {pid}, runs)" in text
+        assert "limits" in {line.split()[0] for line in text.splitlines()[1:] if line and not line.startswith(("(", "-", "blocked"))}
+        flagged_data = json.loads(roost(roost_env, "--disable-plugin", "limits", "plugins", "--json").stdout)
+        assert "limits" in rows_of(flagged_data)
+        assert flagged_data["differs"] == [
+            "the daemon runs 'limits'; this command does not (blocked here by --disable-plugin or ROOST_DISABLE_PLUGINS, which change "
+            "this command only). To block it in the daemon: `roost daemon stop`, then `roost --disable-plugin limits daemon`, "
+            'or "plugins": {"disable": ["limits"]} in the config.'
+        ]
+        assert "this command's own set differs" in text
+    finally:
+        roost(roost_env, "daemon", "stop")
+
+
+def test_a_daemon_started_with_the_flag_shows_it_blocked(daemon_factory):
+    handle = daemon_factory().start("--disable-plugin", "limits")
+    data = json.loads(roost(handle.env, "plugins", "--json").stdout)
+    assert data["daemon"] == {"pid": handle.process.pid}
+    assert "limits" in data["blocked"] and "limits" not in rows_of(data)
+    assert any(note.startswith("default plugin 'limits' is blocked") for note in data["notes"])
+    # The same flag on a command now agrees with the daemon: no warning, no difference.
+    quiet = roost(handle.env, "--disable-plugin", "limits", "jobs")
+    assert "warning" not in quiet.stderr
+    assert json.loads(roost(handle.env, "--disable-plugin", "limits", "plugins", "--json").stdout)["differs"] == []
+    # Without the flag this command runs limits and the daemon does not: said so.
+    assert json.loads(roost(handle.env, "plugins", "--json").stdout)["differs"] == [
+        "this command runs 'limits'; the daemon does not (it was started without it, or with it blocked): restart the daemon to run it."
+    ]

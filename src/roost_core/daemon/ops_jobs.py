@@ -66,6 +66,19 @@ class JobOps(DaemonBase):
             },
         }
 
+    async def op_plugins(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        """The plugin set this daemon runs (``roost plugins``): fixed at its start."""
+        from roost_core.plugins import plugin_notes, plugin_set
+
+        shown = plugin_set(self.pm)
+        return {
+            "plugins": shown["plugins"],
+            "blocked": shown["blocked"],
+            "unknown_blocked": shown["unknown_blocked"],
+            "notes": plugin_notes(self.pm, self.config, self.paths.config_file),
+            "pid": os.getpid(),
+        }
+
     async def op_daemon_stop(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         """Stop the daemon. Workers keep running (they wait for the next daemon, up to
         ``ROOST_WORKER_ORPHAN_SECONDS``) unless ``jobs`` is true: then every worker, and

@@ -52,6 +52,7 @@ def _check_key(key: str) -> str | None:
 OPS: dict[str, Op] = {
     "daemon_status": Op("op_daemon_status", {}),
     "daemon_stop": Op("op_daemon_stop", {"jobs": Field(bool)}),
+    "plugins": Op("op_plugins", {}),
     "tools": Op("op_tools", {}),
     "test_clock": Op("op_test_clock", {"advance": Field(float, required=True, check=lambda v: None if v >= 0 else "must be >= 0")}),
     "start": Op(

@@ -17,7 +17,6 @@ import pytest
 
 from conftest import BLOCKED_BY_DEFAULT, agent_items, daemon_factory, roost_env, write_config  # noqa: F401 - fixtures
 from fg import in_thread, run_async, send
-from roost_core.client import wait_for_daemon
 from roost_core.foreground import ForegroundSession
 from roost_core.transcript import read_entries
 from roost_plugins.envelope import parse_envelopes
@@ -40,22 +39,6 @@ def repo(tmp_path: Path) -> Path:
 
 def fg(daemon, tmp_path: Path, name: str, cwd: Path) -> ForegroundSession:
     return ForegroundSession(tmp_path / f"{name}.jsonl", name=name, paths=daemon.paths, cwd=str(cwd))
-
-
-def start_with_cli(handle, *flags: str):
-    """Start the handle's daemon as ``roost FLAGS daemon`` (the CLI's own flag parsing)."""
-    handle.paths.ensure()
-    with open(handle.paths.daemon_log, "ab") as log:
-        handle.process = subprocess.Popen(
-            [sys.executable, "-m", "roost_core.cli", *flags, "daemon"],
-            env=handle.env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-        )
-    wait_for_daemon(handle.paths, timeout=20)
-    return handle
 
 
 def roost_plugins(env: dict[str, str], *flags: str) -> dict:
@@ -153,7 +136,7 @@ def test_blocking_it_by_name_restores_the_default(daemon_factory, tmp_path, repo
     if how == "env":
         daemon = daemon_factory(ROOST_DISABLE_PLUGINS=",".join(filter(None, [OTHERS_BLOCKED, NAME]))).start()
     else:
-        daemon = start_with_cli(daemon_factory(**ENABLED), "--disable-plugin", "repo-reach")
+        daemon = daemon_factory(**ENABLED).start("--disable-plugin", "repo-reach")
     outcome = two_sessions_talk(daemon, tmp_path, repo)
     assert outcome["by_name"][1].startswith("error (not_found)")
     assert outcome["by_id"][1].startswith("error (unreachable)")
