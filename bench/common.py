@@ -166,8 +166,9 @@ def machine_description() -> str:
         codec += ", msgspec available"
     except ImportError:
         codec += ", no msgspec"
-    import anyio  # noqa: F401
     from importlib.metadata import version
+
+    import anyio  # noqa: F401
 
     return (
         f"{os.cpu_count()} vCPU {cpu}, {mem} RAM, {fs} ({tmp}), Linux {platform.release()}, "

@@ -33,7 +33,8 @@ import queue
 import signal
 import sys
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 

@@ -28,7 +28,8 @@ import socket
 import sys
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import orjson
 

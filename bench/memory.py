@@ -15,7 +15,17 @@ from __future__ import annotations
 
 import time
 
-from bench.common import BareServer, RoostDaemon, Row, fmt_bytes, item_record_size, message_text, raise_nofile, rss_bytes, write_job_records
+from bench.common import (
+    BareServer,
+    RoostDaemon,
+    Row,
+    fmt_bytes,
+    item_record_size,
+    message_text,
+    raise_nofile,
+    rss_bytes,
+    write_job_records,
+)
 from bench.peers import RawConn, register_foreground
 
 SETTLE = 0.5

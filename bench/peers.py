@@ -27,10 +27,19 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from bench.common import BareServer, RoostDaemon, Row, fmt_time, percentile, raise_nofile, write_job_records
+from bench.common import (
+    BareServer,
+    RoostDaemon,
+    Row,
+    fmt_time,
+    percentile,
+    raise_nofile,
+    write_job_records,
+)
 
 BATCH = 200
 

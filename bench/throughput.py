@@ -44,7 +44,18 @@ import time
 from typing import Any
 
 from bench.common import (
-    PYTHON, REPO, Agent, BareServer, RoostDaemon, Row, bench_env, busiest_thread, fmt_rate, median, ratio_of, thread_schedstats,
+    PYTHON,
+    REPO,
+    Agent,
+    BareServer,
+    RoostDaemon,
+    Row,
+    bench_env,
+    busiest_thread,
+    fmt_rate,
+    median,
+    ratio_of,
+    thread_schedstats,
     write_job_records,
 )
 

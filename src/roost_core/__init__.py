@@ -10,4 +10,4 @@ __version__ = "0.1.0"
 
 hookimpl = pluggy.HookimplMarker("roost")
 
-__all__ = ["hookimpl", "__version__"]
+__all__ = ["__version__", "hookimpl"]

@@ -41,7 +41,6 @@ from roost_core.cli_support import (
 from roost_core.names import json_text, shown
 from roost_core.pi import cli as pi_cli
 
-
 #: What ``roost --help`` ends with: the exit statuses every command keeps.
 EXIT_STATUSES = """exit status:
   0    ok

@@ -15,14 +15,22 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import anyio
 from anyio.abc import SocketAttribute
 
 from roost_core.paths import Paths, resolve_paths
-from roost_core.protocol import FrameDecoder, ProtocolError, decode_answer, encode, error_of, request_too_large
+from roost_core.protocol import (
+    FrameDecoder,
+    ProtocolError,
+    decode_answer,
+    encode,
+    error_of,
+    request_too_large,
+)
 
 log = logging.getLogger("roost.client")
 
@@ -206,7 +214,7 @@ class _EventWaiter:
     """A request's answer where asyncio's futures are not to be had (another anyio
     backend): an event and the value it brings. Awaited like a future."""
 
-    __slots__ = ("event", "value", "error")
+    __slots__ = ("error", "event", "value")
 
     def __init__(self) -> None:
         self.event = anyio.Event()

@@ -18,8 +18,12 @@ if TYPE_CHECKING:
 
     from roost_core.config import Config
     from roost_core.records import (
+        DeliveryDecision,
         HostSpec,
         OutgoingItem,
+        PeerInfo,
+        ReachDecision,
+        Refusal,
         Report,
         ReportCandidates,
         ReportDecision,
@@ -29,16 +33,12 @@ if TYPE_CHECKING:
         ScopeRequest,
         Settlement,
         SpawnRequest,
-        PeerInfo,
-        DeliveryDecision,
-        TreeUsage,
-        WatchDecision,
-        WatchRequest,
-        ReachDecision,
-        Refusal,
         ToolDef,
         ToolResult,
         TranscriptEntry,
+        TreeUsage,
+        WatchDecision,
+        WatchRequest,
     )
 
 hookspec = pluggy.HookspecMarker("roost")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from roost_core.records import (
+    SETTLED_STATES,
     DeliveryDecision,
     OutgoingItem,
     PeerInfo,
@@ -24,7 +25,6 @@ from roost_core.records import (
     ReportDecision,
     ReportRoute,
     RunRecord,
-    SETTLED_STATES,
     ScopePlan,
     ScopeRequest,
     Settlement,
@@ -307,7 +307,7 @@ class SendPolicy:
     admitting plugin's admission (taken back if one of them refuses); :attr:`withdraw`
     takes an admission back; :attr:`note_sent` is None when no plugin only observes."""
 
-    __slots__ = ("generation", "admit", "withdraw", "note_sent", "frame_item", "decide_delivery")
+    __slots__ = ("admit", "decide_delivery", "frame_item", "generation", "note_sent", "withdraw")
 
     def __init__(self, pm: pluggy.PluginManager, generation: int | None) -> None:
         self.generation = generation

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 
@@ -468,7 +469,7 @@ def validate_args(schema: dict[str, Field], args: dict[str, Any], op: str) -> di
         raise ProtocolError(BAD_ARGS, f"{op}: unknown field(s) {', '.join(unknown)}")
     clean: dict[str, Any] = {}
     for name, field in schema.items():
-        if name not in args or args[name] is None and not _is_instance(None, field.type):
+        if name not in args or (args[name] is None and not _is_instance(None, field.type)):
             if field.required:
                 raise ProtocolError(BAD_ARGS, f"{op}: missing field {name!r}")
             continue

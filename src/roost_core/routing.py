@@ -17,7 +17,6 @@ import attrs
 from roost_core.protocol import AMBIGUOUS, NOT_FOUND, ProtocolError
 from roost_core.records import PeerInfo
 
-
 T = TypeVar("T")
 
 

@@ -24,8 +24,9 @@ import queue
 import re
 import threading
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import anyio
 
@@ -634,7 +635,7 @@ class Journal:
 
     async def aclose(self) -> None:
         """Write everything buffered (after what is in flight), then close."""
-        while self._buffer and not self._closed or self._handed:
+        while (self._buffer and not self._closed) or self._handed:
             await self.flush()
         self._closed = True
         self._writer.close()
@@ -668,7 +669,7 @@ class Commit:
     answered without a task of its own; most commits are never awaited, so the event
     :meth:`wait` needs is made only for one that is."""
 
-    __slots__ = ("over", "error", "_callbacks", "_event")
+    __slots__ = ("_callbacks", "_event", "error", "over")
 
     def __init__(self) -> None:
         self.over = False
@@ -694,7 +695,7 @@ class Commit:
         for callback in callbacks:
             try:
                 callback(self)
-            except Exception:  # noqa: BLE001 - one waiter's bug must not strand the others
+            except Exception:  # one waiter's bug must not strand the others
                 log.exception("journal commit callback failed")
         self.over = True
         if self._event is not None:

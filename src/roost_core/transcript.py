@@ -13,8 +13,9 @@ import json
 import os
 import re
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import attrs
 
@@ -28,7 +29,7 @@ SEQ_ENTRY_TYPE = "pi-roost-seq"
 
 
 def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def read_entries(path: str | Path) -> list[dict[str, Any]]:

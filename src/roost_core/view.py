@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 import codecs
 import os
-import re
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from roost_core.names import shown, shown_rows
 

@@ -39,10 +39,10 @@ from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent.parent / "pi"))
 
-from fake_openai import ModelRefusal, answer, check_frames  # noqa: E402
+from fake_openai import ModelRefusal, answer, check_frames
 
-from roost_core.claude import WAKE_PROMPT  # noqa: E402
-from roost_core.hosts.scripted import load_scenario  # noqa: E402
+from roost_core.claude import WAKE_PROMPT
+from roost_core.hosts.scripted import load_scenario
 
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 _ENVELOPE = re.compile(r"<agent-message [^>\n]*>\n.*?\n</agent-message>", re.DOTALL)

@@ -4,6 +4,7 @@ under a roost worker, against the fake Anthropic server."""
 from __future__ import annotations
 
 import re
+
 from claudekit import FAKE_KEY, transcript_entries
 
 from roost_core.claude import prompt_uuid, session_id_of
@@ -36,7 +37,6 @@ def test_a_claude_job_runs_its_task_in_its_own_transcript(claude_kit, tmp_path):
 import json  # noqa: E402
 import subprocess  # noqa: E402
 
-import anyio  # noqa: E402
 from conftest import wait_until  # noqa: E402
 from fg import in_thread, run_async, send, session, spawn  # noqa: E402
 from pikit import roost_bin  # noqa: E402

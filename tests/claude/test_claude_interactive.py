@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from claudekit import Tmux, transcript_entries
 from conftest import wait_until
-from fg import in_thread, run_async, session
+from fg import run_async, session
 from pikit import roost_bin
 
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 import uuid
 
-import pytest
-
 import proctools
+import pytest
 from conftest import wait_until
 
 NAMES: list[str] = []

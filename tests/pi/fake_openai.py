@@ -324,7 +324,7 @@ class FakeOpenAI:
         self.server.shutdown()
         self.server.server_close()
 
-    def __enter__(self) -> FakeOpenAI:  # noqa: PYI034
+    def __enter__(self) -> FakeOpenAI:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -12,9 +12,8 @@ import json
 import os
 import uuid
 
-import pytest
-
 import proctools
+import pytest
 from conftest import wait_until
 from pikit import message_text
 

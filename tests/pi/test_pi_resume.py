@@ -106,7 +106,7 @@ def test_a_real_pi_child_that_asks_reports_needs_input_with_its_question(pi_kit,
     assert f"state: needs_input\nquestion: {question}\n" in report["content"]
     # The report run listed the agents: roost_agents shows the question too.
     listing = wait_until(lambda: [e for e in read_entries(file) if e.get("type") == "message" and e["message"].get("role") == "toolResult" and e["message"].get("toolName") == "roost_agents"], what="roost_agents")
-    assert f"kid  [child]  needs_input" in message_text(listing[0]["message"])
+    assert "kid  [child]  needs_input" in message_text(listing[0]["message"])
     assert f"    question: {question}" in message_text(listing[0]["message"])
     framed = [m for r in fake.requests() if r["model"] == "fake-model" for m in r["messages"] if 'kind="report"' in message_text(m)]
     assert framed and question in message_text(framed[0])

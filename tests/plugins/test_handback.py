@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from roost_core.testing import make_candidates, make_cause, make_child, make_peer, make_report, make_run
+from roost_core.testing import (
+    make_candidates,
+    make_cause,
+    make_child,
+    make_peer,
+    make_report,
+    make_run,
+)
 from roost_plugins import handback
 
 

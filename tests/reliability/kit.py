@@ -10,11 +10,11 @@ import json
 import os
 import socket
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import attrs
-
 from conftest import wait_until
 
 from roost_core.transcript import AGENT_MESSAGE_TYPE, read_entries

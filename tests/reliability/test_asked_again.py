@@ -17,8 +17,8 @@ import subprocess
 import sys
 
 import anyio
+import anyio.lowlevel
 import pytest
-
 from conftest import wait_until
 from fg import in_thread, run_async, session, taken
 from reliability.kit import received_messages, reports_in, transcript, user_texts
@@ -94,7 +94,7 @@ def test_sends_across_random_daemon_kills_are_each_answered_and_arrive_once(daem
                 for _ in range(3):
                     target = min(total - 1, sent + rng.randint(1, 8))
                     while sent < target:
-                        await anyio.sleep(0)  # let the sends go on
+                        await anyio.lowlevel.checkpoint()  # let the sends go on
                         await talker_progress.wait()
                     await in_thread(os.kill, daemon.process.pid, signal.SIGKILL)
                     await in_thread(daemon.process.wait, 20)

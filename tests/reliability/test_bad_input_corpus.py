@@ -17,9 +17,9 @@ import unicodedata
 from typing import Any
 
 import pytest
-
 from conftest import DaemonHandle, wait_until
 from reliability.kit import Raw
+
 from roost_core.locks import WriterLock, create_time, lock_path
 from roost_core.protocol import MAX_FRAME
 

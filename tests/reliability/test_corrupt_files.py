@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
-
 from conftest import wait_until
 from fg import in_thread, run_async, session
 from reliability.kit import Ledger, check_delivery, received_messages, stuck_jobs, transcript

@@ -21,13 +21,11 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-
 from conftest import wait_until
 from fg import in_thread, run_async, session, taken
 from reliability.kit import (
@@ -40,6 +38,7 @@ from reliability.kit import (
     stuck_jobs,
     user_texts,
 )
+
 from roost_core.client import DaemonUnavailable
 from roost_core.protocol import ProtocolError
 

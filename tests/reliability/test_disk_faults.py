@@ -32,10 +32,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import DaemonHandle, wait_until
 from fg import in_thread, run_async, session
-from reliability.kit import Ledger, accepted, check_delivery, quiet, received_messages, stuck_jobs, transcript
+from reliability.kit import (
+    Ledger,
+    accepted,
+    check_delivery,
+    quiet,
+    received_messages,
+    stuck_jobs,
+    transcript,
+)
+
 from roost_core import faults
 from roost_core.protocol import ProtocolError
 

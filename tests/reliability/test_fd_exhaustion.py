@@ -18,9 +18,9 @@ import time
 
 import psutil
 import pytest
-
 from conftest import wait_until
 from reliability.kit import Raw, transcript, user_texts
+
 from roost_core.protocol import ProtocolError
 
 pytestmark = pytest.mark.timeout(180)

@@ -11,7 +11,6 @@ import textwrap
 import anyio
 import pytest
 from anyio.abc import SocketAttribute
-
 from conftest import wait_until
 from fg import in_thread, run_async, session
 from reliability.kit import agent_entries, envelope, transcript
@@ -63,7 +62,7 @@ def test_a_foreground_peer_survives_the_daemon_dying_before_its_ack(daemon_facto
 
     try:
         run_async(main)
-    except BaseException as exc:  # noqa: BLE001 - recorded, then raised
+    except BaseException as exc:  # recorded, then raised
         record("crash point", "foreground: daemon killed before the receiver's ack", runs=1, messages=2, result=f"the session failed: {type(exc).__name__} ({exc.exceptions[0] if hasattr(exc, 'exceptions') else exc})"[:200])
         raise
     texts = [envelope(e)["body"] for e in agent_entries(transcript(tmp_path / "receiver.jsonl"))]

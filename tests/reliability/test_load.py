@@ -30,10 +30,20 @@ from typing import Any
 
 import anyio
 import pytest
-
 from conftest import wait_until, wait_while_progressing
 from fg import in_thread, run_async
-from reliability.kit import Ledger, check_delivery, quiet, received_messages, rss_bytes, stuck_jobs, tool_pairs, transcript, user_texts
+from reliability.kit import (
+    Ledger,
+    check_delivery,
+    quiet,
+    received_messages,
+    rss_bytes,
+    stuck_jobs,
+    tool_pairs,
+    transcript,
+    user_texts,
+)
+
 from roost_core.client import DaemonUnavailable, NotSent
 from roost_core.daemon.receipts import DEAD_FILE_BYTES, MAX_DEAD
 from roost_core.foreground import ForegroundSession

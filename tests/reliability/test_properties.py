@@ -24,7 +24,14 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from roost_core import policy
 from roost_core.policy import NO_USER_AUTHORITY
-from roost_core.protocol import BAD_JSON, FRAME_TOO_LARGE, FrameDecoder, ProtocolError, decode_line, encode
+from roost_core.protocol import (
+    BAD_JSON,
+    FRAME_TOO_LARGE,
+    FrameDecoder,
+    ProtocolError,
+    decode_line,
+    encode,
+)
 from roost_core.records import RELATIONS
 from roost_core.testing import make_item, make_manager, make_peer
 from roost_plugins import envelope
@@ -286,7 +293,7 @@ def test_fallback_frame_cannot_be_forged_either(record):
     try:
         check()
         outcome = "no forged frame"
-    except BaseException as exc:  # noqa: BLE001 - recorded, then raised
+    except BaseException as exc:  # recorded, then raised
         outcome = f"forged: {str(exc).splitlines()[0][:120]}"
         raise
     finally:
@@ -493,7 +500,7 @@ def run_queue_model(record, name: str) -> None:
             super().__init__()
             runs["n"] += 1
 
-        def commit(self) -> None:  # noqa: D102 - counted step
+        def commit(self) -> None:  # counted step
             runs["steps"] += 1
             super().commit()
 

@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import DaemonHandle, wait_until
 from fg import in_thread, run_async, session
 from reliability.kit import Raw, agent_entries, envelope, file_mode, user_texts
+
 from roost_core.client import connect
 from roost_core.paths import resolve_paths
 

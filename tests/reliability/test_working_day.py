@@ -32,11 +32,18 @@ from typing import Any
 import anyio
 import psutil
 import pytest
-
 from conftest import wait_until
 from fg import in_thread, run_async
-from reliability.kit import check_delivery, received_messages, reports_in, stuck_jobs, transcript, user_texts
+from reliability.kit import (
+    check_delivery,
+    received_messages,
+    reports_in,
+    stuck_jobs,
+    transcript,
+    user_texts,
+)
 from reliability.test_load import FgPeer, Load
+
 from roost_core.client import DaemonUnavailable
 from roost_core.protocol import ProtocolError
 

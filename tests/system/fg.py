@@ -3,7 +3,8 @@ real daemon of the ``daemon`` fixture."""
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import anyio
 

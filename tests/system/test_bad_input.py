@@ -11,9 +11,9 @@ import sys
 from typing import Any
 
 import pytest
-
-from reliability.kit import Raw
 from conftest import DaemonHandle, wait_until
+from reliability.kit import Raw
+
 from roost_core.locks import WriterLock
 from roost_core.protocol import MAX_FRAME
 

@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from clikit import CLI, Cli
 from conftest import BLOCKED_BY_DEFAULT, wait_until
 

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from clikit import Cli
 from conftest import agent_items, wait_until
 

@@ -22,11 +22,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import proctools
+import pytest
 from clikit import CLI, Cli
 from conftest import wait_until
+
 from roost_core import __version__
 from roost_core.cli import build_parser
 from roost_core.client import start_daemon, wait_for_daemon

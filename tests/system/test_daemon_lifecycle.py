@@ -15,8 +15,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from conftest import DaemonHandle, wait_until
+
 from roost_core.client import Client, DaemonUnavailable
 from roost_core.locks import is_alive
 from roost_core.paths import MAX_SOCKET_PATH, resolve_paths, short_socket_dir

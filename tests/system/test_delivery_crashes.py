@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from conftest import agent_items, wait_until
 from fg import in_thread, run_async, send, session, spawn
+
 from roost_plugins.envelope import parse_envelopes
 
 QUIET = {"default": {"steps": [{"say": "ok: {input}"}]}}

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from conftest import wait_until
+
 from roost_core.locks import is_alive
 
 FORKSERVER = "roost_core.worker.forkserver"

@@ -7,9 +7,9 @@ import signal
 
 import proctools
 import pytest
-
 from conftest import agent_items, wait_until
 from fg import in_thread, run_async, send, session, spawn, taken
+
 from roost_plugins.envelope import parse_envelopes
 
 QUIET = {"default": {"steps": [{"say": "ok: {input}"}]}}

@@ -11,6 +11,7 @@ import json
 import proctools
 from conftest import agent_items, wait_until
 from fg import in_thread, run_async, send, session, spawn
+
 from roost_plugins.envelope import parse_envelopes
 
 GRACE = 0.3

@@ -10,9 +10,9 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import BLOCKED_BY_DEFAULT, agent_items
 from fg import in_thread, run_async, send, session, spawn
+
 from roost_core.locks import WriterLock, create_time, lock_path
 from roost_core.policy import NO_USER_AUTHORITY
 from roost_core.protocol import ProtocolError

@@ -14,10 +14,10 @@ import subprocess
 import sys
 import uuid
 
-import pytest
-
 import proctools
+import pytest
 from conftest import user_messages, wait_until
+
 from roost_core.client import DaemonUnavailable
 
 CLI = [sys.executable, "-m", "roost_core.cli"]

@@ -6,8 +6,8 @@ import os
 import signal
 
 import pytest
-
 from conftest import user_messages, wait_until
+
 from roost_core.locks import is_alive
 
 ASK_THEN_FINISH = {

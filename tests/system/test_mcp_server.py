@@ -23,10 +23,9 @@ from roost_core.claude import marked_seqs
 @asynccontextmanager
 async def mcp_client(env: dict[str, str], *args: str):
     params = StdioServerParameters(command=sys.executable, args=["-m", "roost_core.cli", "mcp", *args], env=env)
-    async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as client:
-            await client.initialize()
-            yield client
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+        await client.initialize()
+        yield client
 
 
 async def call(client: Any, name: str, arguments: dict[str, Any] | None = None) -> tuple[bool, str]:

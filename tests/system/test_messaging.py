@@ -8,9 +8,9 @@ import re
 import signal
 
 import pytest
-
 from conftest import agent_items, user_messages, wait_until
 from fg import in_thread, run_async, send, session, spawn
+
 from roost_core.protocol import ProtocolError
 from roost_plugins.envelope import parse_envelopes
 

@@ -14,10 +14,10 @@ import json
 import re
 
 import pytest
-
 from clikit import Cli
 from conftest import agent_items, wait_until
 from fg import in_thread, run_async, send, session
+
 from roost_core.protocol import ProtocolError
 from roost_plugins.envelope import parse_envelopes, sanitize
 

@@ -7,9 +7,9 @@ import sys
 
 import anyio
 import pytest
-
 from conftest import wait_until
 from fg import in_thread, run_async, send, session, spawn
+
 from roost_core.client import AsyncClient
 from roost_core.protocol import ProtocolError
 

@@ -13,9 +13,9 @@ import signal
 
 import anyio
 import psutil
-
 from conftest import wait_until
 from fg import in_thread, run_async, session
+
 
 def gone(pid: int) -> bool:
     try:

@@ -10,6 +10,7 @@ import sys
 
 from conftest import BLOCKED_BY_DEFAULT
 from fg import in_thread, run_async, session, spawn
+
 from roost_plugins.envelope import parse_envelopes
 
 QUESTION = "Which database should the cache use?\n\n- redis\n- postgres"

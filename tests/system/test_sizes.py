@@ -21,12 +21,12 @@ from typing import Any
 
 import anyio
 import pytest
+from clikit import CLI
+from conftest import agent_items, wait_until
+from fg import in_thread, session, taken
 from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 
-from conftest import agent_items, wait_until
-from clikit import CLI
-from fg import in_thread, session, taken
 from roost_core.daemon.optable import TEXT
 from roost_core.protocol import MAX_FRAME, MAX_TEXT_BYTES, ProtocolError, encode, text_bytes
 from roost_core.queue import Item

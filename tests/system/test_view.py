@@ -12,12 +12,11 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import psutil
 import pytest
-
 from conftest import user_messages, wait_until
 
 TMUX = shutil.which("tmux")

@@ -8,7 +8,15 @@ import json
 
 import pytest
 
-from roost_core.claude import WAKE_PROMPT, marked_seqs, marker, project_folder_name, prompt_uuid, seq_of_prompt_uuid, session_id_of
+from roost_core.claude import (
+    WAKE_PROMPT,
+    marked_seqs,
+    marker,
+    project_folder_name,
+    prompt_uuid,
+    seq_of_prompt_uuid,
+    session_id_of,
+)
 from roost_core.claude.hook import hook_output, items_text, wants_items
 from roost_core.claude.transcript import TranscriptSeqs
 from roost_core.queue import Item

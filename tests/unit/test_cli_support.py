@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from roost_core.cli_support import CommandError, check_states, cut, format_jobs, format_reply
-from roost_core.plugins import plugin_notes
-from roost_core.plugins import make_plugin_manager
+from roost_core.plugins import make_plugin_manager, plugin_notes
 
 
 @pytest.mark.parametrize(

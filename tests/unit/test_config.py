@@ -6,7 +6,14 @@ import json
 
 import pytest
 
-from roost_core.config import PROJECT_KEYS, Config, ConfigError, load_project_config, load_user_config, read_mapping
+from roost_core.config import (
+    PROJECT_KEYS,
+    Config,
+    ConfigError,
+    load_project_config,
+    load_user_config,
+    read_mapping,
+)
 
 
 def test_defaults_are_the_specs():
@@ -181,7 +188,7 @@ def test_project_config_keeps_only_job_defaults_never_reach_or_limits(tmp_path):
     )
     assert load_project_config(tmp_path) == {"defaultHost": "shell", "defaultModel": "m1", "defaultThinking": "high"}
     assert load_project_config(str(tmp_path)) == load_project_config(tmp_path)
-    assert PROJECT_KEYS == {"defaultHost", "defaultModel", "defaultThinking"}
+    assert {"defaultHost", "defaultModel", "defaultThinking"} == PROJECT_KEYS
 
 
 def test_project_config_missing_or_broken_is_empty(tmp_path):

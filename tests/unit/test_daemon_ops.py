@@ -26,8 +26,8 @@ import pytest
 from roost_core import identity, locks
 from roost_core.daemon.connection import Connection, Flusher
 from roost_core.daemon.core import Daemon
-from roost_core.daemon.jobs import Job
 from roost_core.daemon.dispatch import accept_frame, handle_frame
+from roost_core.daemon.jobs import Job
 from roost_core.paths import Paths, resolve_paths
 from roost_core.plugins import make_plugin_manager
 from roost_core.store import JobFiles

@@ -16,8 +16,8 @@ from typing import Any
 
 import anyio
 import pytest
-
 from recording_journal import RecordingJournal
+
 from roost_core.daemon.base import apply_journal_record
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.delivery import Mailroom, Pending

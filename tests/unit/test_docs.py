@@ -19,8 +19,8 @@ import pytest
 
 from roost_core import hookspecs, protocol
 from roost_core.daemon.core import Daemon
-from roost_core.daemon.jobs import Job
 from roost_core.daemon.dispatch import OPS
+from roost_core.daemon.jobs import Job
 from roost_core.daemon.tables import PeerTables
 
 ROOT = Path(__file__).resolve().parents[2]

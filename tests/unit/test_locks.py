@@ -9,9 +9,17 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import wait_until
-from roost_core.locks import WriterLock, create_time, is_alive, is_descendant, lock_holder, lock_path, read_lock
+
+from roost_core.locks import (
+    WriterLock,
+    create_time,
+    is_alive,
+    is_descendant,
+    lock_holder,
+    lock_path,
+    read_lock,
+)
 
 
 @pytest.fixture

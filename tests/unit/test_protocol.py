@@ -147,7 +147,7 @@ def test_feed_reports_bad_json_per_line_and_goes_on():
 def test_encode_is_one_compact_utf8_line():
     data = encode({"id": 1, "text": "é\nx"})
     assert data.endswith(b"\n") and data.count(b"\n") == 1
-    assert data == '{"id":1,"text":"é\\nx"}\n'.encode("utf-8")
+    assert data == '{"id":1,"text":"é\\nx"}\n'.encode()
 
 
 def test_ok_and_error_answers_have_the_documented_shape():

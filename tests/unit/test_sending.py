@@ -15,8 +15,8 @@ from typing import Any
 
 import anyio
 import pytest
-
 from recording_journal import RecordingJournal
+
 from roost_core.daemon import changes
 from roost_core.daemon.budgets import Budgets
 from roost_core.daemon.connection import Connection
@@ -27,7 +27,14 @@ from roost_core.daemon.receipts import MessageQuotes, Receipts
 from roost_core.daemon.sending import SendDesk
 from roost_core.daemon.tables import PeerTables
 from roost_core.plugins import make_plugin_manager
-from roost_core.protocol import BAD_ARGS, NOT_ACCEPTED, NOT_FOUND, QUEUE_FULL, UNREACHABLE, ProtocolError
+from roost_core.protocol import (
+    BAD_ARGS,
+    NOT_ACCEPTED,
+    NOT_FOUND,
+    QUEUE_FULL,
+    UNREACHABLE,
+    ProtocolError,
+)
 from roost_core.queue import MAX_AGENT_ITEMS
 from roost_core.records import OutgoingItem
 from roost_core.testing import make_config

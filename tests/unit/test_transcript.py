@@ -6,7 +6,14 @@ import json
 import os
 import stat
 
-from roost_core.transcript import AGENT_MESSAGE_TYPE, SessionWriter, content_text, parse_entry, read_entries, seqs_in
+from roost_core.transcript import (
+    AGENT_MESSAGE_TYPE,
+    SessionWriter,
+    content_text,
+    parse_entry,
+    read_entries,
+    seqs_in,
+)
 
 
 def test_a_new_session_file_starts_with_a_v3_header(tmp_path):

@@ -142,7 +142,7 @@ class BridgeServer:
         try:
             result = await self.handler(frame)
             return {"id": frame.get("id"), "ok": True, "result": result}
-        except Exception as exc:  # noqa: BLE001 - one bad request never ends the bridge
+        except Exception as exc:  # one bad request never ends the bridge
             log.exception("bridge op %s failed", frame.get("op"))
             return {"id": frame.get("id"), "ok": False, "error": {"code": "internal", "message": str(exc)}}
 

@@ -56,7 +56,13 @@ from roost_core.claude import (
 from roost_core.claude.bridge import BridgeServer, private_folder
 from roost_core.claude.hook import EVENTS, hook_output, wants_items
 from roost_core.claude.transcript import TranscriptSeqs, result_usage
-from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, end_agent_process, until_exited
+from roost_core.hosts.base import (
+    JobInfo,
+    RunOutcome,
+    WorkerServices,
+    end_agent_process,
+    until_exited,
+)
 from roost_core.queue import Item
 
 log = logging.getLogger("roost.claude")

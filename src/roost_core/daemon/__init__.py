@@ -11,7 +11,6 @@ import anyio
 from roost_core.config import BAD_CONFIG_LINE, EXIT_BAD_CONFIG, ConfigError, load_user_config
 from roost_core.paths import Paths, resolve_paths
 
-
 #: Seconds the loop keeps the GIL while the journal thread waits for it (see run_daemon).
 #: 20 µs, not 0.2 ms: under load the journal thread waits for the GIL twice per commit
 #: (after the write, and when the next records are handed over), and those waits set
@@ -37,7 +36,6 @@ def run_daemon(paths: Paths | None = None, *, disabled: tuple[str, ...] = (), du
     """Run the daemon in this process until it is told to stop. Returns an exit code."""
     from roost_core.daemon.server import DaemonRunning, serve
     from roost_core.plugins import disabled_from_env, make_plugin_manager
-
     from roost_core.worker.proctree import MARK_VARIABLE
 
     # A daemon started from a job's tool must not hand that job's process mark on to its

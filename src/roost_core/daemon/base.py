@@ -22,7 +22,6 @@ from typing import Any
 import anyio
 
 from roost_core import faults, locks, policy, routing
-from roost_core.names import derived_name
 from roost_core.config import Config
 from roost_core.daemon import changes
 from roost_core.daemon.accept import Refuser
@@ -34,12 +33,13 @@ from roost_core.daemon.jobs import Job
 from roost_core.daemon.ledger import AnswerLedger
 from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.pool import WarmKey, WarmPool, WarmSlot
-from roost_core.daemon.tools import offered_tools
 from roost_core.daemon.receipts import MessageQuotes, Receipts
 from roost_core.daemon.sending import SendDesk, chain_of
 from roost_core.daemon.tables import PeerListing, PeerTables
+from roost_core.daemon.tools import offered_tools
 from roost_core.daemon.watch import Watchers
 from roost_core.hosts import builtin_hosts
+from roost_core.names import derived_name
 from roost_core.paths import Paths
 from roost_core.protocol import (
     BAD_ARGS,
@@ -504,7 +504,7 @@ class DaemonBase:
                     self.check_worker(job, now)
                     if job.id in self.unstarted:
                         self.retry_start(job)
-                except Exception:  # noqa: BLE001 - the monitor's error boundary
+                except Exception:  # the monitor's error boundary
                     if job.id not in self._monitor_errors:
                         log.exception("monitor: checking job %s failed; trying again", job.id)
                         self._monitor_errors.add(job.id)
@@ -549,7 +549,7 @@ class DaemonBase:
             return
         try:
             self.worker_gone(job, None)
-        except Exception:  # noqa: BLE001 - a loop callback: the monitor's error boundary
+        except Exception:  # a loop callback: the monitor's error boundary
             log.exception("handling the exit of the worker of %s failed; the monitor tries again", job_id)
 
     def idle_grace(self, job: Job) -> tuple[float, str]:
@@ -987,7 +987,7 @@ def apply_journal_record(job: Job, record: dict[str, Any]) -> None:
 async def _logged(fn: Any, *args: Any) -> None:
     try:
         await fn(*args)
-    except Exception:  # noqa: BLE001 - a background task's error boundary
+    except Exception:  # a background task's error boundary
         log.exception("daemon task %s failed", getattr(fn, "__qualname__", fn))
 
 

@@ -17,7 +17,6 @@ from roost_core.daemon.jobs import Job
 from roost_core.protocol import ProtocolError
 from roost_core.records import PeerInfo, Refusal, TreeUsage
 
-
 #: Not asked yet (None is an answer: no refusal).
 _UNASKED = object()
 

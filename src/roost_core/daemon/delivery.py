@@ -28,7 +28,14 @@ from roost_core import faults
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.receipts import MessageQuotes, Receipts
-from roost_core.protocol import BAD_ARGS, NOT_STORED, QUEUE_FULL, TOO_LARGE, ProtocolError, encode_string
+from roost_core.protocol import (
+    BAD_ARGS,
+    NOT_STORED,
+    QUEUE_FULL,
+    TOO_LARGE,
+    ProtocolError,
+    encode_string,
+)
 from roost_core.queue import MAX_UNDURABLE_SEQS, Item
 from roost_core.records import OutgoingItem, PeerInfo
 from roost_core.store import Commit, JournalError

@@ -10,11 +10,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from roost_core.daemon.delivery import Pending
-from roost_core.daemon.optable import OPS, Op
-from roost_core.daemon.fastdecode import FastDecoder
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.core import Daemon
+from roost_core.daemon.delivery import Pending
+from roost_core.daemon.fastdecode import FastDecoder
+from roost_core.daemon.optable import OPS, Op
 from roost_core.protocol import (
     INTERNAL,
     UNAUTHORIZED,
@@ -110,7 +110,7 @@ def accept_frame(daemon: Daemon, conn: Connection, frame: Any) -> bool:
             conn.answer(ok(request_id, answer))
     except ProtocolError as exc:
         conn.answer(error(request_id, exc))
-    except Exception as exc:  # noqa: BLE001 - an op bug answers `internal`, the daemon stays up
+    except Exception as exc:  # an op bug answers `internal`, the daemon stays up
         log.exception("op failed")
         conn.answer(error(request_id, ProtocolError(INTERNAL, f"internal error: {type(exc).__name__}")))
     return True
@@ -159,7 +159,7 @@ async def handle_frame(daemon: Daemon, conn: Connection, frame: dict[str, Any] |
     except ProtocolError as exc:
         await conn.drained()
         conn.send(error(request_id, exc))
-    except Exception as exc:  # noqa: BLE001 - an op bug answers `internal`, the daemon stays up
+    except Exception as exc:  # an op bug answers `internal`, the daemon stays up
         log.exception("op failed")
         await conn.drained()
         conn.send(error(request_id, ProtocolError(INTERNAL, f"internal error: {type(exc).__name__}")))
@@ -199,7 +199,7 @@ def _answer_batch(conn: Connection, batch: list[tuple[Any, Callable[[], dict[str
                 conn.send({"id": request_id, "ok": True, "result": finish()})  # (protocol.ok, inlined)
             except ProtocolError as exc:
                 conn.send(error(request_id, exc))
-            except Exception as exc:  # noqa: BLE001 - as in handle_frame
+            except Exception as exc:  # as in handle_frame
                 log.exception("op failed")
                 conn.send(error(request_id, ProtocolError(INTERNAL, f"internal error: {type(exc).__name__}")))
     finally:

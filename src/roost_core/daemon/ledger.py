@@ -52,7 +52,7 @@ class Once:
     """``fn()`` called once; every call after answers the same result or raises the same
     error (a repeated request gets the first request's outcome, never a second run)."""
 
-    __slots__ = ("fn", "called", "result", "error")
+    __slots__ = ("called", "error", "fn", "result")
 
     def __init__(self, fn: Callable[[], dict[str, Any]]) -> None:
         self.fn = fn

@@ -15,7 +15,7 @@ import anyio
 
 from roost_core import identity, locks, names, policy
 from roost_core.config import read_project_config
-from roost_core.daemon.budgets import tree_of
+from roost_core.daemon import changes
 from roost_core.daemon.base import (
     MONITOR_INTERVAL,
     STOP_GRACE_SECONDS,
@@ -24,11 +24,11 @@ from roost_core.daemon.base import (
     check_session_path,
     default_name,
 )
-from roost_core.daemon.delivery import Pending, not_stored, settle
-from roost_core.daemon import changes
+from roost_core.daemon.budgets import tree_of
 from roost_core.daemon.connection import Connection
-from roost_core.daemon.ledger import message_id_for
+from roost_core.daemon.delivery import Pending, not_stored, settle
 from roost_core.daemon.jobs import Job
+from roost_core.daemon.ledger import message_id_for
 from roost_core.protocol import (
     BAD_ARGS,
     CONFLICT,

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from roost_core import identity, locks, policy
-from roost_core.daemon.base import DaemonBase, check_scenario, check_session_path
-from roost_core.daemon.delivery import HeldPush, Pending, settle
 from roost_core.daemon import changes
+from roost_core.daemon.base import DaemonBase, check_scenario, check_session_path
 from roost_core.daemon.connection import Connection
+from roost_core.daemon.delivery import HeldPush, Pending, settle
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.tools import CallerServices, run_tool, tool_call

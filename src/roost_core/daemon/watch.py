@@ -3,7 +3,8 @@ whenever something changes, coalesced over a short window, so views never poll."
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import anyio
 

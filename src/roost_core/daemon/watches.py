@@ -39,7 +39,7 @@ class WatchOps(DaemonBase):
             raise ProtocolError("unreachable", decision.reason or f"peer {target.id} is not reachable")
         row = {"id": target.id, "name": target.name, "relation": decision.relation}
         record: Job | ForegroundPeer | None = self.jobs.get(target.id) if target.kind == "job" else self.foreground.get(target.id)
-        if record is None or (isinstance(record, Job) and (record.state in SETTLED and not record.dialog or not record.has_worker)):
+        if record is None or (isinstance(record, Job) and ((record.state in SETTLED and not record.dialog) or not record.has_worker)):
             # Nothing is under way: say how it stands instead of waiting for what will not come.
             state = target.state if record is None or record.has_worker else f"{target.state}, not running"
             return {**row, "result": "settled", "state": state}

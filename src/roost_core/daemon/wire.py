@@ -99,7 +99,7 @@ class ClientProtocol(asyncio.Protocol):
             if len(conn.lane) >= LANE_PAUSE and not self.paused and self.transport is not None:
                 self.transport.pause_reading()
                 self.paused = True
-        except Exception:  # noqa: BLE001 - the connection's boundary: log and drop this client only
+        except Exception:  # the connection's boundary: log and drop this client only
             log.exception("connection %s failed", conn.number)
             conn.close()
 
@@ -138,7 +138,7 @@ class ClientProtocol(asyncio.Protocol):
             while conn.lane and not conn.closed:
                 await handle_frame(self.daemon, conn, conn.lane[0])
                 del conn.lane[0]
-        except Exception:  # noqa: BLE001 - the connection's boundary: log and drop this client only
+        except Exception:  # the connection's boundary: log and drop this client only
             log.exception("connection %s failed", conn.number)
             conn.close()
         finally:

@@ -42,7 +42,13 @@ import anyio
 from anyio.abc import SocketAttribute
 
 from roost_core import locks
-from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, end_agent_process, until_exited
+from roost_core.hosts.base import (
+    JobInfo,
+    RunOutcome,
+    WorkerServices,
+    end_agent_process,
+    until_exited,
+)
 from roost_core.queue import Item
 from roost_core.store import write_all
 from roost_core.transcript import inspect_session, now_iso, seqs_in, usage_of

@@ -43,7 +43,13 @@ import anyio
 from roost_core import faults, locks
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
 from roost_core.queue import Item
-from roost_core.transcript import AGENT_MESSAGE_TYPE, SessionWriter, inspect_session, seqs_in, usage_of
+from roost_core.transcript import (
+    AGENT_MESSAGE_TYPE,
+    SessionWriter,
+    inspect_session,
+    seqs_in,
+    usage_of,
+)
 
 try:
     import tomllib

@@ -67,7 +67,7 @@ def build_server(list_tools: Any, call_tool: Any) -> Any:
     async def on_call_tool(ctx: Any, params: Any) -> Any:
         try:
             ok, text = await call_tool(params.name, dict(params.arguments or {}))
-        except Exception as exc:  # noqa: BLE001 - the model reads the error; the server stays up
+        except Exception as exc:  # the model reads the error; the server stays up
             log.exception("tool %s failed", params.name)
             ok, text = False, f"error: {exc}"
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=not ok)

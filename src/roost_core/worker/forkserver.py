@@ -68,7 +68,7 @@ def preload() -> Any:
     for name in (*PRELOAD, *DEFAULT_PLUGINS.values()):
         try:
             importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - one broken host must not cost every job its fast start
+        except Exception:  # one broken host must not cost every job its fast start
             if name == ESSENTIAL:
                 raise
             print(f"roost fork server: could not preload {name}:\n{traceback.format_exc()}", file=sys.stderr, flush=True)

@@ -18,6 +18,7 @@ import uuid
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import attrs
 
 from roost_core import faults
@@ -402,7 +403,7 @@ class Worker:
                         await self.host.close()
                     # Nothing the job started outlives it.
                     await self.processes.close()
-                    await anyio.sleep(0)
+                    await anyio.lowlevel.checkpoint()
                     # Let the last ack go out before the connection closes.
                     if self.queue.watermark > self.acked_sent and self.client is not None:
                         try:
@@ -512,7 +513,7 @@ class Worker:
                 except OSError as exc:
                     unwritten = exc
                     outcome = RunOutcome("failed", error=f"the session file could not be written: {exc}")
-                except Exception as exc:  # noqa: BLE001 - a host bug fails the run, not the worker
+                except Exception as exc:  # a host bug fails the run, not the worker
                     log.exception("run failed")
                     outcome = RunOutcome("failed", error=f"{type(exc).__name__}: {exc}")
             self.run_scope = None
@@ -584,7 +585,7 @@ class Worker:
         )
         try:
             settled = policy.classify_settle(self.plugin_manager(), run, self.job.host)
-        except Exception:  # noqa: BLE001 - a plugin bug must not cost the parent its report
+        except Exception:  # a plugin bug must not cost the parent its report
             log.exception("classifying the settled run failed; keeping the host's state")
             return outcome
         question = settled.question[:REPORT_CHARS] if settled.question else None

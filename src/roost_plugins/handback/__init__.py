@@ -11,7 +11,14 @@ message never report, so sessions cannot wake each other forever.
 from __future__ import annotations
 
 from roost_core import hookimpl
-from roost_core.records import PeerInfo, Report, ReportCandidates, ReportDecision, ReportRoute, RunRecord
+from roost_core.records import (
+    PeerInfo,
+    Report,
+    ReportCandidates,
+    ReportDecision,
+    ReportRoute,
+    RunRecord,
+)
 
 MAX_PARENT_STREAK = 3
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+import roost_json_envelope
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from roost_json_envelope import dumps, parse_envelope, sanitize
 
-import roost_json_envelope
 from roost_core.policy import NO_USER_AUTHORITY
 from roost_core.testing import load_plugin, make_item, make_manager, make_peer
-from roost_json_envelope import dumps, parse_envelope, sanitize
 
 receiver = make_peer(id="p0000001", name="parent", session="/s/p.jsonl")
 

@@ -12,11 +12,11 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import BLOCKED_BY_DEFAULT, agent_items, daemon_factory, roost_env, wait_until  # noqa: F401 - fixtures
 from fg import in_thread, run_async, send, session, spawn
-from roost_core.policy import NO_USER_AUTHORITY
 from roost_json_envelope import parse_envelope, sanitize
+
+from roost_core.policy import NO_USER_AUTHORITY
 from roost_plugins.envelope import parse_envelopes
 
 NAME = "json-envelope"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import roost_peek
+
 from roost_core.records import ToolResult
 from roost_core.testing import make_config
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import BLOCKED_BY_DEFAULT, daemon_factory, roost_env, wait_until, write_config  # noqa: F401 - fixtures
 from fg import run_async, session
+
 from roost_core.protocol import ProtocolError
 
 NAME = "peek-tool"

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 import roost_repo_reach
+from roost_repo_reach import find_repository, repository_of, same_repository
+
 from roost_core.records import ReachDecision
 from roost_core.testing import load_plugin, make_config, make_manager, make_peer
-from roost_repo_reach import find_repository, repository_of, same_repository
 
 
 @pytest.fixture(autouse=True)

@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import BLOCKED_BY_DEFAULT, agent_items, daemon_factory, roost_env, write_config  # noqa: F401 - fixtures
 from fg import in_thread, run_async, send
+
 from roost_core.foreground import ForegroundSession
 from roost_core.transcript import read_entries
 from roost_plugins.envelope import parse_envelopes
