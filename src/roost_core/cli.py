@@ -427,7 +427,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     table = [("NAME", "VERSION", "SOURCE", "HOOKS")]
     table += [(row["name"], row["version"] or "-", row["source"], ", ".join(row["hooks"]) or "-") for row in shown["plugins"]]
     widths = [max(len(line[column]) for line in table) for column in range(3)]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line[:3], widths)) + "  " + line[3] for line in table]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line[:3], widths, strict=True)) + "  " + line[3] for line in table]
     unknown = shown["unknown_blocked"]
     if shown["blocked"]:
         lines.append("blocked: " + ", ".join(f"{name} (no such plugin)" if name in unknown else name for name in shown["blocked"]))

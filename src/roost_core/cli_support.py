@@ -158,7 +158,7 @@ def read_text(value: str | None, file: str | None, what: str) -> str:
         raise CommandError(BAD_ARGS, f"the {what} in {where} is not UTF-8 (byte {exc.start})") from exc
 
 
-# ---------------------------------------------------------------------------- the daemon and plugins
+# --------------------------------------------------------------------------- the daemon and plugins
 
 
 def client() -> Any:
@@ -358,7 +358,7 @@ def format_jobs(rows: list[dict[str, Any]], width: int | None = None) -> str:
     widths = [max(len(line[column]) for line in table) for column in range(5)]
     lines = []
     for index, line in enumerate(table):
-        head = "  ".join(cell.ljust(size) for cell, size in zip(line, widths))
+        head = "  ".join(cell.ljust(size) for cell, size in zip(line, widths, strict=True))
         detail = "DETAIL" if index == 0 else job_detail(rows[index - 1])
         room = max(width - len(head) - 2, 20) if width else DETAIL_WIDTH
         lines.append(f"{head}  {shown(cut(detail, room))}".rstrip())

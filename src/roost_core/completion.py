@@ -3,9 +3,10 @@ argparse parser, so it can never list a command or flag the CLI does not have.
 
 The script completes commands, their flags, and the values of flags and arguments that
 have a fixed set (``--host``, ``--state``, ``--group``, ``roost daemon ACTION``...),
-folders for ``--cwd`` and files for ``--scenario`` and ``--session``. Job ids and names are not completed: finding them
-would need the daemon, and a tab press must not start one. zsh runs the bash script
-through its ``bashcompinit``, as gh's and many tools' do. Only the standard library.
+folders for ``--cwd`` and files for ``--scenario`` and ``--session``. Job ids and names
+are not completed: finding them would need the daemon, and a tab press must not start
+one. zsh runs the bash script through its ``bashcompinit``, as gh's and many tools' do.
+Only the standard library.
 """
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ def call_hook_args(hook: pluggy.HookCaller, names: tuple[str, ...], *args: objec
     in the spec's order)."""
     direct = _direct(hook)
     if direct is None:
-        return hook(**dict(zip(names, args)))
+        return hook(**dict(zip(names, args, strict=True)))
     function, argnames, firstresult = direct
     if argnames == names:
         result = function(*args)

@@ -356,7 +356,7 @@ class ReportRoute:
     wake: bool = True
 
 
-# --------------------------------------------------------------------------- broadcast, delivery, watch, budget
+# --------------------------------------------------------------- broadcast, delivery, watch, budget
 
 
 @attrs.frozen

@@ -175,7 +175,7 @@ class JobFiles:
 
     def load_all(self) -> dict[str, dict[str, Any]]:
         jobs = {}
-        for path, data in self.records():
+        for _path, data in self.records():
             if isinstance(data, dict) and isinstance(data.get("id"), str):
                 jobs[data["id"]] = data
         return jobs
@@ -502,7 +502,7 @@ class Journal:
         (it is handed over only when nothing is in flight)."""
         start = 0
         while start < len(batch):
-            (kind, data, commit, count), loop = batch[start]
+            (kind, data, _commit, _count), loop = batch[start]
             end = start + 1
             if kind == "append":
                 while end < len(batch) and batch[end][0][0] == "append":

@@ -8,7 +8,8 @@ fixture. A test is three lines::
     def test_our_reach_wins(roost_plugin_manager):
         pm = roost_plugin_manager(OurReach(), defaults=True)
         decision = pm.hook.roost_decide_reach(
-            sender=make_peer(), target=make_peer(id="b2"), addressed_by="name", config=make_config())
+            sender=make_peer(), target=make_peer(id="b2"), addressed_by="name",
+            config=make_config())
         assert decision.allowed
 
 Each manager is fresh: the specs and only the plugins given (``defaults=True`` adds

@@ -9,6 +9,7 @@ agent items as ``custom_message`` entries of type ``pi-roost-agent-message`` wit
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import json
 import os
 import re
@@ -123,7 +124,7 @@ def _odd_order(entries: list[dict[str, Any]]) -> list[str]:
     seqs = [seq for entry in entries for seq in sorted(seqs_in([entry]))]
     if len(seqs) != len(set(seqs)):
         odd.append(f"queue seqs written more than once: {sorted({s for s in seqs if seqs.count(s) > 1})[:10]}")
-    back = [b for a, b in zip(seqs, seqs[1:]) if b < a]
+    back = [b for a, b in itertools.pairwise(seqs) if b < a]
     if back:
         odd.append(f"queue seqs going back ({len(back)} times, e.g. to {back[0]})")
     return odd

@@ -341,10 +341,9 @@ class View:
         chosen = find_row(rows, self._select_ref) if self._select_ref is not None else None
         self.rows = rows = clean_rows(rows)
         order = self.order()
-        if self._select_ref is not None:
-            if chosen is not None:
-                self.selected = chosen["id"]
-                self._select_ref = None
+        if self._select_ref is not None and chosen is not None:
+            self.selected = chosen["id"]
+            self._select_ref = None
         ids = [row["id"] for row in order]
         if self.selected in ids:
             self.index = ids.index(self.selected)

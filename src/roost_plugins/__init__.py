@@ -1,1 +1,2 @@
-"""The default roost policy plugins (reach, limits, envelope, render, tools, handback, settle), one package each."""
+"""The default roost policy plugins (reach, limits, envelope, render, tools, handback,
+settle), one package each."""

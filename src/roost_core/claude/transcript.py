@@ -138,9 +138,12 @@ class TranscriptSeqs:
         content = (entry.get("message") or {}).get("content")
         if isinstance(content, list):
             for block in content:
-                if isinstance(block, dict) and block.get("type") == "tool_result":
-                    if self._tools.get(str(block.get("tool_use_id")), "").endswith(INBOX_SUFFIX):
-                        seqs.extend(marked_seqs(entry_text(block.get("content"))))
+                if (
+                    isinstance(block, dict)
+                    and block.get("type") == "tool_result"
+                    and self._tools.get(str(block.get("tool_use_id")), "").endswith(INBOX_SUFFIX)
+                ):
+                    seqs.extend(marked_seqs(entry_text(block.get("content"))))
         return seqs
 
 

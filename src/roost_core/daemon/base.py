@@ -956,7 +956,8 @@ def apply_journal_record(job: Job, record: dict[str, Any]) -> None:
     not write (then nothing of it is applied)."""
     op = record.get("op")
     if op == "item":
-        # Written as its deliver event (delivery.item_record); before, as its fields (Item.from_json).
+        # Written as its deliver event (delivery.item_record); before, as its fields
+        # (Item.from_json).
         item = Item.from_event(record["deliver"]) if "deliver" in record else Item.from_json(record.get("item"))
         if item.text and item.text == item.content:
             item.text = ""  # an older roost carried a reply's text twice: carry it once

@@ -1,8 +1,8 @@
 """The daemon: its state and mechanism (:mod:`~roost_core.daemon.base`) with the ops of
 :mod:`~roost_core.daemon.ops_jobs`, :mod:`~roost_core.daemon.ops_messaging` and
 :mod:`~roost_core.daemon.handback`, with watches (:mod:`~roost_core.daemon.watches`) and
-tree budgets (:mod:`~roost_core.daemon.budget`). Ops are plain async methods that take a connection and
-checked arguments and return a result dict or raise ``ProtocolError``;
+tree budgets (:mod:`~roost_core.daemon.budget`). Ops are plain async methods that take a
+connection and checked arguments and return a result dict or raise ``ProtocolError``;
 :mod:`roost_core.daemon.dispatch` holds the dispatch table and does one request,
 :mod:`roost_core.daemon.wire` does the socket I/O, :mod:`roost_core.daemon.server` the
 daemon's life.

@@ -1,7 +1,7 @@
 """How one request is done and answered in request order, by the table of ops
-(:mod:`~roost_core.daemon.optable`: handler, argument schema, who may call it). No I/O: requests come in as
-decoded frames, answers leave through :meth:`Connection.send` (``daemon.wire`` reads and
-writes the socket).
+(:mod:`~roost_core.daemon.optable`: handler, argument schema, who may call it). No I/O:
+requests come in as decoded frames, answers leave through :meth:`Connection.send`
+(``daemon.wire`` reads and writes the socket).
 """
 
 from __future__ import annotations

@@ -63,12 +63,12 @@ class FastDecoder:
             return
         for name, schema in schemas.items():
             try:
-                fields = [(key, _field_type(field)) if field.required else (key, Union[_field_type(field), None], None) for key, field in schema.items()]
+                fields = [(key, _field_type(field)) if field.required else (key, Union[_field_type(field), None], None) for key, field in schema.items()]  # noqa: UP007 - a type built at run time for msgspec, spelled as the Union below
             except TypeError:
                 continue  # that op's lines go the general way
             struct = msgspec.defstruct(
                 f"FastRequest_{name}",
-                [("id", Union[int, str]), *fields],
+                [("id", Union[int, str]), *fields],  # noqa: UP007 - as above
                 tag_field="op",
                 tag=name,
                 forbid_unknown_fields=True,
@@ -82,7 +82,7 @@ class FastDecoder:
                     checks.append((key, field.check))
             self.ops[struct] = (name, checks)
         if self.ops:
-            self._decode = msgspec.json.Decoder(Union[tuple(self.ops)]).decode  # type: ignore[arg-type]
+            self._decode = msgspec.json.Decoder(Union[tuple(self.ops)]).decode  # type: ignore[arg-type]  # noqa: UP007 - a Union of a computed tuple has no `|` form
 
     def __call__(self, line: bytes) -> Any:
         if self._decode is not None:

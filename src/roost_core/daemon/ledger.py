@@ -65,7 +65,7 @@ class Once:
             self.called = True
             try:
                 self.result = self.fn()
-            except BaseException as exc:
+            except BaseException as exc:  # noqa: BLE001 - kept, then raised to every caller
                 self.error = exc
         if self.error is not None:
             raise self.error

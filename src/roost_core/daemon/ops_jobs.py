@@ -116,7 +116,7 @@ class JobOps(DaemonBase):
             self.end_slot(slot)
         # The monitor notices each exit (and kills an outstaying worker at its deadline).
         with anyio.move_on_after(2 * STOP_GRACE_SECONDS + 2):
-            while any(job.worker_pid is not None for job in self.jobs.values()) or self._ending_slots:
+            while any(job.worker_pid is not None for job in self.jobs.values()) or self._ending_slots:  # noqa: ASYNC110 - the monitor polls exits; no event to wait on
                 await anyio.sleep(MONITOR_INTERVAL)
         left = sorted(job.id for job in self.jobs.values() if job.worker_pid is not None)
         if left:
@@ -619,5 +619,6 @@ class JobOps(DaemonBase):
 
 
 def loop_name() -> str:
-    """The event loop the daemon runs on: ``uvloop`` or ``asyncio`` (see ``daemon.loop_options``)."""
+    """The event loop the daemon runs on: ``uvloop`` or ``asyncio`` (see
+    ``daemon.loop_options``)."""
     return type(asyncio.get_running_loop()).__module__.split(".")[0]

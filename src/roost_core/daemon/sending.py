@@ -145,7 +145,7 @@ class SendDesk:
         peers, _rows = self.tables.peer_listing().without(sender)
         decisions = policy.decide_reach_many(self.pm, sender, peers, "scope", self.config)
         reachable = tuple(
-            ReachablePeer(peer, decision.relation) for peer, decision in zip(peers, decisions) if decision.allowed and decision.relation != "external"
+            ReachablePeer(peer, decision.relation) for peer, decision in zip(peers, decisions, strict=True) if decision.allowed and decision.relation != "external"
         )
         trace, hops, broadcast_chain = chain_of(job)
         request = ScopeRequest(sender=sender, scope=scope, reachable=reachable, broadcast_chain=broadcast_chain, hops=hops)
@@ -186,7 +186,7 @@ class SendDesk:
 
         def finish() -> dict[str, Any]:
             results = []
-            for answer, receiver in zip(answers, plan.receivers):
+            for answer, receiver in zip(answers, plan.receivers, strict=True):
                 if not isinstance(answer, Pending):
                     results.append(answer)
                     continue

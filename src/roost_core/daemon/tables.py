@@ -176,7 +176,7 @@ class PeerTables:
         decisions = policy.decide_reach_many(self.pm, sender, peers, "list", self.config)
         # The listing is in name and id order already, which each relation's rows keep.
         by_relation: dict[str, list[dict[str, Any]]] = {}
-        for relation_rows, decision in zip(rows, decisions):
+        for relation_rows, decision in zip(rows, decisions, strict=True):
             if decision.allowed:
                 by_relation.setdefault(decision.relation, []).append(PeerListing.row(relation_rows, decision.relation))
         listed = EncodedOnce(by_relation.pop("parent", []))

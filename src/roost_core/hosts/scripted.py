@@ -112,7 +112,7 @@ def load_scenario(source: Any) -> dict[str, Any]:
     runs = scenario.get("run", [])
     if not isinstance(runs, list) or not all(isinstance(run, dict) for run in runs):
         raise ScenarioError("scenario: run must be an array of tables")
-    for run in runs + [scenario.get("default") or {}]:
+    for run in [*runs, scenario.get("default") or {}]:
         if not isinstance(run.get("steps", []), list):
             raise ScenarioError("scenario: steps must be an array")
     return scenario

@@ -2,8 +2,8 @@
 
 The task is a ``bash -c`` command; each user reply is run as a further command in the same
 directory (a stopped shell job takes none unless the user restarts it: the daemon refuses
-the reply, ``job_stopped``). Output lands in the transcript as a tool result; exit 0 settles ``done``,
-anything else ``failed``.
+the reply, ``job_stopped``). Output lands in the transcript as a tool result; exit 0
+settles ``done``, anything else ``failed``.
 """
 
 from __future__ import annotations

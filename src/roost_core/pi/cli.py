@@ -65,8 +65,8 @@ def install(env: dict[str, str] | None = None) -> dict[str, Any]:
         raise TypeError(f"{path}: extensions is not a list")
     ours = str(extension_path())
     kept = [entry for entry in extensions if not is_roost_extension(entry)]
-    changed = kept + [ours] != extensions
-    settings["extensions"] = kept + [ours]
+    changed = [*kept, ours] != extensions
+    settings["extensions"] = [*kept, ours]
     if changed:
         write_settings(path, settings)
     return {"settings": str(path), "extension": ours, "changed": changed}

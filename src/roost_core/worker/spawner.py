@@ -289,7 +289,7 @@ class Spawner:
             return
         server.close()
         deadline = time.monotonic() + CLOSE_TIMEOUT
-        while server.process.poll() is None and time.monotonic() < deadline:
+        while server.process.poll() is None and time.monotonic() < deadline:  # noqa: ASYNC110 - Popen has no awaitable exit
             await anyio.sleep(0.01)
         if server.process.poll() is None:
             server.kill()

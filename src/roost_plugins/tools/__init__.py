@@ -1,5 +1,5 @@
-"""Default agent tools, ``roost_agents``, ``roost_send`` and ``roost_spawn``, and the text the model reads
-back from them. Descriptions are short: they cost tokens in every request."""
+"""Default agent tools, ``roost_agents``, ``roost_send`` and ``roost_spawn``, and the text
+the model reads back from them. Descriptions are short: they cost tokens in every request."""
 
 from __future__ import annotations
 
@@ -124,7 +124,8 @@ async def run_spawn(call: ToolCall) -> dict[str, Any]:
 
 @hookimpl
 def roost_tool_definitions(config: Config) -> list[ToolDef]:
-    """Contribute ``roost_agents``, ``roost_send`` and ``roost_spawn`` unless ``agentTools`` is false."""
+    """Contribute ``roost_agents``, ``roost_send`` and ``roost_spawn`` unless ``agentTools``
+    is false."""
     if not config.agent_tools:
         return []
     spawn_properties: dict[str, Any] = {
