@@ -12,10 +12,12 @@ import json
 import math
 import re
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import attrs
 
+_orjson: ModuleType | None
 try:  # the fast codec; the json module stays the reference and the fallback
     import orjson as _orjson
 except ImportError:  # pragma: no cover - orjson is a dependency, but roost runs without it
@@ -91,6 +93,7 @@ class EncodedOnce(list):  # type: ignore[type-arg]
     list it is."""
 
     __slots__ = ("_fragment",)
+    _fragment: Any
 
     def fragment(self) -> Any:
         """Its JSON, as a fragment orjson writes as it is (made the first time)."""

@@ -17,7 +17,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -96,6 +96,24 @@ class DaemonBase:
     #: Starts workers through the warm fork server; ``serve`` sets it (None: ``Popen``).
     spawner: Spawner | None = None
 
+    if TYPE_CHECKING:
+        # Defined by the op classes that Daemon (daemon.core) puts over this base, which
+        # call them on each other and from here: declared so that the type checker checks
+        # those calls (issue 41 point 1 is to end this arrangement).
+        def agent_rows(self) -> list[dict[str, Any]]: ...
+        def job_name(self, requested: str | None, task: str, *, chosen: bool = True) -> str: ...
+        def create_job(self, *, task: str, name: str, cwd: str, host: str, slot: Any = None, **fields: Any) -> Job: ...
+        def add_job(self, job: Job) -> None: ...
+        async def enqueue_task(self, job: Job, task: str, **fields: Any) -> None: ...
+        async def report_crashed_run(self, job: Job) -> None: ...
+        async def report_ended(self, job: Job, reason: str) -> None: ...
+        async def retry_undelivered(self, *, session: str | None = None, peer_id: str | None = None) -> None: ...
+        async def retry_all_undelivered(self) -> None: ...
+        def add_watch(self, conn: Connection, sender: PeerInfo, ref: str) -> dict[str, Any]: ...
+        def fire_watches(self, record: Job | ForegroundPeer, event: str) -> None: ...
+        def drop_watches_of(self, watcher_id: str) -> None: ...
+        def note_usage(self, job: Job, usage: Any) -> None: ...
+
     def __init__(self, paths: Paths, config: Config, pm: Any, *, durable: bool = True) -> None:
         self.paths = paths
         self.config = config
@@ -135,7 +153,7 @@ class DaemonBase:
         #: stops it (``clock_frozen``) and moves it by hand, so a test of a window never
         #: depends on how long its own steps take.
         self.clock_frozen: float | None = None
-        self.clock = lambda: time.monotonic() if self.clock_frozen is None else self.clock_frozen
+        self.clock: Callable[[], float] = lambda: time.monotonic() if self.clock_frozen is None else self.clock_frozen
         #: The peer tables (no I/O): they read ``jobs`` and ``foreground`` as they are now.
         self.tables = PeerTables(self.jobs, self.foreground, pm, config, self.host_takes_messages)
         #: Each tree's spending and budget answer (no I/O).
@@ -218,11 +236,11 @@ class DaemonBase:
             if not isinstance(job_id, str):
                 bad_records += 1
                 continue
-            job = self.jobs.get(job_id)
-            if job is None:
+            owner = self.jobs.get(job_id)
+            if owner is None:
                 continue  # a removed job's (or one whose record was set aside, with its own line)
             try:
-                apply_journal_record(job, record)
+                apply_journal_record(owner, record)
             except (TypeError, ValueError):
                 bad_records += 1
         if unreadable or bad_records:

@@ -29,7 +29,9 @@ class BudgetOps(DaemonBase):
         delta). The first time the tree is over its budget, it is told."""
         if not isinstance(usage, dict):
             return
-        tokens, cost = usage.get("tokens"), usage.get("cost", 0)
+        # What a worker reported, not checked yet.
+        tokens: Any = usage.get("tokens")
+        cost: Any = usage.get("cost", 0)
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in (tokens, cost)):
             return
         clean = {"tokens": int(tokens), "cost": float(cost)}

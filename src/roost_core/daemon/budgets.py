@@ -9,6 +9,7 @@ tree's budget is spent (refuse, stop waking, tell) is in :mod:`roost_core.daemon
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 from roost_core import policy
@@ -17,8 +18,15 @@ from roost_core.daemon.jobs import Job
 from roost_core.protocol import ProtocolError
 from roost_core.records import PeerInfo, Refusal, TreeUsage
 
+
 #: Not asked yet (None is an answer: no refusal).
-_UNASKED = object()
+class _Unasked(enum.Enum):
+    """A tree the budget plugin was not asked about yet (None is its "go on")."""
+
+    UNASKED = enum.auto()
+
+
+_UNASKED = _Unasked.UNASKED
 
 
 def tree_of(peer: PeerInfo) -> str:

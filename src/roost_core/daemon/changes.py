@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from types import MemberDescriptorType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 _generation = 0
 
@@ -66,16 +66,20 @@ def generation() -> int:
     return _generation
 
 
-class KeptUntilChange:
+Key = TypeVar("Key", bound=Hashable)
+Value = TypeVar("Value")
+
+
+class KeptUntilChange(Generic[Key, Value]):
     """Values worked out from the peer table, kept until the next change (or until
     ``limit`` are kept, then all are worked out again)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._values: dict[Hashable, Any] = {}
+        self._values: dict[Key, Value] = {}
         self._generation = -1
 
-    def get(self, key: Hashable, make: Callable[..., Any], *args: Any) -> Any:
+    def get(self, key: Key, make: Callable[..., Value], *args: Any) -> Value:
         """The value kept for ``key``, or ``make(*args)`` kept for it (the arguments
         passed, not a closure, so that a value found costs no allocation)."""
         if _generation != self._generation or len(self._values) >= self.limit:

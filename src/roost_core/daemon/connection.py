@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from roost_core.protocol import decode_answer, encode
+from roost_core.protocol import ProtocolError, decode_answer, encode
 
 if TYPE_CHECKING:
     from roost_core.daemon.jobs import Job
@@ -122,7 +122,7 @@ class Connection:
         if self._outbox:
             self._mark()
 
-    def take_sent(self) -> list[dict[str, Any]]:
+    def take_sent(self) -> list[dict[str, Any] | ProtocolError]:
         """The frames queued for this client and not written, decoded; the queue emptied.
         (A detached connection keeps all it was sent.)"""
         frames = [decode_answer(line) for data in self._outbox for line in data.splitlines() if line]
@@ -189,7 +189,7 @@ class Connection:
         queued in one pass of the loop leaves in one write."""
         if self.closed:
             return
-        data = frame if type(frame) is bytes else encode(frame)
+        data = frame if isinstance(frame, bytes) else encode(frame)
         self._outbox.append(data)
         self._outbox_bytes += len(data)
         if self._outbox_bytes > MAX_OUTBOX_BYTES:

@@ -73,6 +73,7 @@ def accept_frame(daemon: Daemon, conn: Connection, frame: Any) -> bool:
     """Do a request that needs no wait, now, and answer it in request order; False, and
     nothing done, when it needs one (an op without an ``accept`` method, or a client with
     :data:`MAX_PIPELINED` answers waiting): it goes to :func:`handle_frame` then."""
+    op: Op | None
     fast = FAST_OPS.get(type(frame))
     if fast is not None:
         # Read and checked in one step (FAST; every message's path): its op has an

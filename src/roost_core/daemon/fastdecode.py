@@ -82,7 +82,7 @@ class FastDecoder:
                     checks.append((key, field.check))
             self.ops[struct] = (name, checks)
         if self.ops:
-            self._decode = msgspec.json.Decoder(Union[tuple(self.ops)]).decode  # type: ignore[arg-type]  # noqa: UP007 - a Union of a computed tuple has no `|` form
+            self._decode = msgspec.json.Decoder(Union[tuple(self.ops)]).decode  # noqa: UP007 - a Union of a computed tuple has no `|` form
 
     def __call__(self, line: bytes) -> Any:
         if self._decode is not None:

@@ -164,7 +164,8 @@ class HandbackOps(DaemonBase):
                         job.undelivered_report = None
                         self.kept_reports.pop(job.id, None)
                         self.save(job)
-                    return result["result"]
+                    outcome: str = result["result"]
+                    return outcome
         if route.action == "drop":
             return "dropped"
         job.undelivered_report = kept_report(report)

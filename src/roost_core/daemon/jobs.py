@@ -67,7 +67,7 @@ class Job(NotesChanges):
     parent_streak: int = 0
     ended_reported: bool = False
     handback_run: int = 0
-    run_causes: list = attrs.field(factory=list)
+    run_causes: list[dict[str, Any]] = attrs.field(factory=list)
     #: The current run took in an item of a chain that already holds a broadcast.
     run_broadcast_chain: bool = False
     #: The session's spending as its host last reported it: ``{"tokens", "cost"}``.
@@ -75,7 +75,7 @@ class Job(NotesChanges):
     #: This job's tree was told its budget is spent.
     budget_told: bool = False
     #: Who waits to be told when this job settles, asks or ends (see daemon.watches).
-    watchers: list = attrs.field(factory=list)
+    watchers: list[dict[str, Any]] = attrs.field(factory=list)
     #: The state the job was in when the user stopped it (``failed`` stays visible
     #: after a stop); None when it is not stopped.
     stopped_from: str | None = None

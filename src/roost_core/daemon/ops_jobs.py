@@ -180,7 +180,7 @@ class JobOps(DaemonBase):
         with self.slot_released_on_error(job):
             self.add_job(job)
             await self.enqueue_task(job, task, trace=args.get("trace") or f"t-{job.id}-1")
-        result = {"id": job.id, "name": job.name, "host": job.host}
+        result: dict[str, Any] = {"id": job.id, "name": job.name, "host": job.host}
         if warning:
             # The CLI prints them on stderr: a broken project config must not pass unseen.
             result["warnings"] = [warning]

@@ -55,7 +55,10 @@ class MessagingOps(DaemonBase):
             call = tool_call(tool, self.sender_info(conn), params, CallerServices(self, conn, args.get("key")))
             data = await run_tool(tool, call)
             # Plugins get data of their own: an op's result may hold rows the daemon keeps.
-            result = ToolResult(tool=name, ok=True, data=decode_answer(encode(data)))
+            copied = decode_answer(encode(data))
+            if isinstance(copied, ProtocolError):
+                raise copied
+            result = ToolResult(tool=name, ok=True, data=copied)
         except ProtocolError as exc:
             result = ToolResult(tool=name, ok=False, code=exc.code, message=exc.message)
         return {"ok": result.ok, "text": policy.format_tool_result(self.pm, result), "data": result.data, "code": result.code}

@@ -43,7 +43,7 @@ class ForegroundPeer(NotesChanges):
     host: str | None = None
     #: Who waits to be told when this session ends (see daemon.watches); not persisted,
     #: as nothing of a foreground peer is.
-    watchers: list = attrs.field(factory=list)
+    watchers: list[dict[str, Any]] = attrs.field(factory=list)
     #: ``peer_info`` as last made, with the tree record's info it was made with;
     #: forgotten when a shown field moves (NotesChanges).
     kept_info: tuple[PeerInfo | None, PeerInfo] | None = attrs.field(default=None, init=False, repr=False)

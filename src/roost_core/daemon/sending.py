@@ -182,6 +182,7 @@ class SendDesk:
                 answers.append({**row, "result": "refused", "code": exc.code, "reason": exc.message})
                 continue
             policy.note_sent(self.pm, outgoing, now)
+            assert not isinstance(answer, HeldPush), "a broadcast never holds a push (hold=False)"
             answers.append(answer)
 
         def finish() -> dict[str, Any]:

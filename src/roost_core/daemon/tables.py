@@ -57,11 +57,11 @@ class PeerTables:
         self.host_takes_messages = host_takes_messages
         # The tables, built by _build at one generation of changes.
         self._generation = -1
-        self._reach = changes.KeptUntilChange(MAX_REACH_CACHE)
+        self._reach: changes.KeptUntilChange[tuple[str, str, str], ReachDecision] = changes.KeptUntilChange(MAX_REACH_CACHE)
         #: (sender id, ``to`` of a send) -> (target, reach decision), as reach decisions.
-        self._routes = changes.KeptUntilChange(MAX_REACH_CACHE)
+        self._routes: changes.KeptUntilChange[tuple[str, str], tuple[PeerInfo, ReachDecision]] = changes.KeptUntilChange(MAX_REACH_CACHE)
         #: sender id -> the rows ``peers`` lists for it.
-        self._listed = changes.KeptUntilChange(MAX_LISTINGS_KEPT)
+        self._listed: changes.KeptUntilChange[str, EncodedOnce] = changes.KeptUntilChange(MAX_LISTINGS_KEPT)
         self._newest: dict[str, Job] = {}
         self._records: dict[str, PeerInfo] = {}
         self._table = routing.PeerTable(holders={}, aliases={})
@@ -234,7 +234,7 @@ class PeerListing:
     def without(self, sender: PeerInfo) -> tuple[list[PeerInfo], list[dict[str | None, dict[str, Any]]]]:
         """``peers`` and ``rows`` without ``sender``'s own: the holder of its session and
         the holder of its record, when listed."""
-        places = {self.index.get(routing.session_key(sender)), self.index.get(sender.id)} - {None}
+        places = {place for place in (self.index.get(routing.session_key(sender)), self.index.get(sender.id)) if place is not None}
         peers, rows = self.peers, self.rows
         for place in sorted(places, reverse=True):
             peers = peers[:place] + peers[place + 1:]

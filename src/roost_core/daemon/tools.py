@@ -79,12 +79,14 @@ class CallerServices(ToolServices):
         return OPS[op].check(given)
 
     async def peers(self, watch: str | None = None) -> dict[str, Any]:
-        return await self.daemon.op_peers(self.conn, self._args("peers", {"watch": watch}))
+        listed: dict[str, Any] = await self.daemon.op_peers(self.conn, self._args("peers", {"watch": watch}))
+        return listed
 
     async def send(self, to: str, message: str, reply_to: str | None = None, urgent: bool | None = None) -> dict[str, Any]:
         args = self._args("send", {"to": to, "message": message, "reply_to": reply_to, "urgent": urgent})
         if self.key is None:
-            return await self.daemon.op_send(self.conn, args)
+            sent: dict[str, Any] = await self.daemon.op_send(self.conn, args)
+            return sent
         # Through the ledger, as the send op is: a foreground push waits for the answer's
         # record, and the send asked again finds its first answer.
         daemon, conn = self.daemon, self.conn
@@ -92,7 +94,8 @@ class CallerServices(ToolServices):
 
     async def spawn(self, task: str, **fields: Any) -> dict[str, Any]:
         # Through a tool, a host is the agent's choice (checked by the limits plugin).
-        return await self.daemon.op_spawn(self.conn, self._args("spawn", {"task": task, **fields}), via_tool=True)
+        spawned: dict[str, Any] = await self.daemon.op_spawn(self.conn, self._args("spawn", {"task": task, **fields}), via_tool=True)
+        return spawned
 
     async def transcript(self, peer: str, last: int = 20) -> list[TranscriptEntry]:
         sender = self.daemon.sender_info(self.conn)
