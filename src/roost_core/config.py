@@ -10,15 +10,11 @@ from __future__ import annotations
 import json
 import math
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import attrs
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python < 3.11
-    import tomli as tomllib
 
 #: Keys that are durations in seconds: fractions allowed, and ``inf`` (TOML) means never.
 SECONDS_KEYS = frozenset({"reapAfterSeconds", "hibernateAfterSeconds"})

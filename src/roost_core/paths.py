@@ -12,7 +12,9 @@ import hashlib
 import os
 import stat
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from types import ModuleType
 
 import attrs
 
@@ -98,7 +100,7 @@ def private_dir(folder: Path) -> Path:
     return folder
 
 
-def resolve_paths(env: dict[str, str] | None = None) -> Paths:
+def resolve_paths(env: Mapping[str, str] | None = None) -> Paths:
     """The paths for this process, from ``ROOST_HOME`` or platformdirs."""
     env = os.environ if env is None else env
     config_override = env.get("ROOST_CONFIG")
@@ -137,7 +139,7 @@ def check_home(root: Path) -> None:
             return
 
 
-def _runtime_dir(platformdirs, warnings) -> Path:
+def _runtime_dir(platformdirs: ModuleType, warnings: ModuleType) -> Path:
     # Without XDG_RUNTIME_DIR platformdirs falls back to a per-user temp dir, and says so
     # on every call; the fallback is what we want, the warning is noise.
     with warnings.catch_warnings():

@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--select", metavar="ID|NAME", help="the peer selected at the start; relations are seen from it (with --once, the relation column is shown only then)")
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add the ``view`` command to ``roost``'s subparsers."""
     parser = subparsers.add_parser("view", help="a live view of the agent tree (plain text when not a terminal)")
     add_arguments(parser)

@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 #: The first line of every text roost hands to Claude Code: which seqs it carries.
@@ -71,7 +72,7 @@ def claude_binary() -> str:
     return found
 
 
-def config_dir(env: dict[str, str] | None = None) -> Path:
+def config_dir(env: Mapping[str, str] | None = None) -> Path:
     """Claude Code's own folder: ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
     env = os.environ if env is None else env
     configured = env.get("CLAUDE_CONFIG_DIR")
@@ -87,7 +88,7 @@ def project_folder_name(cwd: str) -> str:
     return re.sub(r"[^A-Za-z0-9]", "-", cwd)
 
 
-def new_session_file(cwd: str, env: dict[str, str] | None = None) -> str:
+def new_session_file(cwd: str, env: Mapping[str, str] | None = None) -> str:
     """A fresh session's transcript path: ``<config>/projects/<cwd folder>/<uuid>.jsonl``.
     The host starts Claude Code with ``--session-id <uuid>``, so Claude Code writes there."""
     return str(config_dir(env) / "projects" / project_folder_name(cwd) / f"{uuid.uuid4()}.jsonl")

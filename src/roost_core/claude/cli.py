@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add ``roost claude ACTION`` to the CLI's subparsers."""
     from roost_core.claude.hook import EVENTS
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,7 @@ def hook_output(event: str, items: list[Any]) -> dict[str, Any] | None:
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
 
 
-def bridge_path(env: dict[str, str] | None = None) -> Path | None:
+def bridge_path(env: Mapping[str, str] | None = None) -> Path | None:
     """The socket of the roost side of this session, if there is one."""
     env = os.environ if env is None else env
     if env.get(BRIDGE_ENV):

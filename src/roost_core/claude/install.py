@@ -30,6 +30,7 @@ import os
 import shlex
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +40,11 @@ from roost_core.claude.hook import EVENTS
 PERMISSION = f"mcp__{SERVER_NAME}"
 
 
-def settings_path(env: dict[str, str] | None = None) -> Path:
+def settings_path(env: Mapping[str, str] | None = None) -> Path:
     return config_dir(env) / "settings.json"
 
 
-def user_config_path(env: dict[str, str] | None = None) -> Path:
+def user_config_path(env: Mapping[str, str] | None = None) -> Path:
     """Claude Code's user file that holds user-scope MCP servers."""
     env = os.environ if env is None else env
     if env.get("CLAUDE_CONFIG_DIR"):
@@ -181,7 +182,7 @@ def without_roost_hooks(hooks: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
-def install(env: dict[str, str] | None = None) -> dict[str, Any]:
+def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     settings_file, user_file = settings_path(env), user_config_path(env)
     # Both files are read and checked before either is written.
     settings = read_json(settings_file)
@@ -223,7 +224,7 @@ def install(env: dict[str, str] | None = None) -> dict[str, Any]:
     return {"settings": str(settings_file), "mcpConfig": str(user_file), "server": server, "changed": bool(changes)}
 
 
-def uninstall(env: dict[str, str] | None = None) -> dict[str, Any]:
+def uninstall(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     settings_file, user_file = settings_path(env), user_config_path(env)
     settings, user = read_json(settings_file), read_json(user_file)
     changes = []

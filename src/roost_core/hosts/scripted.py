@@ -34,6 +34,7 @@ import logging
 import os
 import re
 import time
+import tomllib
 import uuid
 from pathlib import Path
 from typing import Any
@@ -50,11 +51,6 @@ from roost_core.transcript import (
     seqs_in,
     usage_of,
 )
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover
-    import tomli as tomllib
 
 log = logging.getLogger("roost.worker")
 

@@ -13,19 +13,20 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from roost_core.pi import EXTENSION_NAME, extension_path
 
 
-def pi_agent_dir(env: dict[str, str] | None = None) -> Path:
+def pi_agent_dir(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     configured = env.get("PI_CODING_AGENT_DIR")
     return Path(configured).expanduser() if configured else Path.home() / ".pi" / "agent"
 
 
-def settings_path(env: dict[str, str] | None = None) -> Path:
+def settings_path(env: Mapping[str, str] | None = None) -> Path:
     return pi_agent_dir(env) / "settings.json"
 
 
@@ -57,7 +58,7 @@ def is_roost_extension(entry: Any) -> bool:
     return Path(entry).name == EXTENSION_NAME and len(parts) >= 3 and parts[-3:-1] == ("roost_core", "pi")
 
 
-def install(env: dict[str, str] | None = None) -> dict[str, Any]:
+def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     path = settings_path(env)
     settings = read_settings(path)
     extensions = settings.get("extensions") or []
@@ -72,7 +73,7 @@ def install(env: dict[str, str] | None = None) -> dict[str, Any]:
     return {"settings": str(path), "extension": ours, "changed": changed}
 
 
-def uninstall(env: dict[str, str] | None = None) -> dict[str, Any]:
+def uninstall(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     path = settings_path(env)
     settings = read_settings(path)
     extensions = settings.get("extensions") or []
@@ -86,7 +87,7 @@ def uninstall(env: dict[str, str] | None = None) -> dict[str, Any]:
     return {"settings": str(path), "extension": str(extension_path()), "changed": changed}
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """Add ``roost pi ACTION`` to the CLI's subparsers."""
     parser = subparsers.add_parser("pi", help="install the roost extension into the pi coding agent")
     parser.add_argument("action", choices=["install", "uninstall", "extension-path"],
