@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,7 @@ class LazyText:
     """Text made when it is printed: ``--host``'s help lists the registered hosts, which
     means loading the plugins, and only ``--help`` should pay for that."""
 
-    def __init__(self, make: Any) -> None:
+    def __init__(self, make: Callable[[], str]) -> None:
         self.make = make
 
     def __str__(self) -> str:
@@ -92,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--host",
         help="the agent that runs the job: %(hosts)s (default: defaultHost from the project or user config, else pi when it is installed)",
     )
-    host.hosts = LazyText(lambda: ", ".join(host_names()))
+    # argparse fills %(hosts)s in from the action's attributes.
+    vars(host)["hosts"] = LazyText(lambda: ", ".join(host_names()))
     start.add_argument("--scenario", help="scripted host: a scenario file, TOML text or a bundled name (demo-review, demo-team)")
     start.add_argument("--model", help="the model the agent uses (pi, claude; default: the project's defaultModel, else the agent's own)")
     start.add_argument("--thinking", metavar="LEVEL", help="the agent's thinking level (pi; claude: its effort; default: the project's defaultThinking)")
@@ -208,7 +210,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
                 emit(args, {"running": True, **status}, f"running: pid {status['pid']}, {status['jobs']} jobs, {status['live_workers']} live workers, socket {status['socket']}")
                 return 0
             answer = conn.call("daemon_stop", jobs=True) if args.jobs else conn.call("daemon_stop")
-            ended = {key: answer[key] for key in ("stoppedJobs", "reapedJobs", "liveWorkers") if key in answer}
+            ended: dict[str, Any] = {key: answer[key] for key in ("stoppedJobs", "reapedJobs", "liveWorkers") if key in answer}
     except DaemonUnavailable:
         if args.action == "stop" and args.jobs:
             # No daemon: the workers a stopped (or dead) daemon left wait for the next

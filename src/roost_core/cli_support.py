@@ -141,7 +141,7 @@ def read_text(value: str | None, file: str | None, what: str) -> str:
     if source is None:
         raise CommandError(BAD_ARGS, f"no {what}: give it, or - for stdin, or --file FILE")
     if file is None and value != STDIN:
-        return value
+        return source  # the value itself
     try:
         if source == STDIN:
             data = sys.stdin.buffer.read()
@@ -288,7 +288,7 @@ def wait_for_job(conn: Any, ref: str, states: tuple[str, ...] = SETTLED, timeout
     deadline = time.monotonic() + timeout
     job_id = find_job(conn.call("jobs")["jobs"], ref)["id"]
     while True:
-        row = next((row for row in conn.call("jobs")["jobs"] if row["id"] == job_id), None)
+        row: dict[str, Any] | None = next((row for row in conn.call("jobs")["jobs"] if row["id"] == job_id), None)
         if row is None:
             raise ProtocolError(NOT_FOUND, f"job {job_id} was removed while waiting for it")
         if row["state"] in states and (row["pending"] == 0 or row["state"] == "stopped"):

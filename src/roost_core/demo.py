@@ -143,7 +143,7 @@ def play_review(conn: Any, home: Path) -> str:
     heading(f'2. a scripted job: "{REVIEW_TASK}"')
     show(f'$ roost start "{REVIEW_TASK}" --name reviewer --host scripted --scenario {SCENARIO}')
     started = conn.call("start", task=REVIEW_TASK, name="reviewer", host="scripted", cwd=str(home), scenario=load_scenario(SCENARIO))
-    job = started["id"]
+    job: str = started["id"]
     show(format_started(started))
     show("$ roost wait reviewer --state needs_input")
     row = wait_for_job(conn, job, ("needs_input", "done", "failed"), STEP_TIMEOUT)
@@ -169,7 +169,7 @@ def play_shell(conn: Any, home: Path) -> str:
     heading("4. a shell job (runs a command, no agent)")
     show(f'$ roost start "{SHELL_TASK}" --host shell')
     started = conn.call("start", task=SHELL_TASK, host="shell", cwd=str(home))
-    job = started["id"]
+    job: str = started["id"]
     show(format_started(started))
     row = wait_for_job(conn, job, ("done", "failed"), STEP_TIMEOUT)
     expect(row, "done")

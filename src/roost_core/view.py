@@ -55,9 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--select", metavar="ID|NAME", help="the peer selected at the start; relations are seen from it (with --once, the relation column is shown only then)")
 
 
-def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     """Add the ``view`` command to ``roost``'s subparsers."""
-    parser = subparsers.add_parser("view", help="a live view of the agent tree (plain text when not a terminal)")
+    parser: argparse.ArgumentParser = subparsers.add_parser("view", help="a live view of the agent tree (plain text when not a terminal)")
     add_arguments(parser)
     return parser
 
@@ -92,12 +92,12 @@ def clean_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def tree_key(row: dict[str, Any]) -> str:
     """The key all sessions of one tree share (as the reach plugin computes it)."""
     if row.get("rootSession"):
-        return row["rootSession"]
+        return str(row["rootSession"])
     if row.get("parent") and not row.get("parentSession"):
-        return "peer:" + row["parent"]
+        return f"peer:{row['parent']}"
     if row.get("session"):
-        return row["session"]
-    return "peer:" + row["id"]
+        return str(row["session"])
+    return f"peer:{row['id']}"
 
 
 def relation(seen_from: dict[str, Any] | None, row: dict[str, Any]) -> str:
@@ -490,7 +490,10 @@ class View:
         if tree_text(row):
             facts.append(tree_text(row))
         lines.append(Text(" · ".join(facts)))
-        one_line = lambda text: " ".join(str(text).split())  # noqa: E731
+
+        def one_line(text: object) -> str:
+            return " ".join(str(text).split())
+
         if row.get("question"):
             lines.append(Text(f"? {one_line(row['question'])}", style="bold magenta"))
         if row.get("summary") and row.get("summary") != row.get("question"):
@@ -631,7 +634,8 @@ class LiveView:
             self.view.flash = "not connected to the daemon"
             return None
         try:
-            return await self.client.call(op, **args)
+            answer: dict[str, Any] = await self.client.call(op, **args)
+            return answer
         except ProtocolError as exc:
             self.view.flash = f"{op}: {exc.code}: {exc.message}"
         except DaemonUnavailable as exc:
@@ -771,15 +775,18 @@ class LiveView:
             from roost_core.cli_support import local_manager
 
             self.pm = local_manager()
-        try:
-            info = os.stat(self.log_session)
-            stamp: tuple[int, int] | None = (info.st_size, info.st_mtime_ns)
-        except (OSError, TypeError):
-            stamp = None
+        session = self.log_session
+        stamp: tuple[int, int] | None = None
+        if session is not None:
+            try:
+                info = os.stat(session)
+                stamp = (info.st_size, info.st_mtime_ns)
+            except OSError:
+                pass
         if stamp is not None and stamp == self.log_stamp:
             return
         self.log_stamp = stamp
-        texts = list(iter_rendered(self.pm, self.log_session)) if stamp is not None else []
+        texts = list(iter_rendered(self.pm, session)) if session is not None and stamp is not None else []
         self.view.set_log(texts, self.console.size[0])
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 
-def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     """Add ``roost claude ACTION`` to the CLI's subparsers."""
     from roost_core.claude.hook import EVENTS
 
-    parser = subparsers.add_parser("claude", help="put roost into Claude Code (MCP server and hooks), or run a hook")
+    parser: argparse.ArgumentParser = subparsers.add_parser("claude", help="put roost into Claude Code (MCP server and hooks), or run a hook")
     parser.add_argument("action", choices=["install", "uninstall", "hook"],
                         help="install or uninstall roost's MCP server and hooks; hook: run one (Claude Code does)")
     parser.add_argument("event", nargs="?", choices=EVENTS, help="hook: the Claude Code hook event")

@@ -5,9 +5,10 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 
-def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     """Add ``roost mcp`` to the CLI's subparsers."""
     from roost_core.mcp.args import add_arguments
 

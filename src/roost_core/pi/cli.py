@@ -87,9 +87,9 @@ def uninstall(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     return {"settings": str(path), "extension": str(extension_path()), "changed": changed}
 
 
-def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     """Add ``roost pi ACTION`` to the CLI's subparsers."""
-    parser = subparsers.add_parser("pi", help="install the roost extension into the pi coding agent")
+    parser: argparse.ArgumentParser = subparsers.add_parser("pi", help="install the roost extension into the pi coding agent")
     parser.add_argument("action", choices=["install", "uninstall", "extension-path"],
                         help="install or uninstall the extension in pi's settings; extension-path: print where it is")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
