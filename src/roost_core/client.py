@@ -122,7 +122,7 @@ def daemon_command() -> list[str]:
     return [sys.executable, "-m", "roost_core.daemon"]
 
 
-def start_daemon(paths: Paths, *, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
+def start_daemon(paths: Paths, *, extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start a detached daemon (its own session) logging to the state dir."""
     paths.ensure()
     env = dict(os.environ)
@@ -142,7 +142,7 @@ def start_daemon(paths: Paths, *, extra_env: dict[str, str] | None = None) -> su
         return process
 
 
-def wait_for_daemon(paths: Paths, timeout: float = STARTUP_TIMEOUT, process: subprocess.Popen | None = None) -> None:
+def wait_for_daemon(paths: Paths, timeout: float = STARTUP_TIMEOUT, process: subprocess.Popen[bytes] | None = None) -> None:
     """Wait until a daemon answers on the socket. When ``process`` (the daemon this client
     started) exits because the user config cannot be read, raise that
     :class:`~roost_core.config.ConfigError` at once instead of waiting out ``timeout``."""
@@ -160,7 +160,7 @@ def wait_for_daemon(paths: Paths, timeout: float = STARTUP_TIMEOUT, process: sub
     raise DaemonUnavailable(f"the daemon did not start within {timeout:.0f}s (see {paths.daemon_log})")
 
 
-def check_start_failure(paths: Paths, process: subprocess.Popen) -> None:
+def check_start_failure(paths: Paths, process: subprocess.Popen[bytes]) -> None:
     """Raise the config error a daemon this client started exited with, if it did: the
     line it wrote to daemon.log (the log is shared: the last such line after where this
     daemon started)."""

@@ -127,7 +127,7 @@ class ForegroundSession:
                 # Events are acked on the connection they came by, even one that arrives
                 # in the same read as the register answer (before self.client is set).
                 holder: list[AsyncClient] = []
-                client = await AsyncClient.open(self.paths.socket, lambda event, holder=holder: self._on_event(event, holder[0]))
+                client = await AsyncClient.open(self.paths.socket, lambda event: self._on_event(event, holder[0]))  # noqa: B023 - called only by this client, whose run ends with this pass of the loop
                 holder.append(client)
             except DaemonUnavailable:
                 await anyio.sleep(delay)

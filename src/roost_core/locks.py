@@ -10,6 +10,7 @@ import json
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -63,7 +64,7 @@ def is_alive(pid: int | None, expected_create_time: float | None = None) -> bool
     return actual is not None and abs(actual - expected_create_time) < 0.01
 
 
-def read_lock(session: str | Path) -> dict | None:
+def read_lock(session: str | Path) -> dict[str, Any] | None:
     """The lock's record, or None when there is none or it is not a JSON object."""
     try:
         data = json.loads(lock_path(session).read_text())

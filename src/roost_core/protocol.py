@@ -100,6 +100,7 @@ class EncodedOnce(list):  # type: ignore[type-arg]
         try:
             return self._fragment
         except AttributeError:
+            assert _orjson is not None, "only orjson's default asks for a fragment"
             self._fragment = _orjson.Fragment(_orjson.dumps(list(self), option=_ORJSON_OPTIONS & ~_orjson.OPT_APPEND_NEWLINE))
             return self._fragment
 
@@ -116,7 +117,8 @@ def encode(frame: dict[str, Any]) -> bytes:
     """One frame as a line: compact UTF-8 JSON (orjson when installed, else json)."""
     if _orjson is not None:
         try:
-            return _orjson.dumps(frame, default=_encoded_once, option=_ORJSON_OPTIONS)
+            line: bytes = _orjson.dumps(frame, default=_encoded_once, option=_ORJSON_OPTIONS)
+            return line
         except TypeError:
             pass
     return json.dumps(frame, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
@@ -126,7 +128,8 @@ def encode_string(text: str) -> bytes:
     """``text`` as a JSON string, as :func:`encode` writes one inside a frame."""
     if _orjson is not None:
         try:
-            return _orjson.dumps(text)
+            encoded: bytes = _orjson.dumps(text)
+            return encoded
         except TypeError:
             pass  # what orjson refuses (a lone surrogate) goes the json way, as in encode
     return json.dumps(text, ensure_ascii=False).encode("utf-8")

@@ -141,7 +141,7 @@ class ToolCall:
 
     caller: PeerInfo
     args: dict[str, Any]
-    roost: Any
+    roost: ToolServices
 
 
 class ToolServices:

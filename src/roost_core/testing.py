@@ -95,10 +95,10 @@ def make_manager(*plugins: object, defaults: bool = False, disabled: Iterable[st
             shared = getattr(module, "plugin", None)
             pm.register(type(shared)() if shared is not None else module, name=name)
     for plugin in plugins:
-        name = None
+        given_name: str | None = None
         if isinstance(plugin, tuple) and len(plugin) == 2 and isinstance(plugin[0], str):
-            name, plugin = plugin
-        pm.register(plugin_object(plugin) if isinstance(plugin, ModuleType) else plugin, name=name)
+            given_name, plugin = plugin
+        pm.register(plugin_object(plugin) if isinstance(plugin, ModuleType) else plugin, name=given_name)
     pm.check_pending()
     return pm
 

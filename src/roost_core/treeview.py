@@ -55,7 +55,7 @@ def tree_order(rows: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
     roots = []
     for row in rows:
         parent = row.get("parent")
-        if parent in by_id and parent != row["id"]:
+        if parent is not None and parent in by_id and parent != row["id"]:
             children.setdefault(parent, []).append(row)
         else:
             roots.append(row)

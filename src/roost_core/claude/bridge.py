@@ -63,6 +63,7 @@ def foreground_socket(home: Path, claude_pid: int) -> Path:
 def peer_pid(stream: Any) -> int | None:
     try:
         raw = stream.extra(SocketAttribute.raw_socket)
+        pid: int
         pid, _uid, _gid = struct.unpack("3i", raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
     except (OSError, anyio.TypedAttributeLookupError):
         return None

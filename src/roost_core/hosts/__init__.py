@@ -5,29 +5,33 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import TYPE_CHECKING
 
 from roost_core.records import HostSpec
 
+if TYPE_CHECKING:
+    from roost_core.hosts.base import AgentHost, JobInfo, WorkerServices
 
-def _scripted(job, services):
+
+def _scripted(job: JobInfo, services: WorkerServices) -> AgentHost:
     from roost_core.hosts.scripted import ScriptedHost
 
     return ScriptedHost()
 
 
-def _shell(job, services):
+def _shell(job: JobInfo, services: WorkerServices) -> AgentHost:
     from roost_core.hosts.shell import ShellHost
 
     return ShellHost()
 
 
-def _pi(job, services):
+def _pi(job: JobInfo, services: WorkerServices) -> AgentHost:
     from roost_core.hosts.pi import PiHost
 
     return PiHost()
 
 
-def _claude(job, services):
+def _claude(job: JobInfo, services: WorkerServices) -> AgentHost:
     from roost_core.claude.host import ClaudeHost
 
     return ClaudeHost()

@@ -84,7 +84,7 @@ def pi_binary() -> str:
 
 def entry_seqs(entry: dict[str, Any]) -> list[int]:
     """The queue seqs one session-file line records."""
-    seqs: list[int] = []
+    seqs: list[Any] = []  # as the file has them; the ints are kept below
     kind = entry.get("type")
     if kind == "message":
         message = entry.get("message")
@@ -445,7 +445,8 @@ class PiHost:
             raise PiError("pi is not connected")
         self._ids += 1
         request_id = f"r{self._ids}"
-        event, box = anyio.Event(), []
+        event = anyio.Event()
+        box: list[dict[str, Any]] = []
         self._waiting[request_id] = (event, box)
         await channel.send({"id": request_id, **frame})
         with anyio.fail_after(timeout):

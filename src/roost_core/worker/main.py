@@ -538,7 +538,7 @@ class Worker:
             await self.handback(outcome)
             # The run's usage goes with its settle, so a tree's budget is up to date by the
             # time anyone sees this run as settled.
-            usage = {"usage": self.usage} if self.usage is not None else {}
+            usage: dict[str, Any] = {"usage": self.usage} if self.usage is not None else {}
             await self.status(
                 state=outcome.state,
                 question=outcome.question,

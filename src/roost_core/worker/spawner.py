@@ -65,7 +65,7 @@ class ForkedWorker:
         return self.returncode
 
 
-class PopenWorker(subprocess.Popen):
+class PopenWorker(subprocess.Popen[bytes]):
     """A worker started as ``python -m roost_core.worker`` (the fallback)."""
 
     #: The daemon is its parent: ``poll()`` always knows.

@@ -145,7 +145,7 @@ class Supervisor:
         spared = {pid for pid in self.managed if pid in links}
         found = []
         for pid in proctree.descendants(me):
-            parent = pid
+            parent: int | None = pid
             # Walk up: a process under a live started process is that process's own.
             while parent is not None and parent != me and parent not in spared:
                 parent = links.get(parent)
