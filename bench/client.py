@@ -41,7 +41,7 @@ PIPELINE = 16
 VARIANTS = ("sync", "lean-sync", "async", "async-pipelined", "lean-pipelined", "async-events", "lean-events")
 
 
-# --------------------------------------------------------------------------- the variants (in their own process)
+# -------------------------------------------------------------- the variants (in their own process)
 
 
 def _lockstep_lean(path: str, count: int, warm: int) -> float:
@@ -177,7 +177,7 @@ def _events(path: str, count: int, warm: int, lean: bool) -> float:
         async with anyio.create_task_group() as tg:
             tg.start_soon(client.run)
             await client.call("hello", name=name)
-            sender = subprocess.Popen(sender_args, cwd=str(REPO), env=bench_env())
+            sender = subprocess.Popen(sender_args, cwd=str(REPO), env=bench_env())  # noqa: ASYNC220 - started, not waited for: the loop goes on at once
             await all_seen.wait()
             cpu = time.process_time() - state["cpu0"]
             tg.cancel_scope.cancel()

@@ -60,7 +60,7 @@ def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
     ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, int(round(q / 100 * len(ordered) + 0.5)) - 1))
+    rank = max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))
     return ordered[rank]
 
 
@@ -187,7 +187,7 @@ class Agent:
 
     def __init__(self, role: str, args: dict[str, Any], *, env: dict[str, str] | None = None) -> None:
         # Its stderr goes to a file, shown only when the agent fails.
-        self.log = tempfile.TemporaryFile(mode="w+")
+        self.log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - open for the agent's life, closed in close()
         self.process = subprocess.Popen(
             [PYTHON, "-m", "bench.agents", role, json.dumps(args)],
             stdin=subprocess.PIPE,

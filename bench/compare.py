@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--full", action="store_true", help="full runs instead of --quick")
-    # Intermixed: `OLD_SRC --reps 2 NAME...` (the README's order) as well as `OLD_SRC NAME... --reps 2`.
+    # Intermixed: `OLD_SRC --reps 2 NAME...` (the README's order) as well as
+    # `OLD_SRC NAME... --reps 2`.
     args = parser.parse_intermixed_args(argv)
     runs: dict[str, list[list[dict]]] = {"before": [], "after": []}
     for rep in range(args.reps):

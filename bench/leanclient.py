@@ -319,7 +319,7 @@ def pairs(args: dict[str, Any]) -> None:
             started = []
             loop.later(delay, lambda: started.append(True))
             loop.until(lambda: bool(started))
-        workers = [Sender(conn, target, body, stats, run) for conn, target in zip(senders, run["targets"])]
+        workers = [Sender(conn, target, body, stats, run) for conn, target in zip(senders, run["targets"], strict=False)]
         for sender in workers:
             for _ in range(run.get("window", 1)):
                 sender.next()

@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     for side in (*SIDES, "floor"):
         rows = runs[side]
         rate = statistics.median(r["rate"] for r in rows)
-        paired = sorted(r["rate"] / f["rate"] for r, f in zip(rows, runs["floor"]))
+        paired = sorted(r["rate"] / f["rate"] for r, f in zip(rows, runs["floor"], strict=False))
         spread = "—" if side == "floor" else f"{paired[0]:.2f}–{paired[-1]:.2f}"
         print(f"| {side} | {rate:,.0f} | {rate / floor:.3f}x | {spread} | {statistics.median(r['cpu_per_msg'] for r in rows) * 1e6:.1f} |"
               f" {statistics.median(r['client_cpu_per_msg'] for r in rows) * 1e6:.1f} |")

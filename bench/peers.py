@@ -21,6 +21,7 @@ the same fields, read by the same loop with the bare codec:
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -246,17 +247,18 @@ def run(quick: bool = False, smoke: bool = False) -> list[Row]:
                 )
             )
     # Growth: cost ∝ N^k, k fitted over every size (least squares on log-log); linear is
-    # k = 1 (≤ 1.1 passes, for noise: issue 18's goal). The steps between consecutive sizes are shown too:
+    # k = 1 (≤ 1.1 passes, for noise: issue 18's goal). The steps between consecutive sizes
+    # are shown too:
     # the smallest listing fits in the CPU's caches, so its step alone overstates growth
     # (the bare broker's steps show the same).
     def fitted(points: list[tuple[int, float]]) -> float:
         xs = [math.log(n) for n, _ in points]
         ys = [math.log(t) for _, t in points]
         mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-        return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+        return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
 
     def steps(points: list[tuple[int, float]]) -> str:
-        return ", ".join(f"{math.log(t2 / t1) / math.log(n2 / n1):.2f}" for (n1, t1), (n2, t2) in zip(points, points[1:]))
+        return ", ".join(f"{math.log(t2 / t1) / math.log(n2 / n1):.2f}" for (n1, t1), (n2, t2) in itertools.pairwise(points))
 
     for case, (label, _) in CASES.items():
         roost_points = [(n, r[case]["p50"]) for n, r, _ in results]

@@ -29,6 +29,7 @@ import os
 import sys
 import tempfile
 from collections import Counter
+from pathlib import Path
 
 RATE = 400
 
@@ -37,7 +38,7 @@ def summarise(path: str, top: int = 30, messages: int | None = None, rate: int =
     self_time: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
     total = 0
-    for line in open(path, encoding="utf-8", errors="replace"):
+    for line in Path(path).read_text(encoding="utf-8", errors="replace").split("\n"):
         stack, _, count = line.rstrip("\n").rpartition(" ")
         if not stack or not count.isdigit():
             continue
@@ -95,7 +96,7 @@ def table(path: str, messages: int, cpu_per_msg: float) -> str:
     CPU per message: load inflates samples, not CPU time); the journal thread apart."""
     main: Counter[str] = Counter()
     thread: Counter[str] = Counter()
-    for line in open(path, encoding="utf-8", errors="replace"):
+    for line in Path(path).read_text(encoding="utf-8", errors="replace").split("\n"):
         stack, _, count = line.rstrip("\n").rpartition(" ")
         if not stack or not count.isdigit():
             continue

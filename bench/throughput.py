@@ -109,7 +109,7 @@ def pairs_run(system: str, *, receivers: str, durable: bool, seconds: float, war
             mine = [j for j in range(pairs) if owner_of[j] == p]
             agent.tell({"cmd": "connect", "system": system, "socket": server.socket, "receivers": [specs[j] for j in mine],
                         "senders": sum(1 for j in range(pairs) if j % processes == p), "tag": f"{p}x"})
-            for j, rid in zip(mine, agent.hear()["receivers"]):
+            for j, rid in zip(mine, agent.hear()["receivers"], strict=False):
                 receiver_ids[j] = rid
         now = time.perf_counter()
         t_begin = now + 0.2

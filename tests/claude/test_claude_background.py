@@ -159,7 +159,7 @@ def test_a_claude_child_reports_to_its_parent_and_is_woken_by_its_answer(claude_
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "paint the shed", "painter", host="claude")
             await lead.wait_for_delivery(1, timeout=90)
-            ok, text, data = await send(lead, kid, "blue")
+            ok, text, _data = await send(lead, kid, "blue")
             assert ok, text
             await lead.wait_for_delivery(2, timeout=90)
             await in_thread(daemon.wait_job, kid, timeout=60)

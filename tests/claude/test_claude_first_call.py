@@ -68,7 +68,7 @@ def test_stream_json_sessions_list_roosts_tools_in_their_first_call(claude_kit, 
         claude = StreamClaude(claude_kit.claude, env, tmp_path / "project")
         try:
             claude.prompt(f"who is there {number}")
-            wait_until(lambda: claude.results(), 120, what=f"run {number}'s result")
+            wait_until(lambda: claude.results(), 120, what=f"run {number}'s result")  # noqa: B023 - waited for here, in this pass
             assert claude.results()[0]["result"] == f"looked: who is there {number}", (number, fake.violations)
         finally:
             claude.close()

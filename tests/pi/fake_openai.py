@@ -158,10 +158,10 @@ def compile_responses(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
             last_said = str(step["say"])
             continue
         if "ask" in step:
-            responses.append({"text": "\n".join(texts + [str(step["ask"])])})
+            responses.append({"text": "\n".join([*texts, str(step["ask"])])})
             return responses
         if "state" in step:
-            responses.append({"text": "\n".join(texts + [str(step.get("text", ""))]) or str(step["state"])})
+            responses.append({"text": "\n".join([*texts, str(step.get("text", ""))]) or str(step["state"])})
             return responses
         if "fail" in step:
             responses.append({"error": str(step["fail"])})
@@ -202,7 +202,7 @@ def answer(scenario: dict[str, Any], body: dict[str, Any], tools: set[str] | Non
     used: set[int] = set()
     steps: list[dict[str, Any]] = []
     inputs: list[dict[str, str]] = []
-    for number, run in enumerate(runs, 1):
+    for run in runs:
         inputs = run["inputs"]
         text = "\n".join(item["text"] for item in inputs)
         first_kind = inputs[0]["kind"] if inputs else "reply"

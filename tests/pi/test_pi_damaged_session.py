@@ -26,7 +26,7 @@ def test_pi_resumes_a_session_file_with_no_header_first_a_torn_tail_and_garbage(
     path = Path(daemon.record(job)["session"])
     lines = [line for line in path.read_bytes().split(b"\n") if line]
     # The header goes last, a line of garbage in the middle, and a torn last line.
-    damaged = lines[1:2] + [b"\x00\xff not json at all"] + lines[2:] + [lines[0], b'{"type":"message","id":"torn","message":{"ro']
+    damaged = [*lines[1:2], b"\x00\xff not json at all", *lines[2:], lines[0], b'{"type":"message","id":"torn","message":{"ro']
     path.write_bytes(b"\n".join(damaged))
     daemon.call("reply", job=job, text="after the damage")
     row = daemon.wait_job(job, "done", timeout=60)

@@ -59,7 +59,7 @@ def test_pooled_pis_carry_nothing_of_one_child_into_another(pi_kit, write_config
             envs = {kind: environ(pis[kind]) for kind in kids}
             return kids, rows, pis, envs
 
-    kids, rows, pis, envs = run_async(story)
+    kids, _rows, pis, envs = run_async(story)
     records = {kind: daemon.record(kids[kind]) for kind in kids}
     # Each took a warm worker: its pi was up before the job existed.
     for kind in kids:
@@ -78,7 +78,7 @@ def test_pooled_pis_carry_nothing_of_one_child_into_another(pi_kit, write_config
             assert leak not in text, leak
         # What its tools saw (pi's bash tool prints its environment): the same.
         entries = daemon.entries(kids[kind])
-        tool_env = [message_text(e["message"]) for e in entries if e.get("type") == "message" and e["message"]["role"] == "toolResult"][0]
+        tool_env = next(message_text(e["message"]) for e in entries if e.get("type") == "message" and e["message"]["role"] == "toolResult")
         assert f"ROOST_JOB={kids[kind]}" in tool_env
         assert kids[other] not in tool_env and records[other]["token"] not in tool_env and records[kind]["token"] not in tool_env
         # Its model, thinking level and cwd, as pi recorded them.

@@ -21,8 +21,7 @@ receiver = make_peer(id="p0000001", name="parent", session="/s/p.jsonl")
 # Text rich in the characters that matter: tag fragments, entities, quotes, brackets.
 tricky_text = st.lists(
     st.sampled_from(
-        ["<", ">", "/", "&", "amp;", "lt;", "agent-message", "AGENT-Message"]
-        + ['"', "=", "\n", " ", "x", "\u202e", "\u200b"]
+        ["<", ">", "/", "&", "amp;", "lt;", "agent-message", "AGENT-Message", '"', "=", "\n", " ", "x", "\u202e", "\u200b"]
     )
 ).map("".join) | st.text()
 
@@ -109,7 +108,7 @@ def test_forged_id_and_relation_are_sanitised(pm) -> None:
         ("evil\u202eexe.txt", "evilexe.txt"),
         ("zero\u200bwidth\u200djoin\ufeffer", "zerowidthjoiner"),
         ("  many \t\n  spaces  ", "many spaces"),
-        ("Ｆｕｌｌｗｉｄｔｈ", "Fullwidth"),
+        ("Ｆｕｌｌｗｉｄｔｈ", "Fullwidth"),  # noqa: RUF001 - fullwidth on purpose: the input under test
         ("user@host:/path/to-x_y.z", "user@host:/path/to-x_y.z"),
         ("Überprüfung ✓", "Überprüfung"),
         ("", "agent"),

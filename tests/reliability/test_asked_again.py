@@ -150,7 +150,7 @@ def replied_once(daemon, job: str, env: dict) -> None:
     assert received_messages(daemon.entries(job)) == []
 
 
-# --------------------------------------------------------------------------- reports to a parent that leaves
+# ------------------------------------------------------------------ reports to a parent that leaves
 
 
 def child_scenario(gate) -> dict:
@@ -209,7 +209,7 @@ def test_a_report_pushed_as_its_parent_leaves_survives_a_daemon_restart_and_arri
         return child, first_copy, reports
 
     lead = None
-    child, first_copy, reports = run_async(main)
+    _child, first_copy, reports = run_async(main)
     assert len(first_copy) == 1 and "Done: the work" in first_copy[0]["content"]
     if parent_kind == "session":
         # The file held it: the second copy was acked, not written again.

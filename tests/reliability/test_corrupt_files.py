@@ -57,7 +57,7 @@ def append(*new: bytes, newline: bool = True) -> Callable[[Path], None]:
 
 def header_last(path: Path) -> None:
     lines = [line for line in lines_of(path) if line]
-    rewrite(path, lines[1:] + [lines[0], b""])
+    rewrite(path, [*lines[1:], lines[0], b""])
 
 
 def second_header(path: Path) -> None:
@@ -153,7 +153,7 @@ def test_a_worker_resumes_damaged_session_files_and_locks(daemon_factory, write_
         path = Path(daemon.record(job)["session"])
         after = lines_of(path)
         old = [line for line in before[name] if line]
-        kept = after[: len(old)] == old or (before[name][-1] and after[: len(old)] == old[:-1] + [old[-1]])
+        kept = after[: len(old)] == old or (before[name][-1] and after[: len(old)] == [*old[:-1], old[-1]])
         log = (daemon.paths.jobs_dir / f"{job}.log").read_text()
         # The first phase's lines are checked above (kept as they were, damage included);
         # what came after the damage must arrive once and in order.

@@ -172,7 +172,7 @@ class Story:
         assert result["stuck"] == [], result["stuck"]
         got = [r["body"] for r in result["reports"]]
         assert len(got) == len(expected_reports), f"reports from the child: {got}"
-        for body, expected in zip(got, expected_reports):
+        for body, expected in zip(got, expected_reports, strict=True):
             assert expected in body, got
 
 
@@ -243,7 +243,7 @@ def record_point(record, point: str, outcome: dict[str, Any], *, what: str) -> N
     )
 
 
-# --------------------------------------------------------------------------- the send/deliver/ack path
+# ------------------------------------------------------------------------ the send/deliver/ack path
 
 
 @pytest.mark.parametrize(
@@ -382,7 +382,7 @@ def test_crash_during_an_atomic_job_record_write_leaves_the_old_record(tmp_path,
     files.save("0abc0abc", {"id": "0abc0abc", "version": "old"})
     env = {**os.environ, "ROOST_HOME": str(tmp_path), "ROOST_FAULTS": "store.during_atomic_write"}
     runs = 5
-    for n in range(runs):
+    for _ in range(runs):
         (tmp_path / "faults").exists() and [p.unlink() for p in (tmp_path / "faults").iterdir()]
         done = subprocess.run([sys.executable, "-c", ATOMIC_CHILD, str(folder)], env=env, timeout=60)
         assert done.returncode == -signal.SIGKILL
@@ -392,7 +392,7 @@ def test_crash_during_an_atomic_job_record_write_leaves_the_old_record(tmp_path,
     record("crash point", "store.during_atomic_write (job record)", runs=runs, cases=runs, result="old record intact after every kill; next save wins")
 
 
-# --------------------------------------------------------------------------- hand-back and report routing
+# --------------------------------------------------------------------- hand-back and report routing
 
 
 def run_report_path(daemon_factory, write_config, tmp_path, point: str) -> dict[str, Any]:
@@ -460,7 +460,7 @@ def test_report_path_crash_point(daemon_factory, write_config, tmp_path, record,
     assert len(reports) == 2 and "one more thing" in reports[1], reports
 
 
-# --------------------------------------------------------------------------- worker deaths outside a run
+# ---------------------------------------------------------------------- worker deaths outside a run
 
 
 def test_an_idle_worker_killed_after_its_report_sends_no_second_report(daemon_factory, tmp_path, record):

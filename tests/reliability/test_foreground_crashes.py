@@ -32,33 +32,35 @@ def test_a_foreground_peer_survives_the_daemon_dying_before_its_ack(daemon_facto
             daemon.kill9()
 
     async def main():
-        async with session(daemon, tmp_path, name="receiver", on_deliver=kill_daemon) as receiver:
-            async with session(daemon, tmp_path, name="sender") as sender:
-                me = await receiver.ensure_registered()
-                await sender.ensure_registered()
+        async with (
+            session(daemon, tmp_path, name="receiver", on_deliver=kill_daemon) as receiver,
+            session(daemon, tmp_path, name="sender") as sender,
+        ):
+            me = await receiver.ensure_registered()
+            await sender.ensure_registered()
 
 
-                async def first() -> None:
-                    # The daemon dies before it answers; the send is asked again with its
-                    # key of the daemon started again: "delivered" once the receiver has
-                    # registered with it, "not running" before (a foreground peer has no
-                    # mailbox: a new daemon cannot know the old one pushed it).
-                    result = await sender.call("send", to=me, message="the one before the crash")
-                    assert result["result"] in ("delivered", "not running")
+            async def first() -> None:
+                # The daemon dies before it answers; the send is asked again with its
+                # key of the daemon started again: "delivered" once the receiver has
+                # registered with it, "not running" before (a foreground peer has no
+                # mailbox: a new daemon cannot know the old one pushed it).
+                result = await sender.call("send", to=me, message="the one before the crash")
+                assert result["result"] in ("delivered", "not running")
 
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(first)
-                    await in_thread(wait_until, lambda: killed, what="delivery")
-                    await in_thread(daemon.restart)
-                # Both sessions reconnect and go on working. The send waits until the new
-                # daemon has the receiver again: one sent before it re-registers is
-                # rightly answered "not running" (no mailbox for a foreground peer).
-                await in_thread(wait_until, lambda: any(r["id"] == me and r["live"] for r in daemon.call("agents")["agents"]), what="the receiver registered again")
-                with anyio.fail_after(30):
-                    result = await sender.call("send", to=me, message="after the restart")
-                assert result["result"] == "delivered"
-                await receiver.wait_for_delivery(2)
-                assert (await receiver.call("peers"))["self"]["id"] == me
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(first)
+                await in_thread(wait_until, lambda: killed, what="delivery")
+                await in_thread(daemon.restart)
+            # Both sessions reconnect and go on working. The send waits until the new
+            # daemon has the receiver again: one sent before it re-registers is
+            # rightly answered "not running" (no mailbox for a foreground peer).
+            await in_thread(wait_until, lambda: any(r["id"] == me and r["live"] for r in daemon.call("agents")["agents"]), what="the receiver registered again")
+            with anyio.fail_after(30):
+                result = await sender.call("send", to=me, message="after the restart")
+            assert result["result"] == "delivered"
+            await receiver.wait_for_delivery(2)
+            assert (await receiver.call("peers"))["self"]["id"] == me
 
     try:
         run_async(main)

@@ -78,10 +78,10 @@ class FgPeer(ForegroundSession):
 
 def child_scenario(tree: int, index: int) -> dict[str, Any]:
     siblings = [f"t{tree}-k{j}" for j in range(CHILDREN) if j != index]
-    targets = siblings + ["{parent}"]
+    targets = [*siblings, "{parent}"]
     steps = [{"send": {"to": targets[i % len(targets)], "message": "{job}:" + str(i)}} for i in range(CHILD_SENDS)]
     return {
-        "run": [{"match": "^task", "steps": steps + [{"say": "sent all"}]}],
+        "run": [{"match": "^task", "steps": [*steps, {"say": "sent all"}]}],
         # A short tool step: what arrives meanwhile is steered in at its boundary, so a
         # busy child takes messages in batches (as a real agent mid-turn does).
         # The last child of each tree is slow (1 s between boundaries): its 20-item cap
@@ -198,13 +198,13 @@ class Load:
             plan += [(f, a) for f, a in ((0.15, "kill9"), (0.33, "kill9"), (0.40, "restart"), (0.55, "kill9"), (0.65, "kill-worker"))]
             plan.sort()
         for fraction, action in plan:
-            while self.accepted < fraction * self.target and not self.done:
+            while self.accepted < fraction * self.target and not self.done:  # noqa: ASYNC110 - paces the chaos plan by a counter the senders bump
                 await anyio.sleep(0.05)
             if self.done:
                 return
             await in_thread(self.chaos_step, action)
         # Steady phase: warm up a little, then measure from here to the end.
-        while self.accepted < 0.72 * self.target and not self.done:
+        while self.accepted < 0.72 * self.target and not self.done:  # noqa: ASYNC110 - as above
             await anyio.sleep(0.05)
         self.rss["before"] = rss_bytes(self.daemon.process.pid)
         self.rss["before_at"] = self.accepted

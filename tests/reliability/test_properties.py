@@ -58,7 +58,7 @@ json_object = st.dictionaries(st.text(max_size=8), json_value, max_size=5)
 def split_points(data: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({c % (len(data) + 1) for c in cuts})
     chunks, last = [], 0
-    for p in points + [len(data)]:
+    for p in [*points, len(data)]:
         chunks.append(data[last:p])
         last = p
     return chunks
@@ -92,7 +92,7 @@ def test_frame_parser_splits_any_stream_like_a_line_reader(record):
     def check(lines, cuts):
         runs["n"] += 1
         runs["lines"] += len(lines)
-        data = b"".join(l + b"\n" for l in lines)
+        data = b"".join(line + b"\n" for line in lines)
         decoder = FrameDecoder(max_frame=max_frame)
         got: list[Any] = []
         for chunk in split_points(data, cuts):

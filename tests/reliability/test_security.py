@@ -205,7 +205,7 @@ def test_the_job_token_never_leaks(daemon_factory, write_config, tmp_path, recor
     assert all(file_mode(daemon.paths.jobs_dir / f"{job}.json") == 0o600 for job in tokens)
 
 
-# --------------------------------------------------------------------------- dialogs and user authority
+# ----------------------------------------------------------------------- dialogs and user authority
 
 APPROVALS = [
     "yes",
@@ -276,7 +276,7 @@ def test_agent_messages_never_approve_a_dialog_nor_read_as_user_input(daemon_fac
     record("security", "messages never approve a dialog nor read as user input", runs=1, messages=len(items), cases=len(APPROVALS), result=f"{len(items)} approvals from parent, sibling, outsider: dialog held; answered only by the user's reply")
 
 
-# --------------------------------------------------------------------------- registering as someone else
+# ---------------------------------------------------------------------- registering as someone else
 
 
 FORKED_ANCESTOR = r"""

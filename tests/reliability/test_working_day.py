@@ -67,7 +67,7 @@ pytestmark = [pytest.mark.soak_only, pytest.mark.timeout(int(MINUTES * 60 + 900)
 def child_scenario(siblings: list[str]) -> dict[str, Any]:
     steps = [{"send": {"to": to, "message": "{job}:task:" + str(i)}} for i, to in enumerate(siblings + ["{parent}"] * 2)]
     return {
-        "run": [{"match": "^task", "steps": steps + [{"say": "task done"}]}],
+        "run": [{"match": "^task", "steps": [*steps, {"say": "task done"}]}],
         # Every later run answers the parent (a foreground peer) with one message.
         "default": {"steps": [{"wait": 0.3}, {"send": {"to": "{parent}", "message": "re {job}: {input}"}}, {"say": "ok"}]},
     }

@@ -130,7 +130,7 @@ def test_a_corrupt_project_config_is_warned_about_not_silently_ignored(daemon, t
     assert result.stderr == "" and "on host scripted" in result.stdout
 
 
-# ---------------------------------------------------------------------------- point 11: hosts, home, Ctrl-C
+# -------------------------------------------------------------------- point 11: hosts, home, Ctrl-C
 
 
 @pytest.mark.parametrize(

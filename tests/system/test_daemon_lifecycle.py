@@ -240,9 +240,12 @@ class Adopted:
         for process in psutil.process_iter(["cmdline", "status"]):
             try:
                 cmdline = process.info["cmdline"] or []
-                if "roost_core.daemon" in cmdline and process.info["status"] != psutil.STATUS_ZOMBIE:
-                    if process.environ().get("ROOST_HOME") == self.env["ROOST_HOME"]:
-                        found.append(process)
+                if (
+                    "roost_core.daemon" in cmdline
+                    and process.info["status"] != psutil.STATUS_ZOMBIE
+                    and process.environ().get("ROOST_HOME") == self.env["ROOST_HOME"]
+                ):
+                    found.append(process)
             except psutil.Error:
                 continue
         return found

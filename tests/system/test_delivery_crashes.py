@@ -22,7 +22,7 @@ def test_message_to_a_reaped_worker_survives_kill9_of_the_daemon(daemon_factory,
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "first", "kid", scenario=QUIET)
             await in_thread(daemon.wait_reaped, kid)
-            ok, text, data = await send(lead, kid, "survive this")
+            _ok, _text, data = await send(lead, kid, "survive this")
             assert data["result"] == "started"
             daemon.kill9()
             daemon.restart()
@@ -44,7 +44,7 @@ def crash_between(daemon_factory, tmp_path, point: str) -> None:
             kid = await spawn(lead, "busy", "kid", scenario=scenario)
             await in_thread(wait_until, lambda: daemon.job(kid)["connected"] and daemon.job(kid)["pending"] == 0, what="busy")
             first_pid = daemon.record(kid)["worker_pid"]
-            ok, text, data = await send(lead, kid, "steer me")
+            _ok, _text, data = await send(lead, kid, "steer me")
             assert data["result"] == "delivered"
             gate.write_text("open")  # the tool returns: the steer is applied at this boundary
             await in_thread(wait_until, lambda: (daemon.paths.home / "faults" / point).exists(), what="fault fired")

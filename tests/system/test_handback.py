@@ -171,10 +171,10 @@ def test_tree_and_global_caps(daemon_factory, write_config, tmp_path):
         async with session(daemon, tmp_path, name="one") as one, session(daemon, tmp_path, name="two") as two:
             await spawn(one, "a", "a", scenario=hold)
             await spawn(one, "b", "b", scenario=hold)
-            ok, text, _ = await one.call_tool("roost_spawn", {"task": "c"})
+            _ok, text, _ = await one.call_tool("roost_spawn", {"task": "c"})
             assert text.startswith("error (tree_limit)")
             await spawn(two, "d", "d", scenario=hold)
-            ok, text, _ = await two.call_tool("roost_spawn", {"task": "e"})
+            _ok, text, _ = await two.call_tool("roost_spawn", {"task": "e"})
             assert text.startswith("error (spawn_limit)")
 
     run_async(story)

@@ -92,7 +92,8 @@ def test_delivered_to_a_live_child_and_back_to_the_parent(daemon, tmp_path):
             envelope = envelope_of({"content": event["content"]})
             assert envelope["from"] == "kid" and envelope["relation"] == "child"
             assert "answer to" in envelope["body"] and "what is 2+2?" in envelope["body"]
-            # The child's transcript holds the message as its own framed entry, never as a user message.
+            # The child's transcript holds the message as its own framed entry, never as a
+            # user message.
             (item,) = agent_items(daemon.entries(kid))
             assert item["details"]["seq"] > 0 and item["details"]["from"] == lead.peer_id
             assert envelope_of(item)["relation"] == "parent"
@@ -132,7 +133,7 @@ def test_started_when_the_target_was_reaped(daemon_factory, write_config, tmp_pa
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "first", "kid", scenario=QUIET)
             await in_thread(daemon.wait_reaped, kid)
-            ok, text, data = await send(lead, kid, "wake up")
+            _ok, text, data = await send(lead, kid, "wake up")
             assert data["result"] == "started", text
             await in_thread(daemon.wait_job, kid)
             items = agent_items(daemon.entries(kid))
@@ -148,7 +149,7 @@ def test_stopped_target_is_not_woken_and_keeps_the_message(daemon, tmp_path):
             await in_thread(daemon.wait_job, kid)
             daemon.call("stop", job=kid)
             await in_thread(daemon.wait_reaped, kid)
-            ok, text, data = await send(lead, kid, "are you there?")
+            _ok, text, data = await send(lead, kid, "are you there?")
             assert data["result"] == "stopped"
             assert text.startswith("stopped: kid")
             row = daemon.job(kid)
@@ -172,7 +173,7 @@ def test_queued_while_the_worker_is_live_but_not_connected(daemon, tmp_path):
                 daemon.kill9()
                 daemon.restart()
                 await lead.ensure_registered()
-                ok, text, data = await send(lead, kid, "while you were away")
+                _ok, text, data = await send(lead, kid, "while you were away")
                 assert data["result"] == "queued", text
             finally:
                 os.kill(pid, signal.SIGCONT)
@@ -201,7 +202,7 @@ def test_waiting_on_a_dialog(daemon, tmp_path):
             kid = await spawn(lead, "deploy", "kid", scenario={"run": [{"steps": [{"dialog": "Deploy to prod?"}, {"say": "deployed: {input}"}]}], "default": {"steps": [{"say": "ok"}]}})
             await in_thread(wait_until, lambda: daemon.job(kid)["dialog"], what="dialog open")
             assert daemon.job(kid)["state"] == "needs_input" and daemon.job(kid)["question"] == "Deploy to prod?"
-            ok, text, data = await send(lead, kid, "please hurry")
+            _ok, text, data = await send(lead, kid, "please hurry")
             assert data["waiting"] == "waiting on a dialog"
             assert text.endswith(f"— waiting on a dialog; msg {data['id']}")
             # The message waits while the dialog is open: it is not in the transcript.
@@ -221,7 +222,7 @@ def test_shell_jobs_take_no_messages(daemon, tmp_path):
     async def story():
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "echo hi", "sh", host="shell")
-            ok, text, data = await send(lead, kid, "hello?")
+            ok, text, _data = await send(lead, kid, "hello?")
             assert not ok and text.startswith("error (not_accepted)")
 
     run_async(story)
@@ -280,7 +281,7 @@ def test_project_config_cannot_widen_reach(daemon, tmp_path):
 
     async def story():
         async with session(daemon, project) as lead:
-            ok, text, _ = await send(lead, job, "hi")
+            _ok, text, _ = await send(lead, job, "hi")
             assert text.startswith("error (unreachable)")
 
     run_async(story)

@@ -244,7 +244,7 @@ def test_plain_output_in_a_pipe_is_roost_agents_plus_columns(daemon, tmp_path):
     agents = roost("roost_core.cli", "agents").splitlines()
     view = roost("roost_core.view").splitlines()
     assert len(view) == len(agents)
-    for plain, extended in zip(agents, view):
+    for plain, extended in zip(agents, view, strict=True):
         # The same line, with the columns inserted before the detail.
         assert extended.startswith(plain.split("  — ")[0]), (plain, extended)
         if "  — " in plain:

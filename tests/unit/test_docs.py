@@ -46,7 +46,7 @@ def subsections(text: str) -> dict[str, str]:
     """``### `name` `` headings (in order) -> their bodies."""
     parts = re.split(r"^### (.+)$", text, flags=re.M)
     found: dict[str, str] = {}
-    for heading, body in zip(parts[1::2], parts[2::2]):
+    for heading, body in zip(parts[1::2], parts[2::2], strict=True):
         name = re.fullmatch(r"`([^`]+)`", heading.strip())
         if name:
             assert name[1] not in found, f"{name[1]} documented twice"
@@ -125,7 +125,7 @@ def pushed_events() -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.Dict):
                 continue
-            for key, value in zip(node.keys, node.values):
+            for key, value in zip(node.keys, node.values, strict=True):
                 if isinstance(key, ast.Constant) and key.value == "event" and isinstance(value, ast.Constant) and isinstance(value.value, str):
                     events.setdefault(value.value, set()).update(literal_keys(node) - {"event"})
     return events

@@ -3,6 +3,8 @@ and what the journal keeps (``roost_core.daemon.ledger``)."""
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import anyio
 import pytest
 
@@ -109,7 +111,7 @@ def test_a_held_push_goes_out_once_its_answer_is_on_record() -> None:
 
     class Peer:
         id = "fabc1234"
-        recorded: dict = {}
+        recorded: ClassVar[dict[int, Any]] = {}
 
     held = HeldPush({"result": "delivered", "seq": 4}, lambda: pushed.append(4), Peer(), 4, b'{"seq":4}\n')
     answer = book.accept("a", "send", "k", lambda: held)

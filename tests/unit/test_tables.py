@@ -216,11 +216,11 @@ def test_a_listing_made_again_after_a_change_remakes_only_the_moved_records_rows
     still = t.job("j-1", "still")
     moving = t.job("j-2", "moving")
     first = t.tables.peer_listing()
-    rows = {peer.id: rows for peer, rows in zip(first.peers, first.rows)}
+    rows = {peer.id: rows for peer, rows in zip(first.peers, first.rows, strict=True)}
     moving.summary = "half way"
     second = t.tables.peer_listing()
     assert second is not first
-    again = {peer.id: rows for peer, rows in zip(second.peers, second.rows)}
+    again = {peer.id: rows for peer, rows in zip(second.peers, second.rows, strict=True)}
     assert again["j-1"] is rows["j-1"]  # taken over: its record did not move
     assert again["j-2"] is not rows["j-2"] and again["j-2"][None]["summary"] == "half way"
     moving.name = "a-first-now"  # a new name reorders the listing

@@ -85,7 +85,7 @@ def test_escapes_are_plain_json() -> None:
 
 @given(st.text() | tricky_text)
 @settings(max_examples=500, deadline=None)
-@example("Ａｄｍｉｎ\u0000\u200b")
+@example("Ａｄｍｉｎ\u0000\u200b")  # noqa: RUF001 - fullwidth letters on purpose: the input under test
 @example('"><script>')
 @example("a" * 100)
 def test_names_follow_the_default_envelope_rule(name: str) -> None:

@@ -100,7 +100,7 @@ def test_another_repository_stays_out_of_reach(daemon_factory, tmp_path, repo):
     async def story():
         async with fg(daemon, tmp_path, "alice", repo) as alice, fg(daemon, tmp_path, "carol", other) as carol:
             await carol.ensure_registered()
-            ok, text, _ = await send(alice, "carol", "hi")
+            _ok, text, _ = await send(alice, "carol", "hi")
             assert text.startswith("error (not_found)"), text
             _, _, listing = await alice.call_tool("roost_agents", {})
             assert listing["peers"] == []
