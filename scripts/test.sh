@@ -4,6 +4,9 @@
 #   scripts/test.sh [PYTEST ARGS...]          the full run (the README's and CI's)
 #   scripts/test.sh --fast [PYTEST ARGS...]   unit, plugin and smoke system tests, under a minute
 #
+# Both modes first run scripts/lint.sh (ruff over the tree, mypy --strict over roost_core
+# and roost_plugins) and stop there on any finding.
+#
 # Full run: every test in tests/ under coverage (the daemon and worker subprocesses
 # included: [tool.coverage.run] patch), spread over one pytest worker per core
 # (pytest-xdist, -n auto; each test has its own home, daemon and processes, so tests do
@@ -46,8 +49,10 @@ ensure_venv() {
     fi
 }
 
-ensure_venv .venv 'import roost_core, pytest, coverage, hypothesis, xdist' -e '.[test]'
+ensure_venv .venv 'import roost_core, pytest, coverage, hypothesis, xdist, mypy, ruff' -e '.[test]'
 py=.venv/bin/python
+
+scripts/lint.sh
 
 if [[ $fast -eq 1 ]]; then
     "$py" -m pytest -q tests/unit tests/plugins tests/system -m smoke "$@"
