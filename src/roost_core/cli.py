@@ -20,13 +20,13 @@ from roost_core import mcp as mcp_cli
 from roost_core.claude import cli as claude_cli
 from roost_core.cli_support import (
     EXIT_INTERRUPTED,
+    FLAG_DISABLED,
     SETTLED,
     TIMEOUT,
     CommandError,
     Parser,
     check_states,
     client,
-    FLAG_DISABLED,
     disabled_plugins,
     format_jobs,
     format_reply,
