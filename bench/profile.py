@@ -72,7 +72,7 @@ BUCKETS: list[tuple[str, tuple[str, ...]]] = [
     ("teardown: the bench's receivers exit, their jobs' workers are gone (not per message)", ("worker_gone",)),
     ("the monitor (every 0.1 s; before: each adopted worker's liveness by psutil, now a pidfd each; per second, not per message)", ("DaemonBase.monitor",)),
     ("accept_send: reach (sender_info, resolve_target, reach)", ("DaemonBase.reach", "PeerTables.reach", "resolve_target", "sender_info", "MessagingOps.route", "PeerTables.route")),
-    ("accept_send: limits check and note (plugin hooks)", ("admit", "check_send", "note_sent", "_checker", "LimitsPlugin.")),
+    ("accept_send: limits check and note (plugin hooks)", ("check_send", "note_sent", "_checking", "LimitsPlugin.")),
     ("accept_send: framing (envelope hook)", ("frame_item", "_framer")),
     ("accept_send: delivery (queue item, push deliver, receipts, journal add)", ("accept_delivery", "SendDesk.deliver")),
     ("accept_send: Pending record and closures", ("Pending", "DaemonBase.__init__.<locals>.<lambda>")),

@@ -5,6 +5,11 @@ the first non-None answer wins) and *contribute* hooks (every plugin adds someth
 core combines the list). Default implementations of decide hooks are registered with
 ``trylast=True`` so an installed team plugin wins. With a plugin blocked, the core does the
 neutral, safe thing described on each spec.
+
+One hook per decision: the daemon compiles the hooks it asks on every send once per
+plugin set (``roost_core.policy.CompiledHooks``), so no decision needs a second, faster
+shape. What each decision may depend on, and so whether the core may keep its answer,
+is on its spec (``roost_core.pure`` marks a decision that follows from its arguments).
 """
 
 from __future__ import annotations
@@ -14,8 +19,6 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from roost_core.config import Config
     from roost_core.records import (
         DeliveryDecision,
@@ -69,40 +72,24 @@ def roost_decide_reach(
 ) -> ReachDecision | None:
     """Decide whether ``sender`` may reach ``target``, and what their relation is.
 
-    Called for every ``send`` (after the target is resolved) and for every peer that
-    ``peers`` might list. The answer must follow from the two records and the config: a
-    ``send``'s decision is kept per (sender, target, ``addressed_by``) until any record
-    of the peer table changes, so this hook is asked once per pair in between.
+    Called for every ``send`` (for each candidate while a name is resolved, then for the
+    target), for every peer a ``peers`` listing might show, and for every candidate of a
+    broadcast. The answer may depend on anything (a file, the clock, a directory): the
+    core asks again at every send and every listing, so a grant or a revocation counts
+    from the next one. Only when *every* implementation is marked
+    :func:`roost_core.pure` (its answer follows from the two records, ``addressed_by``
+    and the config alone, as the default ``reach`` plugin's does) does the core keep the
+    decisions, routes and listings made from them until any record of the peer table
+    changes.
 
     :param sender: the peer bound to the calling connection.
     :param target: the candidate receiver.
-    :param addressed_by: ``"id"`` (exact id), ``"name"`` (exact unique name) or
-        ``"list"`` (building the ``peers`` answer).
+    :param addressed_by: ``"id"`` (exact id), ``"name"`` (exact unique name), ``"list"``
+        (building the ``peers`` answer) or ``"scope"`` (a broadcast's candidates).
     :param config: the user-level config (project config never reaches this hook).
     :return: a :class:`~roost_core.records.ReachDecision`, or None when this plugin has
         no opinion. Stops at the first non-None result. With no answer at all the core
         treats the target as not reachable.
-    """
-
-
-@hookspec(firstresult=True)
-def roost_decide_reach_many(
-    sender: PeerInfo, targets: Sequence[PeerInfo], addressed_by: str, config: Config
-) -> list[ReachDecision] | None:
-    """Decide reach for many targets at once: what ``roost_decide_reach`` answers for each,
-    in one call instead of one per target.
-
-    Called for a ``peers`` listing (``addressed_by`` ``"list"``), and only when every
-    plugin that implements ``roost_decide_reach`` implements this hook too: a plugin that
-    decides one target at a time is then asked one target at a time, never bypassed.
-
-    :param sender: the peer bound to the calling connection.
-    :param targets: the candidate receivers.
-    :param addressed_by: as for ``roost_decide_reach``.
-    :param config: the user-level config.
-    :return: one :class:`~roost_core.records.ReachDecision` per target, in the order of
-        ``targets``, or None for no opinion (the core then asks ``roost_decide_reach``
-        per target). Stops at the first non-None result.
     """
 
 
@@ -111,13 +98,16 @@ def roost_decide_reach_many(
 
 @hookspec
 def roost_check_send(item: OutgoingItem, now: float, config: Config) -> Refusal | None:
-    """Check an agent message before it is queued.
+    """Check an agent message before it is queued; count nothing here.
 
-    Called for every ``send`` that reach allowed, before anything is stored, on the
-    plugins that do not implement ``roost_admit_send`` (which checks and counts at once).
+    Called on every plugin that implements it, for every ``send`` (and every receiver of a
+    broadcast) that reach allowed, before anything is stored. Asked every time, never
+    kept, so it may depend on anything: the clock, a file, the plugin's own counters.
 
     :param item: sender, target, text, kind and relation of the message.
-    :param now: the daemon's clock (monotonic seconds), so rate windows are testable.
+    :param now: the daemon's clock: *monotonic* seconds, good for rate windows (and
+        frozen in tests), not a time of day. A wall-clock policy (quiet hours) reads
+        ``time.time()`` or ``datetime.datetime.now()`` (local time) itself.
     :param config: the user-level config.
     :return: a :class:`~roost_core.records.Refusal` to refuse the message, or None. The
         core refuses on the first refusal in the list; with no limits plugin, only the
@@ -127,50 +117,17 @@ def roost_check_send(item: OutgoingItem, now: float, config: Config) -> Refusal 
 
 @hookspec
 def roost_note_sent(item: OutgoingItem, now: float) -> None:
-    """Observe an agent message that was accepted (queued or delivered).
+    """Count an agent message that was accepted (queued or delivered).
 
-    Called once per accepted ``send``, after every check passed and the item was taken
-    (so counters such as rate limits count only what went out), before it is durable: a
+    Called on every plugin that implements it, once per ``send`` (and per receiver of a
+    broadcast) that every ``roost_check_send`` passed and the receiver took: after that
+    check with no other send checked in between, and before the item is durable, so a
     send pipelined right behind it on the same connection is already checked against it.
-    Not called on a plugin that implements ``roost_admit_send`` (which counted it then).
+    A send refused (by any plugin, or a full queue) is never noted, so there is nothing
+    to take back.
 
     :param item: the accepted item.
-    :param now: the daemon's clock (monotonic seconds).
-    :return: ignored.
-    """
-
-
-@hookspec
-def roost_admit_send(item: OutgoingItem, now: float, config: Config) -> Refusal | None:
-    """Check an agent message and, if it may go, count it as accepted: ``roost_check_send``
-    and ``roost_note_sent`` in one call.
-
-    A plugin that implements this hook is asked it instead of those two (the default
-    limits plugin does: one call into it per send). The core asks it once per ``send``
-    that reach allowed, after its own checks and after the ``roost_check_send`` of the
-    plugins that do not admit, before anything is stored. If the send is refused after
-    all (another plugin refused it, or the receiver's queue is full), the core calls
-    ``roost_withdraw_send`` with the same item.
-
-    :param item: sender, target, text, kind and relation of the message.
-    :param now: the daemon's clock (monotonic seconds), so rate windows are testable.
-    :param config: the user-level config.
-    :return: a :class:`~roost_core.records.Refusal` to refuse the message (counting
-        nothing), or None, having counted it. The core refuses on the first refusal.
-    """
-
-
-@hookspec
-def roost_withdraw_send(item: OutgoingItem, now: float) -> None:
-    """Take back what ``roost_admit_send`` counted for ``item``: the send was refused
-    after it was admitted.
-
-    Called on every plugin that implements it, right after the admission it takes back
-    (nothing else is admitted in between), so a plugin that refused ``item`` itself, or
-    did not count it, changes nothing.
-
-    :param item: the item the core asked ``roost_admit_send`` about.
-    :param now: the daemon's clock (monotonic seconds).
+    :param now: the daemon's clock (monotonic seconds), the ``now`` its check was given.
     :return: ignored.
     """
 

@@ -75,7 +75,7 @@ class RoostPluginManager(pluggy.PluginManager):
         self.distributions: dict[str, metadata.Distribution] = {}
         #: Moves whenever the hooks' implementations may have changed (a plugin registered,
         #: unregistered or blocked, specs added): what is worked out from them once
-        #: (``policy.send_policy``) is worked out again.
+        #: (``policy.PluginHooks``: the compiled per-send hooks) is worked out again.
         self.generation = 0
 
     def register(self, plugin: Any, name: str | None = None) -> str | None:

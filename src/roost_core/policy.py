@@ -13,6 +13,7 @@ import unicodedata
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from roost_core import is_pure
 from roost_core.records import (
     SETTLED_STATES,
     DeliveryDecision,
@@ -58,68 +59,6 @@ def fallback_sanitize(name: str) -> str:
     return cleaned[:64] or "agent"
 
 
-def call_hook(hook: pluggy.HookCaller, **kwargs: object) -> Any:
-    """``hook(**kwargs)``, the answer pluggy gives; with a single plain implementation
-    (no wrapper), that function is called straight, as pluggy would call it (the
-    arguments it names, in its order): the per-send hooks have one implementation each by
-    default, and pluggy's general dispatch cost more than the hooks' own work."""
-    return call_hook_args(hook, tuple(kwargs), *kwargs.values())
-
-
-def call_hook_args(hook: pluggy.HookCaller, names: tuple[str, ...], *args: object) -> Any:
-    """:func:`call_hook` with the arguments given in order, ``names`` naming them (the
-    per-send hooks' callers: no keyword dict is made when the plugin names its arguments
-    in the spec's order)."""
-    direct = _direct(hook)
-    if direct is None:
-        return hook(**dict(zip(names, args, strict=True)))
-    function, argnames, firstresult = direct
-    if argnames == names:
-        result = function(*args)
-    else:
-        result = function(*[args[names.index(name)] for name in argnames])
-    if firstresult:
-        return result
-    return [] if result is None else [result]
-
-
-MAX_DIRECT = 1000
-#: hook -> (its one plain implementation, what calling it straight needs); checked
-#: against the hook's implementations at every call, so a plugin registered or blocked
-#: since is seen at once.
-_DIRECT: dict[pluggy.HookCaller, tuple[Any, tuple[Callable[..., Any], tuple[str, ...], bool]]] = {}
-
-
-def _direct(hook: pluggy.HookCaller) -> tuple[Callable[..., Any], tuple[str, ...], bool] | None:
-    """How to call ``hook``'s one plain implementation straight, or None when pluggy must
-    (several implementations, none, or a wrapper)."""
-    # pluggy's own list of the hook's implementations (``get_hookimpls`` copies it).
-    impls = hook._hookimpls
-    if len(impls) != 1:
-        return None
-    impl = impls[0]
-    kept = _DIRECT.get(hook)
-    if kept is not None and kept[0] is impl:
-        return kept[1]
-    if impl.hookwrapper or impl.wrapper:
-        return None
-    if len(_DIRECT) >= MAX_DIRECT:
-        _DIRECT.clear()  # managers come and go (tests build one each): bounded
-    firstresult = bool(hook.spec is not None and hook.spec.opts.get("firstresult"))
-    direct = (impl.function, tuple(impl.argnames), firstresult)
-    _DIRECT[hook] = (impl, direct)
-    return direct
-
-
-#: The per-send hooks' arguments, in their specs' order (for :func:`call_hook_args`).
-_REACH_ARGS = ("sender", "target", "addressed_by", "config")
-_SEND_ARGS = ("item", "now", "config")
-_NOTE_ARGS = ("item", "now")
-_ITEM_ARGS = ("item",)
-_DELIVERY_ARGS = ("item", "config")
-_BUDGET_ARGS = ("usage", "config")
-
-
 def sanitize_name(pm: pluggy.PluginManager, name: str) -> str:
     answer = pm.hook.roost_sanitize_name(name=name)
     return answer if isinstance(answer, str) and answer else fallback_sanitize(name)
@@ -128,27 +67,18 @@ def sanitize_name(pm: pluggy.PluginManager, name: str) -> str:
 def decide_reach(
     pm: pluggy.PluginManager, sender: PeerInfo, target: PeerInfo, addressed_by: str, config: Config
 ) -> ReachDecision:
-    answer = call_hook_args(pm.hook.roost_decide_reach, _REACH_ARGS, sender, target, addressed_by, config)
-    if isinstance(answer, ReachDecision):
-        return answer
-    return ReachDecision(allowed=False, relation="external", reason="no reach policy allows this peer")
+    """The reach plugins' decision, asked through pluggy's own call (the daemon asks the
+    plugin set's :class:`CompiledHooks`, which answer the same)."""
+    return _reach_answer(pm.hook.roost_decide_reach(sender=sender, target=target, addressed_by=addressed_by, config=config))
 
 
-def decide_reach_many(
-    pm: pluggy.PluginManager, sender: PeerInfo, targets: list[PeerInfo], addressed_by: str, config: Config
-) -> list[ReachDecision]:
-    """``decide_reach`` for every target, in one plugin call when the reach plugins allow.
+def _reach_answer(answer: object) -> ReachDecision:
+    """A reach hook's answer, or not reachable when no plugin answered a decision."""
+    return answer if isinstance(answer, ReachDecision) else NO_REACH
 
-    The batch hook is asked only when every plugin deciding reach one target at a time
-    also decides in batches, so installing a plugin that only implements
-    ``roost_decide_reach`` still has it decide every listing."""
-    single = {impl.plugin for impl in pm.hook.roost_decide_reach.get_hookimpls()}
-    batch = {impl.plugin for impl in pm.hook.roost_decide_reach_many.get_hookimpls()}
-    if targets and single <= batch:
-        answer = pm.hook.roost_decide_reach_many(sender=sender, targets=targets, addressed_by=addressed_by, config=config)
-        if isinstance(answer, list) and len(answer) == len(targets) and all(isinstance(d, ReachDecision) for d in answer):
-            return answer
-    return [decide_reach(pm, sender, target, addressed_by, config) for target in targets]
+
+#: The answer when no reach plugin answers: not reachable.
+NO_REACH = ReachDecision(allowed=False, relation="external", reason="no reach policy allows this peer")
 
 
 def first_refusal(answers: list[object]) -> Refusal | None:
@@ -159,22 +89,14 @@ def first_refusal(answers: list[object]) -> Refusal | None:
     return None
 
 
-def admit_send(pm: pluggy.PluginManager, item: OutgoingItem, now: float, config: Config) -> Refusal | None:
-    """The send limits' answer for ``item`` (see :class:`SendPolicy`): a refusal, or None,
-    and then an admitting plugin has counted it."""
-    return send_policy(pm).admit(item, now, config)
-
-
-def withdraw_send(pm: pluggy.PluginManager, item: OutgoingItem, now: float) -> None:
-    """``item``, admitted, was refused after all: the admitting plugins take it back."""
-    send_policy(pm).withdraw(item, now)
+def check_send(pm: pluggy.PluginManager, item: OutgoingItem, now: float, config: Config) -> Refusal | None:
+    """The send limits' first refusal of ``item``, or None (pluggy's own call)."""
+    return first_refusal(pm.hook.roost_check_send(item=item, now=now, config=config))
 
 
 def note_sent(pm: pluggy.PluginManager, item: OutgoingItem, now: float) -> None:
-    """``item``, admitted, was taken: the plugins that only observe it count it now."""
-    note = send_policy(pm).note_sent
-    if note is not None:
-        note(item, now)
+    """``item`` was checked and taken: every plugin that counts sends counts it."""
+    pm.hook.roost_note_sent(item=item, now=now)
 
 
 def fallback_frame(item: OutgoingItem) -> str:
@@ -191,7 +113,11 @@ def fallback_frame(item: OutgoingItem) -> str:
 
 
 def frame_item(pm: pluggy.PluginManager, item: OutgoingItem) -> str:
-    return send_policy(pm).frame_item(item)
+    return _framed(pm.hook.roost_frame_item(item=item), item)
+
+
+def _framed(answer: object, item: OutgoingItem) -> str:
+    return answer if isinstance(answer, str) and answer else fallback_frame(item)
 
 
 def render_entry(pm: pluggy.PluginManager, entry: TranscriptEntry) -> str:
@@ -277,7 +203,13 @@ def plan_broadcast(pm: pluggy.PluginManager, request: ScopeRequest, config: Conf
 
 def decide_delivery(pm: pluggy.PluginManager, item: OutgoingItem, config: Config) -> str:
     """``steer`` or ``followUp``; steer when no plugin answers (or answers nonsense)."""
-    return send_policy(pm).decide_delivery(item, config)
+    return _delivery_mode(pm.hook.roost_decide_delivery(item=item, config=config))
+
+
+def _delivery_mode(answer: object) -> str:
+    if isinstance(answer, DeliveryDecision) and answer.mode in ("steer", "followUp"):
+        return answer.mode
+    return "steer"
 
 
 def decide_watch(pm: pluggy.PluginManager, request: WatchRequest, config: Config) -> WatchDecision:
@@ -288,132 +220,166 @@ def decide_watch(pm: pluggy.PluginManager, request: WatchRequest, config: Config
 
 
 def check_budget(pm: pluggy.PluginManager, usage: TreeUsage, config: Config) -> Refusal | None:
-    return first_refusal(call_hook_args(pm.hook.roost_check_budget, _BUDGET_ARGS, usage, config))
+    return first_refusal(pm.hook.roost_check_budget(usage=usage, config=config))
 
 
-class SendPolicy:
-    """The hooks every ``send`` asks, each ready to call with the spec's arguments in
-    order and giving the answer pluggy's own call gives: a hook with one plain
-    implementation that names the spec's arguments in order is that function, wrapped
-    only to read its answer; any other goes through pluggy. Worked out once per
-    :attr:`~roost_core.plugins.RoostPluginManager.generation` (:func:`send_policy`).
-
-    The send limits come in two shapes. A plugin that implements ``roost_admit_send``
-    checks a send and counts it in one call (the default limits plugin: one call into it
-    per send), and takes it back in ``roost_withdraw_send`` when the send is refused after
-    all; its ``roost_check_send`` and ``roost_note_sent`` are then not asked. A plugin
-    that implements only those two is asked them as before: its check first, its note
-    once the item is taken. So :attr:`admit` is every plugin's check, then every
-    admitting plugin's admission (taken back if one of them refuses); :attr:`withdraw`
-    takes an admission back; :attr:`note_sent` is None when no plugin only observes."""
-
-    __slots__ = ("admit", "decide_delivery", "frame_item", "generation", "note_sent", "withdraw")
-
-    def __init__(self, pm: pluggy.PluginManager, generation: int | None) -> None:
-        self.generation = generation
-        admitters = [impl.plugin for impl in pm.hook.roost_admit_send.get_hookimpls()]
-        check_hook = pm.subset_hook_caller("roost_check_send", admitters)
-        note_hook = pm.subset_hook_caller("roost_note_sent", admitters)
-        self.withdraw = _noter(pm.hook.roost_withdraw_send)
-        self.admit = _admitter(_checker(check_hook) if check_hook.get_hookimpls() else None, pm.hook.roost_admit_send, self.withdraw)
-        self.note_sent = _noter(note_hook) if note_hook.get_hookimpls() else None
-        self.frame_item = _framer(pm.hook.roost_frame_item)
-        self.decide_delivery = _delivery(pm.hook.roost_decide_delivery)
+# --------------------------------------------------------------------------- compiled
 
 
-def send_policy(pm: pluggy.PluginManager) -> SendPolicy:
-    """``pm``'s :class:`SendPolicy`, kept while its plugins stay as they are (made anew
-    per call for a manager that does not count its changes)."""
-    generation = getattr(pm, "generation", None)
-    kept: SendPolicy | None = getattr(pm, "_roost_send_policy", None)
-    if kept is not None and generation is not None and kept.generation == generation:
-        return kept
-    policy = SendPolicy(pm, generation)
-    if generation is not None:
-        pm._roost_send_policy = policy  # type: ignore[attr-defined]
-    return policy
+def compile_hook(hook: pluggy.HookCaller) -> Callable[..., Any]:
+    """``hook``'s call as a function of the spec's arguments, given in the spec's order,
+    that answers exactly what ``hook(**kwargs)`` answers, made from pluggy's public API.
+
+    With one plain implementation (no wrapper), that is the implementation itself, given
+    the arguments it names in its own order (the per-send hooks have one implementation
+    each by default, and pluggy's general dispatch cost more than their own work); with
+    none, the empty answer; otherwise (several implementations, a wrapper) pluggy's own
+    call. So what a plugin looks like never changes the answer, only the cost."""
+    names, firstresult = _spec_of(hook)
+    direct = _plain(hook, names)
+    if direct is not None:
+        if firstresult:
+            return direct
+        return lambda *args: _as_list(direct(*args))
+    if not hook.get_hookimpls():
+        return (lambda *args: None) if firstresult else (lambda *args: [])
+    return lambda *args: hook(**dict(zip(names, args, strict=True)))
 
 
-def _straight(hook: pluggy.HookCaller, names: tuple[str, ...]) -> Callable[..., Any] | None:
-    """``hook``'s one plain implementation when it takes ``names`` in that order."""
+def _spec_of(hook: pluggy.HookCaller) -> tuple[tuple[str, ...], bool]:
+    """The spec's argument names, in order, and whether it is firstresult."""
+    spec = hook.spec
+    if spec is None:
+        raise ValueError(f"hook {hook.name} has no spec")
+    return tuple(spec.argnames), bool(spec.opts.get("firstresult"))
+
+
+def _as_list(answer: object) -> list[object]:
+    return [] if answer is None else [answer]
+
+
+def _plain(hook: pluggy.HookCaller, names: tuple[str, ...]) -> Callable[..., Any] | None:
+    """``hook``'s one implementation as a function of the spec's arguments in order (the
+    arguments it names picked out, as pluggy would), when it has exactly one and that is
+    not a wrapper; else None."""
     impls = hook.get_hookimpls()
-    if len(impls) == 1 and not (impls[0].hookwrapper or impls[0].wrapper) and tuple(impls[0].argnames) == names:
-        return impls[0].function
-    return None
-
-
-def _checker(hook: pluggy.HookCaller) -> Callable[[OutgoingItem, float, Config], Refusal | None]:
-    function = _straight(hook, _SEND_ARGS)
-    if function is None:
-        return lambda item, now, config: first_refusal(hook(item=item, now=now, config=config))
-
-    def check(item: OutgoingItem, now: float, config: Config) -> Refusal | None:
-        answer = function(item, now, config)
-        return answer if isinstance(answer, Refusal) else None
-
-    return check
-
-
-def _admitter(
-    check: Callable[[OutgoingItem, float, Config], Refusal | None] | None,
-    admit_hook: pluggy.HookCaller,
-    withdraw: Callable[[OutgoingItem, float], None],
-) -> Callable[[OutgoingItem, float, Config], Refusal | None]:
-    """:attr:`SendPolicy.admit`: the checking plugins' call (``check``), then the
-    admitting plugins' (``admit_hook``), whose admissions are taken back when one of them
-    refuses (each plugin's ``roost_withdraw_send`` ignores an item it did not count)."""
-    if not admit_hook.get_hookimpls():
-        return check or (lambda item, now, config: None)
-    function = _straight(admit_hook, _SEND_ARGS)
-    if function is None:
-
-        def function(item: OutgoingItem, now: float, config: Config) -> Refusal | None:
-            return first_refusal(admit_hook(item=item, now=now, config=config))
-
-    def admitted(item: OutgoingItem, now: float, config: Config) -> Refusal | None:
-        if check is not None:
-            refusal = check(item, now, config)
-            if refusal is not None:
-                return refusal
-        answer = function(item, now, config)
-        if answer is None:
-            return None  # the usual case: the default limits plugin, asked once
-        if isinstance(answer, Refusal):
-            withdraw(item, now)
-            return answer
+    if len(impls) != 1 or impls[0].wrapper or impls[0].hookwrapper:
         return None
-
-    return admitted
-
-
-def _noter(hook: pluggy.HookCaller) -> Callable[[OutgoingItem, float], None]:
-    function = _straight(hook, _NOTE_ARGS)
-    if function is not None:
+    function, wanted = impls[0].function, tuple(impls[0].argnames)
+    if wanted == names:
         return function
-
-    def note(item: OutgoingItem, now: float) -> None:
-        hook(item=item, now=now)
-
-    return note
+    places = tuple(names.index(name) for name in wanted)
+    return lambda *args: function(*[args[place] for place in places])
 
 
-def _framer(hook: pluggy.HookCaller) -> Callable[[OutgoingItem], str]:
-    function = _straight(hook, _ITEM_ARGS) or (lambda item: hook(item=item))
+def hook_is_pure(hook: pluggy.HookCaller) -> bool:
+    """Whether roost may keep ``hook``'s answers: every implementation (wrappers included)
+    is marked :func:`roost_core.pure`. With none, the core's own answer is constant."""
+    return all(is_pure(impl.function) for impl in hook.get_hookimpls())
+
+
+class CompiledHooks:
+    """The hooks the daemon asks on every send and every listing, for one plugin set:
+    each a function of the spec's arguments in order, made once by :func:`compile_hook`
+    with the core's fallback folded in, so a send costs a few calls.
+
+    ``reach_pure`` says whether reach decisions may be kept (every ``roost_decide_reach``
+    implementation is marked :func:`roost_core.pure`); ``note_sent`` is None when no
+    plugin counts sends. ``generation`` is the plugin set's
+    (:attr:`~roost_core.plugins.RoostPluginManager.generation`) when they were made."""
+
+    __slots__ = ("check_send", "decide_delivery", "decide_reach", "frame_item", "generation", "note_sent", "reach_pure")
+
+    def __init__(self, pm: pluggy.PluginManager) -> None:
+        self.generation: int | None = getattr(pm, "generation", None)
+        hook = pm.hook
+        self.reach_pure = hook_is_pure(hook.roost_decide_reach)
+        self.decide_reach = _reaching(hook.roost_decide_reach)
+        self.check_send = _checking(hook.roost_check_send)
+        self.note_sent = _noting(hook.roost_note_sent)
+        self.frame_item = _framing(hook.roost_frame_item)
+        self.decide_delivery = _delivering(hook.roost_decide_delivery)
+
+
+# Each of these wraps a compiled hook with the core's fallback, the usual answer's check
+# written out (one call per hook on a send, not two).
+
+
+def _reaching(hook: pluggy.HookCaller) -> Callable[[PeerInfo, PeerInfo, str, Config], ReachDecision]:
+    decide = compile_hook(hook)
+
+    def reach(sender: PeerInfo, target: PeerInfo, addressed_by: str, config: Config) -> ReachDecision:
+        answer: object = decide(sender, target, addressed_by, config)
+        return answer if type(answer) is ReachDecision else _reach_answer(answer)
+
+    return reach
+
+
+def _framing(hook: pluggy.HookCaller) -> Callable[[OutgoingItem], str]:
+    framer = compile_hook(hook)
 
     def frame(item: OutgoingItem) -> str:
-        answer = function(item)
-        return answer if isinstance(answer, str) and answer else fallback_frame(item)
+        answer: object = framer(item)
+        return answer if type(answer) is str and answer else _framed(answer, item)
 
     return frame
 
 
-def _delivery(hook: pluggy.HookCaller) -> Callable[[OutgoingItem, Config], str]:
-    function = _straight(hook, _DELIVERY_ARGS) or (lambda item, config: hook(item=item, config=config))
+def _delivering(hook: pluggy.HookCaller) -> Callable[[OutgoingItem, Config], str]:
+    decide = compile_hook(hook)
 
-    def decide(item: OutgoingItem, config: Config) -> str:
-        answer = function(item, config)
-        if isinstance(answer, DeliveryDecision) and answer.mode in ("steer", "followUp"):
+    def delivery(item: OutgoingItem, config: Config) -> str:
+        answer: object = decide(item, config)
+        if type(answer) is DeliveryDecision and answer.mode in ("steer", "followUp"):
             return answer.mode
-        return "steer"
+        return _delivery_mode(answer)
 
-    return decide
+    return delivery
+
+
+def _checking(hook: pluggy.HookCaller) -> Callable[[OutgoingItem, float, Config], Refusal | None]:
+    """``roost_check_send`` as one call: the first refusal, or None."""
+    names, _ = _spec_of(hook)
+    direct = _plain(hook, names)
+    if direct is None:
+        every = compile_hook(hook)
+        return lambda item, now, config: first_refusal(every(item, now, config))
+
+    def check(item: OutgoingItem, now: float, config: Config) -> Refusal | None:
+        answer: object = direct(item, now, config)
+        return None if answer is None else answer if isinstance(answer, Refusal) else None
+
+    return check
+
+
+def _noting(hook: pluggy.HookCaller) -> Callable[[OutgoingItem, float], object] | None:
+    """``roost_note_sent`` as one call (its answers are ignored: no list is made), or
+    None when no plugin implements it."""
+    if not hook.get_hookimpls():
+        return None
+    names, _ = _spec_of(hook)
+    return _plain(hook, names) or compile_hook(hook)
+
+
+class PluginHooks:
+    """The one cache of a plugin set's :class:`CompiledHooks`: made when the set is set
+    up, and :meth:`current` makes them again whenever the manager's plugins changed since
+    (:attr:`~roost_core.plugins.RoostPluginManager.generation` moved; a manager that does
+    not count its changes gets them made anew each time). Kept by the daemon's peer tables
+    and shared with its send desk; never stored on the manager."""
+
+    __slots__ = ("_compiled", "_counted", "pm")
+
+    def __init__(self, pm: pluggy.PluginManager) -> None:
+        self.pm: Any = pm
+        self._counted = isinstance(getattr(pm, "generation", None), int)
+        self._compiled = CompiledHooks(pm)
+
+    def current(self) -> CompiledHooks:
+        """The compiled hooks of the manager's plugins as they are now (asked twice per
+        send: kept to a comparison)."""
+        compiled = self._compiled
+        if self._counted and compiled.generation == self.pm.generation:
+            return compiled
+        compiled = self._compiled = CompiledHooks(self.pm)
+        return compiled

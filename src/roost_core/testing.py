@@ -16,7 +16,12 @@ Each manager is fresh: the specs and only the plugins given (``defaults=True`` a
 roost's default plugins, to test that yours wins over them). Call hooks with keywords,
 as pluggy requires. The ``make_*`` helpers build every record a hook takes, with test
 defaults that a keyword overrides; :func:`load_plugin` loads your installed entry point,
-to test your packaging too.
+to test your packaging too; :func:`daemon_hooks` asks the hooks as the daemon does on
+every send and listing, and says whether it may keep your reach decisions::
+
+    hooks = daemon_hooks(roost_plugin_manager(OurReach(), defaults=True))
+    assert hooks.decide_reach(make_peer(), make_peer(id="b2"), "name", make_config()).allowed
+    assert not hooks.reach_pure  # OurReach reads a file: not marked roost_core.pure
 """
 
 from __future__ import annotations
@@ -49,7 +54,10 @@ from roost_core.records import (
 if TYPE_CHECKING:
     import pluggy
 
+    from roost_core.policy import CompiledHooks
+
 __all__ = [
+    "daemon_hooks",
     "load_plugin",
     "make_candidates",
     "make_cause",
@@ -108,6 +116,20 @@ def roost_plugin_manager() -> Callable[..., pluggy.PluginManager]:
     """A factory ``make(*plugins, defaults=False, disabled=())`` returning a fresh manager
     with only those plugins (see :func:`make_manager`)."""
     return make_manager
+
+
+def daemon_hooks(pm: pluggy.PluginManager) -> CompiledHooks:
+    """The hooks the daemon asks on every send and every listing, compiled from ``pm`` as
+    the daemon compiles them (:class:`~roost_core.policy.CompiledHooks`): each called with
+    the spec's arguments in order, the core's fallback included,
+    ``decide_reach(sender, target, addressed_by, config)``, ``check_send(item, now,
+    config)``, ``note_sent(item, now)`` (None when no plugin counts sends),
+    ``frame_item(item)``, ``decide_delivery(item, config)``; and ``reach_pure``, whether
+    the daemon may keep reach decisions (every ``roost_decide_reach`` implementation is
+    marked :func:`roost_core.pure`) or asks at every send and listing."""
+    from roost_core.policy import CompiledHooks
+
+    return CompiledHooks(pm)
 
 
 def load_plugin(name: str) -> object:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from roost_core import hookimpl
+from roost_core import hookimpl, pure
 from roost_core.config import Config
 from roost_core.records import PeerInfo, ReachDecision
 from roost_core.testing import make_config, make_peer
@@ -55,61 +55,32 @@ def test_real_manager_loads_the_defaults_and_the_team_plugin() -> None:
     assert not decide_reach(pm, sender, other, "name", make_config()).allowed
 
 
-class EveryoneExternal:
-    """Decides in batches too: every target is an allowed external peer."""
-
-    @hookimpl
-    def roost_decide_reach(self, sender: PeerInfo, target: PeerInfo) -> ReachDecision:
-        """Allow everyone."""
-        return ReachDecision(allowed=True, relation="external")
-
-    @hookimpl
-    def roost_decide_reach_many(self, targets: list[PeerInfo]) -> list[ReachDecision]:
-        """Allow everyone, in one call."""
-        self.batches = getattr(self, "batches", 0) + 1
-        return [ReachDecision(allowed=True, relation="external") for _ in targets]
-
-
-def test_a_plugin_deciding_one_target_at_a_time_is_never_bypassed_by_a_batch() -> None:
-    # The default reach plugin decides in batches, the team plugin does not: a listing asks
-    # every target one at a time, so the team plugin still has the first word.
+def test_the_team_plugin_decides_every_target_of_a_listing() -> None:
+    """A listing asks each target through the compiled hooks, as a send does: the team
+    plugin has the first word for each, the default answers the rest."""
     from roost_core.plugins import make_plugin_manager
-    from roost_core.policy import decide_reach_many
+    from roost_core.policy import CompiledHooks
 
     pm = make_plugin_manager(autoload=False, extra=[("team-reach", TrustedNames())])
-    decisions = decide_reach_many(pm, sender, [trusted, other], "list", make_config())
-    assert [d.allowed for d in decisions] == [True, False]
-    assert decisions[0] == ReachDecision(allowed=True, relation="external")
+    decide = CompiledHooks(pm).decide_reach
+    decisions = [decide(sender, target, "list", make_config()) for target in (trusted, other)]
+    assert decisions == [ReachDecision(allowed=True, relation="external"), reach.EXTERNAL_OFF]
 
 
-def test_batch_plugins_answer_a_listing_in_one_call() -> None:
+class PureTrustedNames(TrustedNames):
+    """The same decision, declared to follow from its arguments alone."""
+
+    @hookimpl
+    @pure
+    def roost_decide_reach(self, sender: PeerInfo, target: PeerInfo, addressed_by: str, config: Config) -> ReachDecision | None:
+        """Allow trusted peers; no opinion on the rest."""
+        return super().roost_decide_reach(sender, target, addressed_by, config)
+
+
+@pytest.mark.parametrize(("team", "kept"), [(TrustedNames(), False), (PureTrustedNames(), True)], ids=["unmarked", "marked pure"])
+def test_the_daemon_keeps_reach_decisions_only_when_the_team_plugin_is_marked_pure(team, kept: bool) -> None:
     from roost_core.plugins import make_plugin_manager
-    from roost_core.policy import decide_reach_many
+    from roost_core.policy import CompiledHooks
 
-    team = EveryoneExternal()
     pm = make_plugin_manager(autoload=False, extra=[("team-reach", team)])
-    decisions = decide_reach_many(pm, sender, [trusted, other, sender], "list", make_config())
-    assert [d.allowed for d in decisions] == [True, True, True]
-    assert team.batches == 1
-
-
-class WrongLength:
-    @hookimpl
-    def roost_decide_reach(self, target: PeerInfo) -> ReachDecision | None:
-        """No opinion."""
-        return None
-
-    @hookimpl
-    def roost_decide_reach_many(self, targets: list[PeerInfo]) -> list[ReachDecision]:
-        """A broken batch: one answer short."""
-        return [ReachDecision(allowed=True, relation="external") for _ in targets[1:]]
-
-
-def test_a_batch_of_the_wrong_length_falls_back_to_single_decisions() -> None:
-    from roost_core.plugins import make_plugin_manager
-    from roost_core.policy import decide_reach_many
-
-    pm = make_plugin_manager(autoload=False, extra=[("broken", WrongLength())])
-    decisions = decide_reach_many(pm, sender, [trusted, other], "list", make_config())
-    # The default reach plugin answers each: both are outside the sender's tree.
-    assert [d.allowed for d in decisions] == [False, False]
+    assert CompiledHooks(pm).reach_pure is kept

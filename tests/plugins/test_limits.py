@@ -24,24 +24,12 @@ def check(pm, item, now: float = 0.0, **config) -> Refusal | None:
     return refusals[0] if refusals else None
 
 
-def admit(pm, item, now: float, **config) -> Refusal | None:
-    refusals = [r for r in pm.hook.roost_admit_send(item=item, now=now, config=make_config(**config)) if r]
-    return refusals[0] if refusals else None
-
-
-def check_and_note(pm, item, now: float, **config) -> Refusal | None:
-    """The two hooks of old: check, and note the item when nothing refused it."""
+def send(pm, item, now: float, **config) -> Refusal | None:
+    """A send as the core asks it: checked, and noted when nothing refused it."""
     refusal = check(pm, item, now, **config)
     if refusal is None:
         pm.hook.roost_note_sent(item=item, now=now)
     return refusal
-
-
-@pytest.fixture(params=["admit", "check and note"])
-def send(request):
-    """A send checked and counted as the core does it (``roost_admit_send``, one call), or
-    through the two hooks of old: the plugin must answer both alike."""
-    return admit if request.param == "admit" else check_and_note
 
 
 def test_an_ordinary_message_passes(pm) -> None:
@@ -86,7 +74,7 @@ def test_reports_are_exempt_from_size_and_rate(pm) -> None:
     assert check(pm, make_item(alice, bob, kind="report", text="x" * 9000), now=4.0) is None
 
 
-def test_rate_window_edges(pm, send) -> None:
+def test_rate_window_edges(pm) -> None:
     message = make_item(alice, bob)
     for n in range(30):
         assert send(pm, message, now=100.0 + n) is None
@@ -101,7 +89,7 @@ def test_rate_window_edges(pm, send) -> None:
         assert send(pm, message, now=220.0 + n / 100) is None
 
 
-def test_refused_messages_do_not_count(pm, send) -> None:
+def test_refused_messages_do_not_count(pm) -> None:
     message = make_item(alice, bob)
     for n in range(30):
         assert send(pm, message, now=float(n)) is None
@@ -111,49 +99,36 @@ def test_refused_messages_do_not_count(pm, send) -> None:
     assert send(pm, message, now=60.0) is None
 
 
-def test_rate_is_per_sender(pm, send) -> None:
+def test_rate_is_per_sender(pm) -> None:
     for n in range(30):
         assert send(pm, make_item(alice, bob), now=float(n)) is None
     assert send(pm, make_item(alice, carol), now=30.0).code == "rate_limited"
     assert send(pm, make_item(carol, bob), now=30.0) is None
 
 
-def test_a_rate_of_zero_refuses_every_message(pm, send) -> None:
+def test_a_rate_of_zero_refuses_every_message(pm) -> None:
     refusals = [send(pm, make_item(alice, bob), now=float(n), messages_per_minute=0) for n in range(2)]
     assert [refusal.code for refusal in refusals] == ["rate_limited"] * 2
 
 
-def test_a_withdrawn_send_does_not_count(pm) -> None:
-    message = make_item(alice, bob)
+def test_a_checked_send_that_is_not_noted_does_not_count(pm) -> None:
+    """The check counts nothing: a send refused after it (the receiver's queue was full,
+    another plugin refused) is never noted, so there is nothing to take back."""
     for n in range(29):
-        assert admit(pm, message, now=float(n)) is None
-    last = make_item(alice, bob)
-    assert admit(pm, last, now=29.0) is None
-    # Refused after its admission (the receiver's queue was full): taken back.
-    pm.hook.roost_withdraw_send(item=last, now=29.0)
-    assert admit(pm, message, now=29.5) is None
-    assert admit(pm, message, now=29.6).code == "rate_limited"
+        assert send(pm, make_item(alice, bob), now=float(n)) is None
+    for _ in range(5):
+        assert check(pm, make_item(alice, bob), now=29.0) is None  # checked, not taken
+    assert send(pm, make_item(alice, bob), now=29.5) is None
+    assert check(pm, make_item(alice, bob), now=29.6).code == "rate_limited"
 
 
-def test_withdrawing_an_item_this_plugin_refused_takes_nothing_back(pm) -> None:
-    for n in range(30):
-        assert admit(pm, make_item(alice, bob), now=float(n)) is None
-    refused = make_item(alice, bob)
-    assert admit(pm, refused, now=30.0).code == "rate_limited"
-    pm.hook.roost_withdraw_send(item=refused, now=30.0)
-    assert admit(pm, make_item(alice, bob), now=30.5).code == "rate_limited"
-
-
-def test_admission_and_the_check_give_the_same_refusals(pm) -> None:
+def test_a_refused_check_counts_nothing(pm) -> None:
     cases = [make_item(alice, alice), make_item(alice, bob, text=" "), make_item(alice, bob, text="x" * 9), make_item(alice, bob, hops=99)]
     for item in cases:
-        expected = check(pm, item, max_message_chars=8)
-        assert expected is not None
-        assert admit(pm, item, 0.0, max_message_chars=8) == expected
-    # None of them was counted: thirty more are admitted, not one more.
+        assert send(pm, item, 0.0, max_message_chars=8) is not None
     for n in range(30):
-        assert admit(pm, make_item(alice, bob), now=float(n)) is None
-    assert admit(pm, make_item(alice, bob), now=30.0).code == "rate_limited"
+        assert send(pm, make_item(alice, bob), now=float(n)) is None
+    assert send(pm, make_item(alice, bob), now=30.0).code == "rate_limited"
 
 
 def test_rate_follows_the_config(pm) -> None:

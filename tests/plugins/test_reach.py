@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from roost_core import is_pure
 from roost_core.records import PeerInfo, ReachDecision
 from roost_core.testing import make_config, make_peer
 from roost_plugins import reach
@@ -137,26 +138,8 @@ def test_default_is_trylast(roost_plugin_manager) -> None:
     assert impl.trylast
 
 
-EVERYONE = [root, child_a, child_b, grandchild, stranger, bare_root, bare_child_a, bare_child_b]
-
-
-@pytest.mark.parametrize("addressed_by", ["id", "name", "list"])
-@pytest.mark.parametrize("external_on", [False, True])
-@pytest.mark.parametrize("sender", EVERYONE, ids=lambda peer: peer.name)
-def test_batch_answers_what_each_single_decision_answers(
-    roost_plugin_manager, sender: PeerInfo, addressed_by: str, external_on: bool
-) -> None:
+def test_default_is_marked_pure(roost_plugin_manager) -> None:
+    """Its decision follows from the two records and the config: the daemon may keep it."""
     pm = roost_plugin_manager(reach)
-    config = make_config(agent_external_messages=external_on)
-    batch = pm.hook.roost_decide_reach_many(sender=sender, targets=EVERYONE, addressed_by=addressed_by, config=config)
-    singles = [
-        pm.hook.roost_decide_reach(sender=sender, target=target, addressed_by=addressed_by, config=config)
-        for target in EVERYONE
-    ]
-    assert batch == singles
-
-
-def test_batch_default_is_trylast(roost_plugin_manager) -> None:
-    pm = roost_plugin_manager(reach)
-    (impl,) = pm.hook.roost_decide_reach_many.get_hookimpls()
-    assert impl.trylast
+    (impl,) = pm.hook.roost_decide_reach.get_hookimpls()
+    assert is_pure(impl.function)

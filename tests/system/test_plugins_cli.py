@@ -43,7 +43,7 @@ def test_the_table_has_name_version_source_and_hooks(roost_env):
     rows = {line.split()[0]: line for line in lines[1:] if not line.startswith("blocked:")}
     assert set(DEFAULT_PLUGINS) <= set(rows)
     version = metadata.version("roost")
-    assert rows["reach"].split() == ["reach", version, "roost", "(default)", "roost_decide_reach,", "roost_decide_reach_many"]
+    assert rows["reach"].split() == ["reach", version, "roost", "(default)", "roost_decide_reach"]
     assert rows["handback"].endswith("roost_decide_report, roost_format_report, roost_report_on_end, roost_route_report")
     # The columns line up: every source starts where the header's SOURCE does.
     column = lines[0].index("SOURCE")

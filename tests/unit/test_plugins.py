@@ -156,7 +156,7 @@ def test_describe_defaults_and_in_process_plugins() -> None:
         "name": "limits",
         "version": metadata.version("roost"),
         "source": DEFAULT_SOURCE,
-        "hooks": ["roost_admit_send", "roost_check_send", "roost_check_spawn", "roost_note_sent", "roost_note_spawned", "roost_withdraw_send"],
+        "hooks": ["roost_check_send", "roost_check_spawn", "roost_note_sent", "roost_note_spawned"],
     }
     assert rows["team"]["source"] == f"in-process ({__name__})" and rows["team"]["version"] is None
     assert rows["team"]["hooks"] == ["roost_format_report"]

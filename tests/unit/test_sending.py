@@ -17,6 +17,7 @@ import anyio
 import pytest
 from recording_journal import RecordingJournal
 
+from roost_core import hookimpl
 from roost_core.daemon import changes
 from roost_core.daemon.budgets import Budgets
 from roost_core.daemon.connection import Connection
@@ -36,7 +37,7 @@ from roost_core.protocol import (
     ProtocolError,
 )
 from roost_core.queue import MAX_AGENT_ITEMS
-from roost_core.records import OutgoingItem
+from roost_core.records import OutgoingItem, Refusal
 from roost_core.testing import make_config
 from roost_plugins.limits import LimitsPlugin
 
@@ -179,10 +180,51 @@ def test_a_send_refused_by_a_full_queue_does_not_count_towards_the_rate(tmp_path
     t.child("j-2", "other")
     for n in range(MAX_AGENT_ITEMS):
         assert isinstance(t.send(t.lead, "worker", f"item {n}"), Pending)
-    # Admitted by the limits, then refused by the receiver's queue: taken back.
+    # Passed by the limits, then refused by the receiver's queue: never counted.
     assert t.refused(t.lead, "worker", "one too many").code == QUEUE_FULL
     assert isinstance(t.send(t.lead, "other", "still within the rate"), Pending)
     assert t.refused(t.lead, "other", "now past it").code == "rate_limited"
+
+
+class Quota:
+    """A team's send limit: at most ``limit`` messages in all, counted when noted."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.noted: list[str] = []
+
+    @hookimpl
+    def roost_check_send(self, item):
+        return Refusal("quota", "quota spent") if len(self.noted) >= self.limit else None
+
+    @hookimpl
+    def roost_note_sent(self, item, now):
+        self.noted.append(item.text)
+
+
+class NoSecrets:
+    @hookimpl
+    def roost_check_send(self, item, now, config):
+        return Refusal("secret", "no secrets") if "secret" in item.text else None
+
+
+def test_every_limits_plugin_is_asked_and_only_a_send_that_went_out_is_noted(tmp_path):
+    """A send refused by any plugin, or by a full queue, is noted by none (so no plugin
+    has anything to take back); one that went out is noted once by each."""
+    t = Desk(tmp_path, messages_per_minute=MAX_AGENT_ITEMS + 10)
+    quota = Quota(limit=MAX_AGENT_ITEMS + 1)
+    t.pm.register(quota, name="quota")
+    t.pm.register(NoSecrets(), name="no-secrets")
+    t.child("j-1", "worker")
+    t.child("j-2", "other")
+    assert t.refused(t.lead, "worker", "a secret").code == "secret"
+    for n in range(MAX_AGENT_ITEMS):
+        assert isinstance(t.send(t.lead, "worker", f"item {n}"), Pending)
+    assert t.refused(t.lead, "worker", "one too many").code == QUEUE_FULL
+    assert quota.noted == [f"item {n}" for n in range(MAX_AGENT_ITEMS)]
+    assert isinstance(t.send(t.lead, "other", "the last the quota takes"), Pending)
+    assert t.refused(t.lead, "other", "past the quota").code == "quota"
+    assert quota.noted[-1] == "the last the quota takes" and len(quota.noted) == MAX_AGENT_ITEMS + 1
 
 
 def test_a_job_of_another_tree_is_unreachable_by_id_and_unknown_by_name(tmp_path):

@@ -3,7 +3,8 @@ foreground peers, with no daemon: how records collapse by session, how ``to`` re
 what is kept until a change and what is asked again after one.
 
 Reach is decided by the default plugins; a recording plugin that decides nothing
-(it answers None, first) counts how often the tables ask."""
+(it answers None, first; marked pure, as the default reach is) counts how often the
+tables ask. A plugin that is not marked pure is asked at every route and listing."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from roost_core import hookimpl
+from roost_core import hookimpl, pure
 from roost_core.config import Config
 from roost_core.daemon import changes
 from roost_core.daemon.jobs import Job
@@ -20,6 +21,7 @@ from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.tables import PeerTables
 from roost_core.plugins import make_plugin_manager
 from roost_core.protocol import NOT_FOUND, ProtocolError
+from roost_core.records import ReachDecision
 
 ROOT = "/s/root.jsonl"
 
@@ -31,21 +33,36 @@ class RecordingReach:
         self.asked: list[tuple[str, str, str]] = []
 
     @hookimpl(tryfirst=True)
+    @pure
     def roost_decide_reach(self, sender, target, addressed_by, config):
         self.asked.append((sender.id, target.id, addressed_by))
         return None
+
+
+class Allowlist:
+    """Not pure: allows the (sender name, target name) pairs in ``pairs``, a set the test
+    changes (standing in for a file), with relation ``external``; no opinion otherwise."""
+
+    def __init__(self) -> None:
+        self.pairs: set[tuple[str, str]] = set()
+        self.asked = 0
+
+    @hookimpl(tryfirst=True)
+    def roost_decide_reach(self, sender, target):
+        self.asked += 1
+        return ReachDecision(allowed=True, relation="external") if (sender.name, target.name) in self.pairs else None
 
 
 class Tables:
     """Peer tables over records the test adds (as the daemon does: into the dicts, then
     ``changes.changed()``)."""
 
-    def __init__(self, *, silent_hosts: tuple[str, ...] = ()) -> None:
+    def __init__(self, *, silent_hosts: tuple[str, ...] = (), extra: tuple[tuple[str, object], ...] = ()) -> None:
         self.jobs: dict[str, Job] = {}
         self.foreground: dict[str, ForegroundPeer] = {}
         self.recorder = RecordingReach()
         config = Config()
-        pm = make_plugin_manager(config, autoload=False, extra=[("recording", self.recorder)])
+        self.pm = pm = make_plugin_manager(config, autoload=False, extra=[("recording", self.recorder), *extra])
         self.tables = PeerTables(self.jobs, self.foreground, pm, config, lambda job: job.host not in silent_hosts)
 
     def job(self, job_id: str, name: str, *, session: str | None = None, **fields: Any) -> Job:
@@ -226,3 +243,48 @@ def test_a_listing_made_again_after_a_change_remakes_only_the_moved_records_rows
     moving.name = "a-first-now"  # a new name reorders the listing
     assert [peer.id for peer in t.tables.peer_listing().peers] == ["j-2", "j-1"]
     assert still.peer_info() is t.tables.info_of(still)
+
+
+def test_a_reach_plugin_not_marked_pure_is_asked_at_every_route_and_listing() -> None:
+    """Its grant and its revocation count from the next route and listing, with the peer
+    table unchanged (no ``changes.changed()`` in between)."""
+    allowlist = Allowlist()
+    t = Tables(extra=(("allowlist", allowlist),))
+    alice = t.job("j-alice", "alice")
+    t.job("j-bob", "bob")
+    sender = t.tables.info_of(alice)
+    generation = changes.generation()
+    with pytest.raises(ProtocolError):
+        t.tables.route(sender, "bob")
+    assert [row["id"] for row in t.tables.listed_for(sender)] == []
+    allowlist.pairs.add(("alice", "bob"))
+    target, decision = t.tables.route(sender, "bob")
+    assert (target.id, decision.allowed, decision.relation) == ("j-bob", True, "external")
+    assert t.tables.route(sender, "j-bob")[1].allowed
+    assert [(row["id"], row["relation"]) for row in t.tables.listed_for(sender)] == [("j-bob", "external")]
+    asked = allowlist.asked
+    t.tables.route(sender, "j-bob")
+    assert allowlist.asked > asked  # asked again: nothing kept
+    allowlist.pairs.clear()
+    assert not t.tables.route(sender, "j-bob")[1].allowed
+    assert not t.tables.reach(sender, t.tables.info_of(t.jobs["j-bob"]), "id").allowed
+    assert [row["id"] for row in t.tables.listed_for(sender)] == []
+    assert changes.generation() == generation
+
+
+def test_a_plugin_set_change_drops_the_kept_decisions(t: Tables) -> None:
+    """Decisions kept for one plugin set are not kept for the next (a plugin registered
+    at run time is asked from the next route on, and a pure set keeps afresh)."""
+    lead = t.job("j-lead", "lead", session=ROOT)
+    t.job("j-other", "other")
+    sender = t.tables.info_of(lead)
+    assert not t.tables.route(sender, "j-other")[1].allowed
+    allowlist = Allowlist()
+    allowlist.pairs.add(("lead", "other"))
+    t.pm.register(allowlist, name="allowlist")
+    assert t.tables.route(sender, "j-other")[1].allowed
+    t.pm.unregister(name="allowlist")
+    assert not t.tables.route(sender, "j-other")[1].allowed
+    asked = len(t.recorder.asked)
+    t.tables.route(sender, "j-other")
+    assert len(t.recorder.asked) == asked  # pure again: kept

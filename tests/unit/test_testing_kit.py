@@ -23,6 +23,7 @@ from roost_core.records import (
     WatchDecision,
 )
 from roost_core.testing import (
+    daemon_hooks,
     load_plugin,
     make_candidates,
     make_cause,
@@ -131,6 +132,17 @@ def test_the_default_plugins_accept_what_the_helpers_build() -> None:
     assert [r.code for r in refusals if r] == ["depth_limit"]
 
 
+def test_daemon_hooks_ask_as_the_daemon_does_and_say_whether_reach_is_kept(roost_plugin_manager) -> None:
+    """Everything's reach is not marked pure: the daemon would ask it at every send."""
+    hooks = daemon_hooks(roost_plugin_manager(Everything(), defaults=True))
+    assert hooks.decide_reach(make_peer(), make_peer(id="b"), "name", make_config()) == ReachDecision(True, "external")
+    assert hooks.reach_pure is False
+    assert daemon_hooks(roost_plugin_manager(defaults=True)).reach_pure is True
+    refusal = hooks.check_send(make_item(make_peer(), make_peer()), 0.0, make_config())
+    assert refusal is not None and refusal.code == "self_send"
+    assert "hi" in hooks.frame_item(make_item()) and hooks.decide_delivery(make_item(), make_config()) == "steer"
+
+
 def test_load_plugin_finds_installed_entry_points() -> None:
     # roost's own defaults are entry points too; a module's ``plugin`` is unwrapped.
     assert load_plugin("reach") is reach
@@ -144,11 +156,8 @@ def test_load_plugin_finds_installed_entry_points() -> None:
 HOOK_CALLS = {
     "roost_register_hosts": lambda: {},
     "roost_decide_reach": lambda: {"sender": make_peer(), "target": make_peer(id="b"), "addressed_by": "id", "config": make_config()},
-    "roost_decide_reach_many": lambda: {"sender": make_peer(), "targets": [make_peer(id="b")], "addressed_by": "list", "config": make_config()},
     "roost_check_send": lambda: {"item": make_item(), "now": 0.0, "config": make_config()},
     "roost_note_sent": lambda: {"item": make_item(), "now": 0.0},
-    "roost_admit_send": lambda: {"item": make_item(), "now": 0.0, "config": make_config()},
-    "roost_withdraw_send": lambda: {"item": make_item(), "now": 0.0},
     "roost_check_spawn": lambda: {"request": make_spawn_request(), "now": 0.0, "config": make_config()},
     "roost_note_spawned": lambda: {"request": make_spawn_request(), "now": 0.0},
     "roost_sanitize_name": lambda: {"name": "a<b>"},
@@ -170,11 +179,8 @@ HOOK_CALLS = {
 EXPECTED = {
     "roost_register_hosts": list,
     "roost_decide_reach": ReachDecision,
-    "roost_decide_reach_many": list,
     "roost_check_send": list,
     "roost_note_sent": list,
-    "roost_admit_send": list,
-    "roost_withdraw_send": list,
     "roost_check_spawn": list,
     "roost_note_spawned": list,
     "roost_sanitize_name": str,

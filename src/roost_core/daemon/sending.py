@@ -73,8 +73,8 @@ class SendDesk:
         self.pm = pm
         self.config = config
         self.clock = clock
-        #: The send hooks (``policy.send_policy``), kept here too: every send asks them.
-        self._hooks: policy.SendPolicy | None = None
+        #: The plugin set's compiled hooks (the peer tables keep them; one cache).
+        self.hooks = tables.hooks
 
     def send(self, sender: PeerInfo, job: Job | None, args: dict[str, Any]) -> dict[str, Any] | Pending | HeldPush:
         """A ``send`` (``args``: the op's checked arguments) from ``sender``, speaking
@@ -107,13 +107,9 @@ class SendDesk:
         if not target.accepts_messages:
             self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=NOT_ACCEPTED, text=text)
             raise ProtocolError(NOT_ACCEPTED, f"{target.id} is a {target.host} job; it takes no messages")
-        hooks = self._hooks
-        if hooks is None or hooks.generation is None or hooks.generation != self.pm.generation:
-            hooks = self._hooks = policy.send_policy(self.pm)
+        hooks = self.hooks.current()
         now = self.clock()
-        # Checked and counted as accepted at once (the limits plugin's one call), not once
-        # durable: a send pipelined right behind this one is checked against it.
-        refusal = hooks.admit(outgoing, now, self.config)
+        refusal = hooks.check_send(outgoing, now, self.config)
         if refusal is not None:
             self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=refusal.code, text=text)
             raise ProtocolError(refusal.code, refusal.message)
@@ -123,14 +119,12 @@ class SendDesk:
                 # Asked again after the daemon that queued it died before answering: the
                 # item waits in the queue already (the journal kept it); not queued twice.
                 return {"to": target.id, "name": target.name, "relation": relation, "id": message_id, "result": "queued", "seq": held.seq}
-        try:
-            content = hooks.frame_item(outgoing)
-            answer = self.deliver(
-                target, outgoing, content, trace=trace, relation=relation, delivery=hooks.decide_delivery(outgoing, self.config), hold=key is not None
-            )
-        except BaseException:
-            hooks.withdraw(outgoing, now)  # refused after all (a full queue): not counted
-            raise
+        content = hooks.frame_item(outgoing)
+        answer = self.deliver(
+            target, outgoing, content, trace=trace, relation=relation, delivery=hooks.decide_delivery(outgoing, self.config), hold=key is not None
+        )
+        # Counted once taken (a full queue raised above: not counted), not once durable: a
+        # send pipelined right behind this one is checked against it.
         if hooks.note_sent is not None:
             hooks.note_sent(outgoing, now)
         return answer
@@ -143,7 +137,7 @@ class SendDesk:
         like any message (so each counts towards the rate and hop limits). The result
         lists every receiver and what happened to it, once all items are durable."""
         peers, _rows = self.tables.peer_listing().without(sender)
-        decisions = policy.decide_reach_many(self.pm, sender, peers, "scope", self.config)
+        decisions = self.tables.reach_all(sender, peers, "scope")
         reachable = tuple(
             ReachablePeer(peer, decision.relation) for peer, decision in zip(peers, decisions, strict=True) if decision.allowed and decision.relation != "external"
         )
@@ -153,6 +147,7 @@ class SendDesk:
         if plan.refusal is not None:
             raise ProtocolError(plan.refusal.code, plan.refusal.message)
         answers: list[dict[str, Any] | Pending] = []
+        hooks = self.hooks.current()
         for receiver in plan.receivers:
             target = receiver.peer
             outgoing = OutgoingItem(
@@ -170,18 +165,18 @@ class SendDesk:
             )
             row = {"to": target.id, "name": target.name, "relation": receiver.relation}
             now = self.clock()
-            refusal = policy.admit_send(self.pm, outgoing, now, self.config)
+            refusal = hooks.check_send(outgoing, now, self.config)
             if refusal is not None:
                 self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=refusal.code, text=text)
                 answers.append({**row, "result": "refused", "code": refusal.code, "reason": refusal.message})
                 continue
             try:
-                answer = self.deliver(target, outgoing, policy.frame_item(self.pm, outgoing), trace=trace)
+                answer = self.deliver(target, outgoing, hooks.frame_item(outgoing), trace=trace)
             except ProtocolError as exc:
-                policy.withdraw_send(self.pm, outgoing, now)
                 answers.append({**row, "result": "refused", "code": exc.code, "reason": exc.message})
                 continue
-            policy.note_sent(self.pm, outgoing, now)
+            if hooks.note_sent is not None:
+                hooks.note_sent(outgoing, now)
             assert not isinstance(answer, HeldPush), "a broadcast never holds a push (hold=False)"
             answers.append(answer)
 
@@ -225,7 +220,7 @@ class SendDesk:
         if item.id is not None:
             answer["id"] = item.id
         if delivery is None:
-            delivery = policy.decide_delivery(self.pm, item, self.config)
+            delivery = self.hooks.current().decide_delivery(item, self.config)
         if target.kind == "foreground":
             return self.mailroom.to_peer(self.foreground[target.id], target, item, content, delivery, answer, trace=trace, hold=hold)
         job = self.jobs[target.id]

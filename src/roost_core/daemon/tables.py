@@ -1,12 +1,16 @@
 """The daemon's peer tables: every job record and foreground peer collapsed by session
 (``routing.collapse``), each record's :class:`~roost_core.records.PeerInfo`, the newest
 job of each session, the ``peers`` listing, and the reach decisions, routes and listings
-worked out from them. All of it is kept until the next change
-(:mod:`~roost_core.daemon.changes`) and made again from the daemon's records then.
+worked out from them. The tables are kept until the next change
+(:mod:`~roost_core.daemon.changes`) and made again from the daemon's records then; what
+reach decisions make (decisions, routes, listings) is kept with them only while every
+reach plugin declares its decision pure (``roost_core.pure``), and otherwise made again at
+every send and every listing, so a policy that reads the world is right at once.
 
 No I/O and no daemon: :class:`PeerTables` reads the daemon's ``jobs`` and ``foreground``
 dicts (the same objects the daemon changes, never copies) and asks the plugins through
-the plugin manager, so a test builds it from records alone.
+the plugin set's compiled hooks (:class:`~roost_core.policy.PluginHooks`, kept here and
+shared with the send desk), so a test builds it from records alone.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from roost_core.daemon.peers import ForegroundPeer
 from roost_core.protocol import EncodedOnce
 from roost_core.records import PeerInfo, ReachDecision
 
-#: Reach decisions (and routes) kept between two changes of the peer table (then asked again).
+#: Pure reach decisions (and routes) kept between two changes of the peer table (then asked again).
 MAX_REACH_CACHE = 100_000
 #: Senders whose ``peers`` rows are kept between two changes of the peer table (a list
 #: of references to shared rows each; past this, all are made again).
@@ -36,7 +40,7 @@ class PeerTables:
 
     :param jobs: the daemon's job records by id (read, never changed).
     :param foreground: the daemon's foreground peers by id (read, never changed).
-    :param pm: the plugin manager reach decisions are asked of.
+    :param pm: the plugin manager reach decisions are asked of (through :attr:`hooks`).
     :param config: the config reach decisions are given.
     :param host_takes_messages: whether a job's host takes messages (a job's record says
         so as ``accepts_messages``).
@@ -55,8 +59,12 @@ class PeerTables:
         self.pm = pm
         self.config = config
         self.host_takes_messages = host_takes_messages
+        #: The plugin set's compiled hooks: the one cache of them, the send desk's too.
+        self.hooks = policy.PluginHooks(pm)
         # The tables, built by _build at one generation of changes.
         self._generation = -1
+        #: The compiled hooks whose (pure) reach decisions the three below keep.
+        self._kept_for: policy.CompiledHooks | None = None
         self._reach: changes.KeptUntilChange[tuple[str, str, str], ReachDecision] = changes.KeptUntilChange(MAX_REACH_CACHE)
         #: (sender id, ``to`` of a send) -> (target, reach decision), as reach decisions.
         self._routes: changes.KeptUntilChange[tuple[str, str], tuple[PeerInfo, ReachDecision]] = changes.KeptUntilChange(MAX_REACH_CACHE)
@@ -146,17 +154,42 @@ class PeerTables:
         self._listing = None
         self._generation = generation
 
+    def _keeping(self, hooks: policy.CompiledHooks) -> bool:
+        """Whether ``hooks``' reach decisions may be kept (every reach plugin declares
+        them pure); what was kept for another plugin set is dropped first. (The readers
+        ask it only when ``hooks`` are not the ones kept for: a send costs no call here.)"""
+        if not hooks.reach_pure:
+            return False
+        if hooks is not self._kept_for:
+            self._kept_for = hooks
+            self._reach = changes.KeptUntilChange(MAX_REACH_CACHE)
+            self._routes = changes.KeptUntilChange(MAX_REACH_CACHE)
+            self._listed = changes.KeptUntilChange(MAX_LISTINGS_KEPT)
+        return True
+
     def reach(self, sender: PeerInfo, target: PeerInfo, addressed_by: str) -> ReachDecision:
-        """The reach plugins' decision, asked once per (sender, target, how addressed)
-        while the peer table stays as it is: both records come from it, and a reach
-        decision is a function of the two records and the config (``roost_decide_reach``)."""
-        return self._reach.get((sender.id, target.id, addressed_by), policy.decide_reach, self.pm, sender, target, addressed_by, self.config)
+        """The reach plugins' decision. A pure one (``roost_core.pure``) is asked once per
+        (sender, target, how addressed) while the peer table stays as it is: both records
+        come from it, and it follows from them and the config. Any other is asked now."""
+        hooks = self.hooks.current()
+        if hooks is not self._kept_for and not self._keeping(hooks):
+            return hooks.decide_reach(sender, target, addressed_by, self.config)
+        return self._reach.get((sender.id, target.id, addressed_by), hooks.decide_reach, sender, target, addressed_by, self.config)
+
+    def reach_all(self, sender: PeerInfo, targets: list[PeerInfo], addressed_by: str) -> list[ReachDecision]:
+        """The reach plugins' decision for each of ``targets``, asked now (a broadcast's
+        candidates)."""
+        decide, config = self.hooks.current().decide_reach, self.config
+        return [decide(sender, target, addressed_by, config) for target in targets]
 
     def route(self, sender: PeerInfo, to: str) -> tuple[PeerInfo, ReachDecision]:
         """The peer ``to`` names for ``sender``, and the reach decision for it: an id wins
         over a name, and a name is matched among the peers the sender may reach. Kept,
-        as reach decisions are, until the peer table changes (a ``to`` that names no one
-        raises, and is looked up again next time)."""
+        as pure reach decisions are, until the peer table changes (a ``to`` that names no
+        one raises, and is looked up again next time); made anew for any other."""
+        hooks = self.hooks.current()
+        if hooks is not self._kept_for and not self._keeping(hooks):
+            return self._make_route(sender, to)
         return self._routes.get((sender.id, to), self._make_route, sender, to)
 
     def _make_route(self, sender: PeerInfo, to: str) -> tuple[PeerInfo, ReachDecision]:
@@ -165,15 +198,19 @@ class PeerTables:
 
     def listed_for(self, sender: PeerInfo) -> EncodedOnce:
         """The rows ``peers`` lists for ``sender``: every peer it may reach but its own
-        session, parent first, then by relation. Made once per sender while the peer
-        table stays as it is (what it is made from is the table and reach decisions,
-        which follow from it: :meth:`reach`), and so is their JSON (an agent view that
-        asks again and again, at 10,000 peers, would have the loop write 2 MB each time)."""
+        session, parent first, then by relation. With pure reach decisions made once per
+        sender while the peer table stays as it is (what it is made from is the table and
+        those decisions, which follow from it: :meth:`reach`), and so is their JSON (an
+        agent view that asks again and again, at 10,000 peers, would have the loop write
+        2 MB each time); with any other, made at each listing."""
+        hooks = self.hooks.current()
+        if hooks is not self._kept_for and not self._keeping(hooks):
+            return self._make_listed(sender)
         return self._listed.get(sender.id, self._make_listed, sender)
 
     def _make_listed(self, sender: PeerInfo) -> EncodedOnce:
         peers, rows = self.peer_listing().without(sender)
-        decisions = policy.decide_reach_many(self.pm, sender, peers, "list", self.config)
+        decisions = self.reach_all(sender, peers, "list")
         # The listing is in name and id order already, which each relation's rows keep.
         by_relation: dict[str, list[dict[str, Any]]] = {}
         for relation_rows, decision in zip(rows, decisions, strict=True):

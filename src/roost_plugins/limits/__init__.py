@@ -29,17 +29,13 @@ RATE_WINDOW_SECONDS = 60.0
 
 
 class LimitsPlugin:
-    """Send checks plus per-sender timestamps of accepted messages. The core asks
-    ``roost_admit_send`` (check and count at once) and ``roost_withdraw_send``; the
-    ``roost_check_send`` and ``roost_note_sent`` pair gives the same answers, for a
-    caller of those hooks."""
+    """Send checks plus per-sender timestamps of accepted messages: ``roost_check_send``
+    counts nothing, ``roost_note_sent`` (called only for a send every check passed and
+    the receiver took) stamps it in its sender's rate window."""
 
     def __init__(self) -> None:
         self._sent: dict[str, deque[float]] = {}
         self._spawned: dict[str, deque[float]] = {}
-        #: The send admitted last (``roost_admit_send``): the one ``roost_withdraw_send``
-        #: may take back.
-        self._admitted: OutgoingItem | None = None
 
     def _recent(self, sender_id: str, now: float, table: dict[str, deque[float]] | None = None) -> int:
         table = self._sent if table is None else table
@@ -78,52 +74,29 @@ class LimitsPlugin:
         return None
 
     @hookimpl
-    def roost_admit_send(self, item: OutgoingItem, now: float, config: Config) -> Refusal | None:
-        """``roost_check_send``, and when it passes ``roost_note_sent``, in one call: the
-        one call into this plugin per send."""
+    def roost_check_send(self, item: OutgoingItem, now: float, config: Config) -> Refusal | None:
+        """The checks, then the sender's rate window: at most ``agentMessagesPerMinute``
+        accepted messages in any 60 s."""
         refusal = self._refusal(item, config)
         if refusal is not None or item.kind != "message":
             return refusal
+        # _recent's work written out: this runs on every send.
         stamps = self._sent.get(item.sender.id)
         if stamps is not None:
             while stamps and now - stamps[0] >= RATE_WINDOW_SECONDS:
                 stamps.popleft()
         if (len(stamps) if stamps is not None else 0) >= config.messages_per_minute:
             return _over_rate(config)
-        if stamps is None:  # (not setdefault: that would make a deque per call)
-            stamps = self._sent[item.sender.id] = deque()
-        stamps.append(now)
-        self._admitted = item
         return None
 
     @hookimpl
-    def roost_withdraw_send(self, item: OutgoingItem, now: float) -> None:
-        """Take back the count of the send admitted last, refused after all."""
-        if item is not self._admitted:
-            return  # refused here, or never counted
-        self._admitted = None
-        stamps = self._sent.get(item.sender.id)
-        if stamps:
-            stamps.pop()  # its stamp: nothing was admitted after it
-
-    @hookimpl
-    def roost_check_send(self, item: OutgoingItem, now: float, config: Config) -> Refusal | None:
-        """:meth:`roost_admit_send`'s checks, counting nothing (for a caller that asks
-        the two hooks of old; the core asks ``roost_admit_send``)."""
-        refusal = self._refusal(item, config)
-        if refusal is None and item.kind == "message" and self._recent(item.sender.id, now) >= config.messages_per_minute:
-            return _over_rate(config)
-        return refusal
-
-    @hookimpl
     def roost_note_sent(self, item: OutgoingItem, now: float) -> None:
-        """Count an accepted message towards its sender's rate window (for a caller that
-        asks the two hooks of old)."""
+        """Count an accepted message towards its sender's rate window (its check, just
+        before, pruned the window already)."""
         if item.kind != "message":
             return
-        # Its check (roost_check_send, just before) pruned the sender's window already.
         stamps = self._sent.get(item.sender.id)
-        if stamps is None:
+        if stamps is None:  # (not setdefault: that would make a deque per call)
             stamps = self._sent[item.sender.id] = deque()
         stamps.append(now)
 

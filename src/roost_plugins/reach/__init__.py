@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from roost_core import hookimpl
+from roost_core import hookimpl, pure
 from roost_core.records import RELATIONS, ReachDecision
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from roost_core.config import Config
     from roost_core.records import PeerInfo
 
@@ -56,18 +54,13 @@ def relation_between(sender: PeerInfo, target: PeerInfo, sender_tree: str | None
 
 
 @hookimpl(trylast=True)
+@pure
 def roost_decide_reach(sender: PeerInfo, target: PeerInfo, addressed_by: str, config: Config) -> ReachDecision:
-    """Allow the tree; allow an external peer only by id (or in a listing) with the option on."""
+    """Allow the tree; allow an external peer only by id (or in a listing) with the option on.
+
+    Pure (``roost_core.pure``): the answer follows from the two records and the config, so
+    the daemon keeps it until the peer table changes."""
     return decide(sender, tree_key(sender), target, addressed_by, config)
-
-
-@hookimpl(trylast=True)
-def roost_decide_reach_many(
-    sender: PeerInfo, targets: Sequence[PeerInfo], addressed_by: str, config: Config
-) -> list[ReachDecision]:
-    """``roost_decide_reach`` for each target, with the sender's tree key found once."""
-    sender_tree = tree_key(sender)
-    return [decide(sender, sender_tree, target, addressed_by, config) for target in targets]
 
 
 def decide(sender: PeerInfo, sender_tree: str, target: PeerInfo, addressed_by: str, config: Config) -> ReachDecision:
