@@ -9,7 +9,7 @@ import roost_repo_reach
 from roost_repo_reach import find_repository, repository_of, same_repository
 
 from roost_core.records import ReachDecision
-from roost_core.testing import load_plugin, make_config, make_manager, make_peer
+from roost_core.testing import daemon_hooks, load_plugin, make_config, make_manager, make_peer
 
 
 @pytest.fixture(autouse=True)
@@ -153,3 +153,18 @@ def test_wins_over_the_default_on_the_real_manager(repo: Path) -> None:
 
 def test_the_installed_entry_point_is_this_module() -> None:
     assert load_plugin("repo-reach") is roost_repo_reach
+
+
+def test_it_is_not_marked_pure_so_the_daemon_asks_it_at_every_send(repo: Path, tmp_path: Path) -> None:
+    """It reads the file system: the daemon keeps none of its decisions, so a directory
+    that becomes a repository counts (once the plugin's own cache forgets), with no
+    change to the peer table."""
+    hooks = daemon_hooks(make_manager(roost_repo_reach, defaults=True))
+    assert hooks.reach_pure is False
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    alice, bob = peer("f0000001", "alice", repo / "a"), peer("f0000002", "bob", elsewhere)
+    assert hooks.decide_reach(alice, bob, "id", make_config()).relation == "external"
+    (elsewhere / ".git").symlink_to(repo / ".git")  # bob's directory joins alice's repository
+    roost_repo_reach.clear_cache()
+    assert hooks.decide_reach(alice, bob, "id", make_config()) == ReachDecision(allowed=True, relation="tree")

@@ -15,6 +15,11 @@ relation ``external`` (or no answer at all) is widened.
 to the first ``.git``: worktrees of one repository share it (through their
 ``commondir``), a submodule has its own. Nothing runs ``git``; the file system is read
 and the answer is cached for :data:`CACHE_SECONDS`.
+
+The decision is *not* marked ``roost_core.pure``: it depends on the file system, not only
+on the two peers and the config, so the daemon keeps none of its decisions and asks at
+every send and every listing (a ``git init`` counts within :data:`CACHE_SECONDS`, with no
+change to the peer table). Its own cache is what keeps that cheap.
 """
 
 from __future__ import annotations
@@ -132,7 +137,8 @@ def roost_decide_reach(
     sender: PeerInfo, target: PeerInfo, addressed_by: str, config: Config
 ) -> Generator[None, ReachDecision | None, ReachDecision | None]:
     """Widen an ``external`` answer: same repository -> ``tree``; an allow-listed
-    target name -> ``external``, allowed. Every other answer is kept."""
+    target name -> ``external``, allowed. Every other answer is kept. Not pure (it reads
+    the file system): asked at every send and listing."""
     decision = yield
     if decision is not None and decision.relation != "external":
         return decision
