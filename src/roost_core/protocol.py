@@ -53,6 +53,9 @@ NOT_STORED = "not_stored"
 BUSY = "busy"
 INTERNAL = "internal"
 TOO_LARGE = "too_large"
+#: A plugin's answer broke a rule the core keeps whatever the plugins (the envelope's,
+#: :mod:`roost_core.envelope_rules`); also the CLI's code for a plugin that fails to load.
+PLUGIN_ERROR = "plugin_error"
 
 
 class ProtocolError(Exception):

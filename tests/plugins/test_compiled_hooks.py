@@ -19,9 +19,11 @@ from roost_plugins import reach as default_reach
 
 
 class Framer:
+    """A framer that keeps the envelope's rules (the core refuses any other)."""
+
     @hookimpl
     def roost_frame_item(self, item):
-        return f"framed {item.text}"
+        return f"[framed]\n{item.text}\n[end]\n{policy.NO_USER_AUTHORITY}"
 
 
 class Silent:
@@ -54,7 +56,7 @@ class Wrapper:
     @hookimpl(wrapper=True)
     def roost_frame_item(self, item):
         answer = yield
-        return f"<{answer}>"
+        return None if answer is None else f"wrapped {answer}"
 
 
 class OldWrapper:
@@ -236,7 +238,7 @@ def test_the_compiled_hooks_are_made_once_per_plugin_set():
     pm.set_blocked("refuser")
     assert hooks.current().check_send(item, 1.0, config) is None
     pm.register(Framer(), name="framer")
-    assert hooks.current().frame_item(item) == "framed hello"
+    assert hooks.current().frame_item(item) == f"[framed]\nhello\n[end]\n{policy.NO_USER_AUTHORITY}"
 
 
 def test_a_manager_that_does_not_count_its_changes_gets_them_made_each_time():

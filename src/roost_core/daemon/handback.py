@@ -17,6 +17,7 @@ from roost_core.daemon.ledger import message_id_for
 from roost_core.protocol import (
     BAD_ARGS,
     NOT_STORED,
+    PLUGIN_ERROR,
     QUEUE_FULL,
     TOO_LARGE,
     ProtocolError,
@@ -149,6 +150,10 @@ class HandbackOps(DaemonBase):
                         # cut to REPORT_CHARS): it could never arrive, so it is not kept.
                         log.error("the report of %s is dropped, it can never reach %s: %s", job.id, target.id, exc.message)
                         return "dropped"
+                    if exc.code == PLUGIN_ERROR:
+                        # The framing plugin broke the envelope's rules (its log line is
+                        # written): the report stays on the child, not routed again.
+                        return self.keep_report(job, report)
                     if exc.code not in (NOT_STORED, QUEUE_FULL):
                         raise
                     # The disk is full or the parent's queue is: the report is kept on the
@@ -168,6 +173,10 @@ class HandbackOps(DaemonBase):
                     return outcome
         if route.action == "drop":
             return "dropped"
+        return self.keep_report(job, report)
+
+    def keep_report(self, job: Job, report: Report) -> str:
+        """Keep ``report`` on ``job`` (the child) until it can be routed."""
         job.undelivered_report = kept_report(report)
         self.kept_reports[job.id] = None
         self.save(job)

@@ -119,7 +119,13 @@ class SendDesk:
                 # Asked again after the daemon that queued it died before answering: the
                 # item waits in the queue already (the journal kept it); not queued twice.
                 return {"to": target.id, "name": target.name, "relation": relation, "id": message_id, "result": "queued", "seq": held.seq}
-        content = hooks.frame_item(outgoing)
+        try:
+            content = hooks.frame_item(outgoing)
+        except ProtocolError as exc:
+            # The framing plugin broke the envelope's rules (plugin_error): nothing is
+            # queued or counted, and the sender's receipt says so.
+            self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=exc.code, text=text)
+            raise
         answer = self.deliver(
             target, outgoing, content, trace=trace, relation=relation, delivery=hooks.decide_delivery(outgoing, self.config), hold=key is not None
         )
