@@ -177,10 +177,16 @@ def roost_sanitize_name(name: str) -> str | None:
 def roost_frame_item(item: OutgoingItem) -> str | None:
     """Frame an agent item as the text the receiving agent will see.
 
-    Called once when a message or report is accepted; the framed text is what is stored
-    and delivered (the receiver never re-frames it).
+    Called once when a message, report or notice is accepted, before it takes a seq; the
+    framed text is what is stored and delivered (the receiver never re-frames it). The
+    core checks it against the envelope's rules (:mod:`roost_core.envelope_rules`: the
+    notice ends it, the body can neither close the frame nor forge a sender, no control
+    or bidi character in the sender line), calling the hook a second time with a probe
+    body to tell the frame from the body; a text that breaks them refuses the item with
+    ``plugin_error`` and a log line.
 
-    :param item: the item; ``item.sender.name`` is already sanitised.
+    :param item: the item; ``item.sender.name`` is a job's name as typed (a foreground
+        peer's is sanitised): sanitise it before writing it.
     :return: the framed text, or None for no opinion. Stops at the first non-None result.
         The core's fallback is a plain frame that neutralises ``<`` and still carries the
         no-user-authority notice.
