@@ -10,8 +10,9 @@ them on every framed item, before it takes a seq or is stored (:func:`checked_fr
    frame's *closing mark*, the visible text of what comes between the body and the notice
    (``</agent-message>`` for the default envelope, ``"}}`` for the JSON one), in any
    letter case; a closing mark that starts with a quote ends a string, and a backslash
-   escapes it there (an odd run of backslashes just before it, as JSON writes ``\\"}}``). A frame that closes with line breaks only (``FROM alice:
-   <body>`` then the notice) means the body may hold no line break at all (any of
+   escapes it there (an odd run of backslashes just before it, as JSON writes
+   ``\\"}}``). A frame that closes with line breaks only (``FROM alice: <body>`` then
+   the notice) means the body may hold no line break at all (any of
    ``str.splitlines``'s: ``\\r``, U+2028, NEL... too).
 3. **The body cannot forge a sender**: the body, as written, never holds the frame's
    *opening mark*, the first word of its head (``<agent-message``, ``{"agent_message":``;
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
 
     from roost_core.records import OutgoingItem
 
-__all__ = ["MARK_CHARS", "NO_USER_AUTHORITY", "PROBE", "EnvelopeViolation", "check", "checked_frame", "answering_plugin", "frame_or_refuse", "neutralise", "probe_item"]
+__all__ = ["MARK_CHARS", "NO_USER_AUTHORITY", "PROBE", "EnvelopeViolation", "answering_plugin", "check", "checked_frame", "frame_or_refuse", "neutralise", "probe_item"]
 
 #: The notice every framed agent item carries, whichever plugin frames it.
 NO_USER_AUTHORITY = (

@@ -9,8 +9,9 @@ import re
 from pathlib import Path
 
 from clikit import Cli
-from conftest import agent_items, daemon_factory, roost_env  # noqa: F401 - fixtures
+from conftest import agent_items
 from fg import in_thread, run_async, send, session, spawn
+
 from roost_core.testing import make_manager
 from roost_core.transcript import iter_rendered
 from roost_core.view import View
