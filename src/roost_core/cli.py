@@ -293,7 +293,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     result = keyed_call("start", **request)
     emit(args, result, format_started(result))
     for warning in result.get("warnings", ()):
-        print(f"roost: warning: {warning}", file=sys.stderr)
+        print(f"roost: warning: {shown(warning)}", file=sys.stderr)
     return 0
 
 

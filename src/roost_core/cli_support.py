@@ -69,7 +69,9 @@ class CommandError(Exception):
 
 
 def error_line(code: str, message: str) -> str:
-    return f"roost: {code}: {message}"
+    """The one line a failure prints: the message (which may quote a name or a path as
+    given) drawn safely, control, bidi and line-separator characters as escapes."""
+    return f"roost: {code}: {shown(message)}"
 
 
 class Parser(argparse.ArgumentParser):

@@ -100,3 +100,21 @@ def test_roost_log_and_the_view_draw_separators_and_bidi_as_escapes_inside_the_b
     view.set_log(list(iter_rendered(make_manager(defaults=True), daemon.record(got["kid"])["session"])), 200)
     block = view.log_lines[view.log_lines.index(lines[start]) : view.log_lines.index("╰─") + 1]
     assert block == lines[start : end + 1]
+
+
+def test_the_cli_draws_a_warning_and_an_error_with_bidi_and_separators_as_escapes(daemon_factory, tmp_path):
+    """``roost start``'s warning quotes the project config's path, which is the user's
+    folder, as named: a right-to-left override in it is drawn as an escape; so is one in
+    a name an error line quotes."""
+    daemon = daemon_factory().start()
+    project = tmp_path / "proj\u202eevil\u2028x"
+    (project / ".pi").mkdir(parents=True)
+    (project / ".pi" / "roost.json").write_text("{not json")
+    cli = Cli(daemon.env, project)
+    started = cli("start", "say hi", "--host", "scripted")
+    assert "\u202e" not in started.stderr and "\u2028" not in started.stderr
+    (warning,) = started.stderr.splitlines()
+    assert warning.startswith("roost: warning: ") and "proj\\u202eevil\\u2028x" in warning, warning
+    missing = cli("log", "fix\u202eeht", expect=1)
+    assert "\u202e" not in missing.stderr and "fix\\u202eeht" in missing.stderr, missing.stderr
+    cli("wait", "say hi")
