@@ -163,9 +163,10 @@ def check(text: str, probe_text: str) -> None:
     end = len(text) - len(foot)
     if end < at or not text.startswith(head) or not text.endswith(foot):
         raise EnvelopeViolation("the frame around the body changes with the body (the sender line or the notice would be the body's)")
-    if shape.closed_by(text, at, end):
+    broken = shape.broken_by(text, at, end)
+    if broken == "close":
         raise EnvelopeViolation(f"the body closes the frame (it holds the close {shape.close!r})")
-    if shape.mark.search(text, at, end) is not None:
+    if broken == "mark":
         raise EnvelopeViolation(f"the body can forge a sender (it holds the frame's opening {shape.mark_text!r}, in some letter case)")
     if not head.replace("\n", "").isprintable():  # (the usual head: one test, no loop)
         bad = _unsafe_char(head)
@@ -175,33 +176,44 @@ def check(text: str, probe_text: str) -> None:
 
 class _Shape:
     """What the rules need of one framer's frame for one sender, kind and relation: its
-    close, and the close's visible text and the opening mark as patterns (any case)."""
+    close, and one pattern (any case) for the close's visible text and the opening mark,
+    so the body is scanned once for both."""
 
-    __slots__ = ("close", "closing", "escapable", "mark", "mark_text")
+    __slots__ = ("breaks_close", "close", "closing", "escapable", "mark", "mark_text", "marks")
 
     def __init__(self, close: str, mark: str) -> None:
         self.close = close
+        self.mark_text = mark
         visible = close.strip()
-        self.closing = re.compile(re.escape(visible), re.IGNORECASE) if visible else None
+        # A close of line breaks only: any line break in the body closes the frame.
+        self.breaks_close = not visible
         # A close that ends a quoted string (JSON's "}}) is escaped by a backslash, as in
         # every string syntax; a tag or a word is not.
         self.escapable = visible[:1] in ("'", '"')
-        self.mark_text = mark
+        # One plain alternation (a group would cost the scan its speed); which of the two
+        # a hit is, is asked only on a hit.
+        self.closing = re.compile(re.escape(visible), re.IGNORECASE) if visible else None
         self.mark = re.compile(re.escape(mark), re.IGNORECASE)
+        either = f"{re.escape(visible)}|{re.escape(mark)}" if visible else re.escape(mark)
+        self.marks = re.compile(either, re.IGNORECASE)
 
-    def closed_by(self, text: str, start: int, end: int) -> bool:
-        """Whether ``text[start:end]`` (the body as written) holds the closing mark (not
-        escaped by a backslash, for a quote's); for a close of line breaks only, any line
-        break."""
-        if self.closing is None:
-            return _ANY_BREAK.search(text, start, end) is not None
-        found = self.closing.search(text, start, end)
+    def broken_by(self, text: str, start: int, end: int) -> str:
+        """What ``text[start:end]`` (the body as written) breaks: "close" when it holds the
+        close (its visible text, not escaped by a backslash for a quote's; any line break
+        for a close of line breaks only), "mark" when it holds the opening mark, else ""."""
+        if self.breaks_close and _ANY_BREAK.search(text, start, end) is not None:
+            return "close"
+        found = self.marks.search(text, start, end)
         while found is not None:
             at = found.start()
+            if self.closing is None or self.closing.match(text, at, end) is None:
+                return "mark"
             if not (self.escapable and _escaped(text, start, at)):
-                return True
-            found = self.closing.search(text, at + 1, end)
-        return False
+                return "close"
+            if self.mark.match(text, at, end) is not None:
+                return "mark"  # (an escaped close where the mark starts too)
+            found = self.marks.search(text, at + 1, end)
+        return ""
 
 
 def _escaped(text: str, start: int, at: int) -> bool:
