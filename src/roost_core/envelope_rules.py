@@ -128,17 +128,18 @@ def answering_plugin(hook: pluggy.HookCaller, item: OutgoingItem) -> str:
 
 def checked_frame(frame: Callable[[OutgoingItem], object], item: OutgoingItem) -> str | None:
     """``frame(item)`` when it is a text that keeps the rules; None when the framer has no
-    opinion (None or ""). Raises :class:`EnvelopeViolation` for a text that breaks them,
-    and for a framer that raises, or answers something else than a text for the probe."""
+    opinion (None, "", or an answer that is no text, as for every hook). Raises
+    :class:`EnvelopeViolation` for a text that breaks them, and for a framer that raises,
+    or answers no text for the same item with the probe body."""
     try:
         text = frame(item)
-        if text is None or text == "":
+        if type(text) is not str or not text:
             return None
         probe_text = frame(probe_item(item))
     except Exception as exc:  # a plugin's bug refuses its item, as a broken frame does
         raise EnvelopeViolation(f"the framer raised {type(exc).__name__}: {exc}") from exc
-    if not isinstance(text, str) or not isinstance(probe_text, str):
-        raise EnvelopeViolation(f"the framer answered {type(text).__name__}, and {type(probe_text).__name__} for the same item with another body")
+    if type(probe_text) is not str:
+        raise EnvelopeViolation(f"the framer answered a text, and {type(probe_text).__name__} for the same item with another body")
     check(text, probe_text)
     return text
 

@@ -263,15 +263,22 @@ def test_no_opinion_still_gets_the_cores_own_frame():
     assert policy.frame_item(make_manager(Silent()), item) == policy.fallback_frame(item)
 
 
-def test_a_non_text_answer_is_refused():
+def test_an_answer_that_is_no_text_is_no_answer_unless_it_is_for_the_probe_only():
     class Number:
         @hookimpl
         def roost_frame_item(self, item):
             return 42
 
+    class TextThenNumber:
+        @hookimpl
+        def roost_frame_item(self, item):
+            return 42 if item.text == envelope_rules.PROBE else f"[m]\n{item.text}\n[end]\n{NO_USER_AUTHORITY}"
+
+    item = item_for("alice", "hi")
+    assert policy.frame_item(make_manager(Number()), item) == policy.fallback_frame(item)
     with pytest.raises(ProtocolError) as refused:
-        policy.frame_item(make_manager(Number()), item_for("alice", "hi"))
-    assert refused.value.code == PLUGIN_ERROR and "answered int" in refused.value.message
+        policy.frame_item(make_manager(TextThenNumber()), item)
+    assert refused.value.code == PLUGIN_ERROR and "the framer answered a text, and int" in refused.value.message
 
 
 def test_neutralise_draws_control_bidi_and_line_separators_as_escapes():
