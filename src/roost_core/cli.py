@@ -17,7 +17,6 @@ from typing import Any
 
 from roost_core import __version__, view
 from roost_core import mcp as mcp_cli
-from roost_core.claude import cli as claude_cli
 from roost_core.cli_support import (
     EXIT_INTERRUPTED,
     FLAG_DISABLED,
@@ -34,13 +33,14 @@ from roost_core.cli_support import (
     guarded,
     host_names,
     keyed_call,
+    local_hosts,
     local_manager,
     read_text,
+    socket_command,
     user_config,
     wait_for_job,
 )
 from roost_core.names import json_text, shown
-from roost_core.pi import cli as pi_cli
 
 #: What ``roost --help`` ends with: the exit statuses every command keeps.
 EXIT_STATUSES = """exit status:
@@ -65,7 +65,10 @@ class LazyText:
         return self.make()
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, with_hosts: bool = True) -> argparse.ArgumentParser:
+    """The ``roost`` parser; ``with_hosts`` adds the registered hosts' own commands
+    (``roost pi ...``, ``roost claude ...``: :func:`add_host_commands`), which loads the
+    plugins: a command of roost's own goes without them."""
     parser = Parser(
         prog="roost",
         description="Background agent sessions that talk to each other.",
@@ -137,15 +140,39 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("demo", help="play a small scenario end to end on a fresh temp home")
     view.add_parser(sub)
-    pi_cli.add_parser(sub)
-    claude_cli.add_parser(sub)
     mcp_cli.add_parser(sub)
+    if with_hosts:
+        add_host_commands(sub)
 
     from roost_core.completion import SHELLS
 
     completion = sub.add_parser("completion", help="print a shell completion script: eval \"$(roost completion bash)\"")
     completion.add_argument("shell", choices=SHELLS, help="the shell to complete in")
     return parser
+
+
+def add_host_commands(sub: Any) -> None:
+    """``roost NAME ...`` for each registered host with a command of its own
+    (``HostSpec.command``: an install command, for one), under the host's name. A host
+    whose name is a command of roost's own gets none (roost's is kept)."""
+    for name, spec in local_hosts().items():
+        if spec.command is None or name in COMMANDS:
+            continue
+        command = sub.add_parser(name, help=spec.command.help)
+        spec.command.add_arguments(command)
+        command.set_defaults(host_command=spec.command.run)
+
+
+def command_named(argv: list[str]) -> str | None:
+    """The command ``argv`` names (its first word that is not an option or the value of
+    ``--disable-plugin``), None when there is none (``roost --help``)."""
+    words = iter(argv)
+    for word in words:
+        if word == "--disable-plugin":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
 
 
 def add_text_arguments(parser: argparse.ArgumentParser, name: str, text_help: str, file_help: str) -> None:
@@ -165,7 +192,9 @@ OWN_DAEMON = frozenset({"daemon", "demo"})
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        parser = build_parser()
+        argv = sys.argv[1:] if argv is None else argv
+        # The hosts' commands load the plugins: only when the command is not roost's own.
+        parser = build_parser(with_hosts=command_named(argv) not in COMMANDS)
         args = parser.parse_args(argv)
         if args.command == "daemon" and args.jobs and args.action != "stop":
             parser.error("--jobs goes with `roost daemon stop`")
@@ -176,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 # This command's own plugins only: never a daemon it happens to start.
                 FLAG_DISABLED.extend(args.disable_plugin)
-        handler = COMMANDS[args.command]
+        handler = COMMANDS[args.command] if args.command in COMMANDS else args.host_command
         return guarded(lambda: handler(args))
     except KeyboardInterrupt:
         # Ctrl-C outside a command's own run (guarded handles it there): the same line.
@@ -197,7 +226,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
 
     paths = resolve_paths()
     if args.action == "socket":
-        return pi_cli.socket_command()
+        return socket_command()
     if args.action == "run":
         from roost_core.daemon import run_daemon
 
@@ -336,6 +365,7 @@ def cmd_rm(args: argparse.Namespace) -> int:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
+    from roost_core.hosts import registered_hosts, transcript_reader
     from roost_core.transcript import iter_rendered, read_entries
 
     with client() as conn:
@@ -344,9 +374,11 @@ def cmd_log(args: argparse.Namespace) -> int:
         print(json_text({"id": result["id"], "session": result["session"], "entries": read_entries(result["session"]), "sent": result.get("sent", [])}))
         return 0
     pm = local_manager()
+    # The job's host says how its transcript reads (roost's own format when it says nothing).
+    read = transcript_reader(registered_hosts(pm).get(result.get("host") or ""))
     if args.follow:
-        return follow_log(pm, result["session"])
-    for text in iter_rendered(pm, result["session"]):
+        return follow_log(pm, result["session"], read)
+    for text in iter_rendered(pm, result["session"], read):
         print(shown(text, keep=LOG_KEEPS))
     return 0
 
@@ -357,10 +389,10 @@ def cmd_log(args: argparse.Namespace) -> int:
 LOG_KEEPS = "\n\t"
 
 
-def follow_log(pm: Any, session: str, *, poll: float = 0.1) -> int:
-    """Print a transcript, then each entry as it is appended (until Ctrl-C)."""
+def follow_log(pm: Any, session: str, read: Any, *, poll: float = 0.1) -> int:
+    """Print a transcript, then each entry as it is appended (until Ctrl-C); ``read`` is
+    how one of its lines reads (the host's)."""
     from roost_core.policy import render_entry
-    from roost_core.transcript import parse_entries
 
     offset = 0
     partial = b""
@@ -381,7 +413,7 @@ def follow_log(pm: Any, session: str, *, poll: float = 0.1) -> int:
                         raw = json.loads(line)
                     except ValueError:
                         continue
-                    for entry in parse_entries(raw) if isinstance(raw, dict) else ():
+                    for entry in read(raw) if isinstance(raw, dict) else ():
                         text = render_entry(pm, entry)
                         if text:
                             print(shown(text, keep=LOG_KEEPS), flush=True)
@@ -476,8 +508,6 @@ COMMANDS = {
     "plugins": cmd_plugins,
     "dead": cmd_dead,
     "view": view.run,
-    "pi": pi_cli.run,
-    "claude": claude_cli.run,
     "mcp": mcp_cli.run,
     "demo": cmd_demo,
     "completion": cmd_completion,

@@ -53,8 +53,8 @@ BAD_CONFIG = "bad_config"
 BAD_HOME = "bad_home"
 #: A third-party plugin failed to load and ``ROOST_STRICT_PLUGINS=1``.
 PLUGIN_ERROR = "plugin_error"
-#: ``roost claude install | uninstall`` could not write one of Claude Code's files (the
-#: files written before it are put back).
+#: A host's install command (``roost claude install``, ``roost pi install``) could not
+#: write one of its agent's settings files (the files written before it are put back).
 WRITE_FAILED = "write_failed"
 
 
@@ -108,6 +108,7 @@ def classify(exc: BaseException) -> tuple[str, str] | None:
     from roost_core.paths import HomeError
     from roost_core.plugins import PluginError
     from roost_core.protocol import BAD_ARGS, ProtocolError
+    from roost_core.settingsfile import SettingsFileError, SettingsWriteError
 
     if isinstance(exc, (CommandError, ProtocolError)):
         return exc.code, exc.message
@@ -115,8 +116,11 @@ def classify(exc: BaseException) -> tuple[str, str] | None:
         return BAD_HOME, str(exc)
     if isinstance(exc, ConnectionError):
         return UNAVAILABLE, f"no daemon answers: {exc}"
-    if isinstance(exc, ConfigError):
+    if isinstance(exc, (ConfigError, SettingsFileError)):
+        # The user config, or an agent's settings file an install command edits.
         return BAD_CONFIG, str(exc)
+    if isinstance(exc, SettingsWriteError):
+        return WRITE_FAILED, str(exc.strerror)
     if isinstance(exc, PluginError):
         return PLUGIN_ERROR, str(exc)
     if isinstance(exc, ValueError):
@@ -192,19 +196,37 @@ def keyed_call(op: str, **args: Any) -> dict[str, Any]:
                 raise
 
 
-def host_names() -> list[str]:
-    """The hosts a job can name here: the built-in ones, then those the installed plugins
-    register (as the daemon builds its set; a config or plugin that cannot be read adds
-    none here: the command that needs it reports why)."""
-    from roost_core.hosts import builtin_hosts
+def local_hosts() -> dict[str, Any]:
+    """The hosts the plugins register here (``HostSpec`` by name, as the daemon builds its
+    set); none when the config or the plugins cannot be read (help text and completion
+    must print whatever is broken; the command that needs them reports why)."""
+    from roost_core.hosts import registered_hosts
 
-    names = [spec.name for spec in builtin_hosts()]
     try:
-        pm = local_manager()
-        contributed = [spec.name for specs in pm.hook.roost_register_hosts() for spec in specs or ()]
-    except Exception:  # noqa: BLE001 - help text must print whatever is broken
-        contributed = []
-    return names + sorted(set(contributed) - set(names))
+        return registered_hosts(local_manager())
+    except Exception:  # noqa: BLE001 - see above
+        return {}
+
+
+def host_names() -> list[str]:
+    """The hosts a job can name here, in the order the plugins register them."""
+    return list(local_hosts())
+
+
+def socket_command() -> int:
+    """``roost daemon socket``: print this user's daemon socket, starting the daemon if
+    none answers (the pi extension runs this to find the same socket roost uses)."""
+    from roost_core.client import DaemonUnavailable, connect
+    from roost_core.paths import resolve_paths
+
+    paths = resolve_paths()
+    try:
+        connect(paths).close()
+    except DaemonUnavailable as exc:
+        print(error_line(UNAVAILABLE, f"no daemon answers: {exc}"), file=sys.stderr)
+        return 1
+    print(paths.socket)
+    return 0
 
 
 #: The names ``roost --disable-plugin`` blocked on this command line. They block the

@@ -52,14 +52,18 @@ hookspec = pluggy.HookspecMarker("roost")
 
 @hookspec
 def roost_register_hosts() -> list[HostSpec]:
-    """Contribute agent hosts (``roost start --host NAME``).
+    """Contribute agent hosts (``roost start --host NAME``, ``roost_spawn``'s ``host``).
 
-    Called once when a plugin manager is built, in the daemon (to validate ``--host``) and
-    in each worker (to build the host that runs the job).
+    Called in the daemon when it starts (the hosts jobs can run on), in each worker (to
+    build the host that runs its job) and in the CLI (``--host``'s choices, ``roost log``
+    and ``roost view`` reading a transcript, a host's own ``roost NAME ...`` command).
+    Every host is registered here, roost's own too (``scripted``, ``shell``, ``pi`` and
+    ``claude`` are default plugins of those names); the core names none.
 
-    :return: a list of :class:`~roost_core.records.HostSpec`; the core adds its own
-        ``scripted``, ``shell``, ``pi`` and ``claude`` hosts, which a plugin may not
-        replace.
+    :return: a list of :class:`~roost_core.records.HostSpec`: how to run a job, how its
+        transcript reads, its command. A name already registered by an earlier plugin
+        (roost's defaults come first) is logged and ignored: block that plugin to put
+        another host under its name.
     """
 
 
@@ -293,13 +297,16 @@ def roost_render_entry(entry: TranscriptEntry) -> str | None:
 
 
 @hookspec
-def roost_tool_definitions(config: Config) -> list[ToolDef]:
+def roost_tool_definitions(config: Config, hosts: Sequence[str]) -> list[ToolDef]:
     """Contribute the agent tools every session gets (``roost_agents``, ``roost_send``...).
 
     Called when a worker or a foreground bridge asks the daemon for its tools (op
     ``tools``), so a change here reaches every host with no change to the host.
 
     :param config: the user-level config (``agentTools: false`` turns the tools off).
+    :param hosts: the names of the hosts a job can run on here (every host the plugins
+        register, ``roost_register_hosts``), for a tool that lets the agent choose one
+        (``roost_spawn``'s ``host``). An implementation may leave the parameter out.
     :return: a list of :class:`~roost_core.records.ToolDef`; an empty list (or no
         tools plugin) means the agent gets no roost tools.
     """

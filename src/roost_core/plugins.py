@@ -48,6 +48,11 @@ DEFAULT_PLUGINS: dict[str, str] = {
     "watch": "roost_plugins.watch",
     "budget": "roost_plugins.budget",
     "settle": "roost_plugins.settle",
+    # The hosts: each a plugin named after the host it registers.
+    "scripted": "roost_plugins.hosts.scripted",
+    "shell": "roost_plugins.hosts.shell",
+    "pi": "roost_plugins.hosts.pi",
+    "claude": "roost_plugins.hosts.claude",
 }
 
 #: Plugins that cannot be blocked. None today: the core has a safe default for each hook.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from roost_core import envelope_rules, is_pure
@@ -127,10 +127,12 @@ def render_entry(pm: pluggy.PluginManager, entry: TranscriptEntry) -> str:
     return f"{label}: {entry.text}"
 
 
-def tool_definitions(pm: pluggy.PluginManager, config: Config) -> list[ToolDef]:
+def tool_definitions(pm: pluggy.PluginManager, config: Config, hosts: Sequence[str] = ()) -> list[ToolDef]:
+    """Every tool the plugins contribute, the first of each name; ``hosts`` are the names
+    of the registered hosts (``roost_spawn``'s ``host`` choices come from them)."""
     tools: list[ToolDef] = []
     seen: set[str] = set()
-    for contributed in pm.hook.roost_tool_definitions(config=config):
+    for contributed in pm.hook.roost_tool_definitions(config=config, hosts=tuple(hosts)):
         for tool in contributed or ():
             if isinstance(tool, ToolDef) and tool.name not in seen:
                 seen.add(tool.name)

@@ -202,8 +202,27 @@ class TranscriptEntry:
 
 
 @attrs.frozen
+class HostCommand:
+    """A host's own command line, ``roost NAME ACTION ...`` (NAME is the host's name): its
+    install command, for one.
+
+    ``help`` is its line in ``roost --help``. ``add_arguments(parser)`` adds its arguments
+    to the :class:`argparse.ArgumentParser` the CLI made for ``roost NAME``. ``run(args)``
+    runs it with the parsed arguments and returns the exit status: 0 done, 1 an error
+    (one ``roost: CODE: message`` line on stderr), 2 a usage error.
+    """
+
+    help: str
+    add_arguments: Any
+    run: Any
+
+
+@attrs.frozen
 class HostSpec:
     """An agent host a plugin contributes: ``name`` (``--host NAME``) and a factory.
+
+    Every host, roost's own (``scripted``, ``shell``, ``pi``, ``claude``) and a team's, is
+    one of these, contributed through ``roost_register_hosts``; the core names none.
 
     ``factory`` is called in the worker process as ``factory(job, services)`` and returns
     an object implementing :class:`roost_core.hosts.base.AgentHost`. ``takes_messages``
@@ -214,6 +233,14 @@ class HostSpec:
     ``unavailable``, when set, is called in the daemon as ``unavailable()`` before a job
     is made on the host: None when it can run here, else a sentence saying why not (its
     program is not installed); the ``start`` or ``spawn`` is then refused ``no_host``.
+
+    How its transcript reads, for a host that writes its own format (without them, the
+    session file is read as roost's own, pi's v3 JSONL, :mod:`roost_core.transcript`):
+    ``transcript_entries(raw)`` turns one parsed line (a JSON object) into the
+    :class:`TranscriptEntry` records ``roost log``, ``roost view`` and the tools' peer
+    transcripts render (none for a line that shows nothing); ``transcript_seqs(path)`` is
+    the queue seqs a session file holds (what the daemon reads of a worker that died with
+    it). ``command`` is the host's ``roost NAME ...`` command (:class:`HostCommand`).
     """
 
     name: str
@@ -221,6 +248,9 @@ class HostSpec:
     takes_messages: bool = True
     session_file: Any = None
     unavailable: Any = None
+    transcript_entries: Any = None
+    transcript_seqs: Any = None
+    command: HostCommand | None = None
 
 
 # --------------------------------------------------------------------------- spawn and hand-back

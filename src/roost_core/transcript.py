@@ -14,7 +14,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -298,20 +298,23 @@ class SessionWriter:
 
 
 def parse_entries(raw: dict[str, Any]) -> list[TranscriptEntry]:
-    """One session-file line as entries for the render plugin: a pi/roost line is one
-    entry; a Claude Code line is what the model read from it (see ``roost_core.claude``)."""
-    if isinstance(raw.get("sessionId"), str):
-        from roost_core.claude.transcript import entries_of
-
-        return entries_of(raw)
+    """One line of a session file in roost's own format (pi's v3 shape) as the entries
+    the render plugin sees: one. A host that writes another format reads its lines with
+    its own ``HostSpec.transcript_entries`` (:func:`roost_core.hosts.transcript_reader`)."""
     return [parse_entry(raw)]
 
 
-def iter_rendered(pm: Any, path: str | Path) -> Iterator[str]:
+#: How one parsed line of a session file reads: a host's ``transcript_entries``.
+LineReader = Callable[[dict[str, Any]], list[TranscriptEntry]]
+
+
+def iter_rendered(pm: Any, path: str | Path, read: LineReader = parse_entries) -> Iterator[str]:
+    """The rendered text of each entry of a session file that shows something, its
+    lines read by ``read`` (the host's reader)."""
     from roost_core.policy import render_entry
 
     for raw in read_entries(path):
-        for entry in parse_entries(raw):
+        for entry in read(raw):
             text = render_entry(pm, entry)
             if text:
                 yield text

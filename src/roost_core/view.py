@@ -548,6 +548,8 @@ class LiveView:
         self.client: Any = None
         self.pm: Any = None
         self.log_session: str | None = None
+        #: The host of the peer whose transcript is open (how its lines read).
+        self.log_host: str | None = None
         self.log_stamp: tuple[int, int] | None = None
         self.exit_code = 0
 
@@ -764,11 +766,14 @@ class LiveView:
         self.view.log_id = row["id"]
         self.view.log_follow = True
         self.log_session = session
+        self.log_host = row.get("host")
         self.log_stamp = None
         self.reload_log()
 
     def reload_log(self) -> None:
-        """Render the open transcript again if its file changed since the last time."""
+        """Render the open transcript again if its file changed since the last time, read
+        as its host writes it (``HostSpec.transcript_entries``)."""
+        from roost_core.hosts import registered_hosts, transcript_reader
         from roost_core.transcript import iter_rendered
 
         if self.pm is None:
@@ -786,7 +791,8 @@ class LiveView:
         if stamp is not None and stamp == self.log_stamp:
             return
         self.log_stamp = stamp
-        texts = list(iter_rendered(self.pm, session)) if session is not None and stamp is not None else []
+        read = transcript_reader(registered_hosts(self.pm).get(self.log_host or ""))
+        texts = list(iter_rendered(self.pm, session, read)) if session is not None and stamp is not None else []
         self.view.set_log(texts, self.console.size[0])
 
 

@@ -14,8 +14,12 @@ def pm(roost_plugin_manager):
     return roost_plugin_manager(tools)
 
 
-def definitions(pm, **config) -> list[ToolDef]:
-    contributed = pm.hook.roost_tool_definitions(config=make_config(**config))
+#: The hosts a test daemon registers (roost's own).
+HOSTS = ("scripted", "shell", "pi", "claude")
+
+
+def definitions(pm, hosts=HOSTS, **config) -> list[ToolDef]:
+    contributed = pm.hook.roost_tool_definitions(config=make_config(**config), hosts=hosts)
     return [tool for tools_of_one_plugin in contributed for tool in tools_of_one_plugin]
 
 
@@ -179,5 +183,10 @@ def test_spawn_gets_a_host_parameter_only_where_the_user_allows_a_choice(pm) -> 
     assert "host" not in spawn.parameters["properties"]
     *_, spawn = definitions(pm, agent_spawn_hosts=("pi", "claude"))
     assert spawn.parameters["properties"]["host"] == {"type": "string", "enum": ["pi", "claude"], "description": "default: yours"}
+    # The choices are registered hosts: a name no plugin registers is not offered.
+    *_, spawn = definitions(pm, hosts=("scripted", "pi", "command"), agent_spawn_hosts=("claude", "command", "pi"))
+    assert spawn.parameters["properties"]["host"]["enum"] == ["command", "pi"]
+    *_, spawn = definitions(pm, hosts=("scripted",), agent_spawn_hosts=("claude",))
+    assert "host" not in spawn.parameters["properties"]
     # The description is unchanged: a choice costs one short parameter, not more prose.
     assert spawn.description == definitions(pm)[2].description

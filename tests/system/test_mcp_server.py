@@ -133,7 +133,7 @@ def test_what_roost_mcp_adds_stays_within_the_tool_token_budget():
     from roost_core.plugins import make_plugin_manager
 
     def size(config: Config, extra: tuple = ()) -> int:
-        tools = [tool.to_json() for tool in policy.tool_definitions(make_plugin_manager(config), config)] + list(extra)
+        tools = [tool.to_json() for tool in policy.tool_definitions(make_plugin_manager(config), config, ("pi", "claude"))] + list(extra)
         return len(json.dumps(tools, separators=(",", ":")))
 
     plain = size(Config())

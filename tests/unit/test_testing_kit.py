@@ -168,7 +168,7 @@ HOOK_CALLS = {
     "roost_route_report": lambda: {"report": make_report(), "candidates": make_candidates(make_report())},
     "roost_report_on_end": lambda: {"child": make_child(), "reason": "stopped"},
     "roost_render_entry": lambda: {"entry": make_entry("message", "hi", role="user")},
-    "roost_tool_definitions": lambda: {"config": make_config()},
+    "roost_tool_definitions": lambda: {"config": make_config(), "hosts": ("scripted", "pi")},
     "roost_format_tool_result": lambda: {"result": make_tool_result(data={"to": "b", "result": "delivered"})},
     "roost_plan_broadcast": lambda: {"request": make_scope_request(), "config": make_config()},
     "roost_decide_delivery": lambda: {"item": make_item(urgent=False), "config": make_config()},

@@ -5,19 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
 
 
-def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
-    """Add ``roost claude ACTION`` to the CLI's subparsers."""
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``roost claude``'s arguments (the claude host's command, ``roost_plugins.hosts.claude``)."""
     from roost_core.claude.hook import EVENTS
 
-    parser: argparse.ArgumentParser = subparsers.add_parser("claude", help="put roost into Claude Code (MCP server and hooks), or run a hook")
     parser.add_argument("action", choices=["install", "uninstall", "hook"],
                         help="install or uninstall roost's MCP server and hooks; hook: run one (Claude Code does)")
     parser.add_argument("event", nargs="?", choices=EVENTS, help="hook: the Claude Code hook event")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    return parser
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,15 +26,13 @@ def run(args: argparse.Namespace) -> int:
             return 2
         return hook.main(args.event)
     from roost_core.claude import install
-    from roost_core.cli_support import BAD_CONFIG, WRITE_FAILED, error_line
+    from roost_core.cli_support import classify, error_line
+    from roost_core.settingsfile import SettingsFileError, SettingsWriteError
 
     try:
         result = install.install() if args.action == "install" else install.uninstall()
-    except install.ClaudeConfigError as exc:
-        print(error_line(BAD_CONFIG, str(exc)), file=sys.stderr)
-        return 1
-    except install.ClaudeWriteError as exc:
-        print(error_line(WRITE_FAILED, str(exc.strerror)), file=sys.stderr)
+    except (SettingsFileError, SettingsWriteError) as exc:
+        print(error_line(*(classify(exc) or ("bad_config", str(exc)))), file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(result, indent=2))
@@ -55,5 +50,5 @@ def main(argv: list[str] | None = None) -> int:
     hooks of a background job run this, so they start fast)."""
     parser = argparse.ArgumentParser(prog="roost")
     sub = parser.add_subparsers(dest="command", required=True)
-    add_parser(sub)
+    add_arguments(sub.add_parser("claude"))
     return run(parser.parse_args(["claude", *(sys.argv[1:] if argv is None else argv)]))

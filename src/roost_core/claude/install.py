@@ -16,16 +16,16 @@ setting as it was:
 
 Installing twice changes nothing; an older roost's entries are replaced, not doubled.
 
-All or nothing: both files are read and checked before either is written
-(:class:`ClaudeConfigError` names the file, and the line and column of a JSON error), and
-a file that is a symbolic link (a dotfiles setup) is written through the link, never
-replaced by a regular file. A write that fails puts back what was already written.
+All or nothing: both files are read and checked before either is written, through
+:mod:`roost_core.settingsfile` (as ``roost pi install`` edits pi's): a broken file is a
+:class:`~roost_core.settingsfile.SettingsFileError` naming it (and the line and column of
+a JSON error), a file that is a symbolic link (a dotfiles setup) is written through the
+link, never replaced by a regular file, and a write that fails puts back what was
+already written.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import shlex
 import shutil
@@ -36,6 +36,7 @@ from typing import Any
 
 from roost_core.claude import SERVER_NAME, STARTUP_WAIT_ENV, STARTUP_WAIT_MS, config_dir
 from roost_core.claude.hook import EVENTS
+from roost_core.settingsfile import SettingsFileError, list_at, object_at, read_object, write_all
 
 PERMISSION = f"mcp__{SERVER_NAME}"
 
@@ -81,87 +82,6 @@ def is_roost_hook(command: Any) -> bool:
     return Path(runner[0]).name == "roost" or "roost_core.cli" in runner or "roost_core.claude" in runner
 
 
-class ClaudeConfigError(ValueError):
-    """One of Claude Code's files cannot be read or does not have the shape roost edits
-    (``roost: bad_config: FILE:LINE:COLUMN: ...``); nothing was written."""
-
-    def __init__(self, path: Path, message: str, line: int | None = None, column: int | None = None) -> None:
-        where = f"{path}:{line}:{column}" if line is not None and column is not None else str(path)
-        super().__init__(f"{where}: {message}")
-        self.path, self.line, self.column = path, line, column
-
-
-class ClaudeWriteError(OSError):
-    """A file could not be written (``roost: write_failed: FILE: ...``); the files written
-    before it were put back as they were."""
-
-
-def read_json(path: Path) -> dict[str, Any]:
-    """``path``'s JSON object ({} for a missing or empty file), or a :class:`ClaudeConfigError`
-    that names the file (and the line and column of a syntax error)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except UnicodeDecodeError as exc:
-        raise ClaudeConfigError(path, f"not UTF-8 text (byte {exc.start})") from exc
-    except OSError as exc:
-        raise ClaudeConfigError(path, f"cannot be read: {exc.strerror or exc}") from exc
-    try:
-        data = json.loads(text or "{}")
-    except json.JSONDecodeError as exc:
-        raise ClaudeConfigError(path, f"not valid JSON: {exc.msg}", exc.lineno, exc.colno) from exc
-    if not isinstance(data, dict):
-        raise ClaudeConfigError(path, f"holds a JSON {type(data).__name__}, not an object", 1, 1)
-    return data
-
-
-def object_at(path: Path, data: dict[str, Any], key: str) -> dict[str, Any]:
-    """``data[key]`` when it is an object (or absent: {}), else a :class:`ClaudeConfigError`."""
-    value = data.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ClaudeConfigError(path, f'"{key}" is not an object')
-    return value
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Replace the file ``path`` names (through any symbolic link: the link stays a link)
-    with ``data``, atomically, keeping its permission bits."""
-    target = Path(os.path.realpath(path))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + f".{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        if target.exists():
-            os.chmod(tmp, target.stat().st_mode & 0o777)
-        os.replace(tmp, target)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def write_all(changes: list[tuple[Path, dict[str, Any]]]) -> None:
-    """Write every ``(path, data)``; when one fails, put back the files already written
-    (their bytes as they were, or no file), so the install is all or nothing."""
-    done: list[tuple[Path, bytes | None]] = []
-    for path, data in changes:
-        target = Path(os.path.realpath(path))
-        try:
-            before = target.read_bytes() if target.exists() else None
-            write_json(path, data)
-        except OSError as exc:
-            for written, old in reversed(done):
-                with contextlib.suppress(OSError):
-                    if old is None:
-                        written.unlink()
-                    else:
-                        written.write_bytes(old)
-            raise ClaudeWriteError(exc.errno, f"{path}: cannot be written: {exc.strerror or exc}") from exc
-        done.append((target, before))
-
-
 def without_roost_hooks(hooks: dict[str, Any]) -> dict[str, Any]:
     """``hooks`` with every roost command taken out (and groups left empty dropped)."""
     kept: dict[str, Any] = {}
@@ -185,8 +105,8 @@ def without_roost_hooks(hooks: dict[str, Any]) -> dict[str, Any]:
 def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     settings_file, user_file = settings_path(env), user_config_path(env)
     # Both files are read and checked before either is written.
-    settings = read_json(settings_file)
-    user = read_json(user_file)
+    settings = read_object(settings_file)
+    user = read_object(user_file)
     hooks = without_roost_hooks(object_at(settings_file, settings, "hooks"))
     for event in EVENTS:
         group: dict[str, Any] = {"hooks": [{"type": "command", "command": hook_command(event)}]}
@@ -194,13 +114,14 @@ def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
             group = {"matcher": "*", **group}
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
-            raise ClaudeConfigError(settings_file, f'"hooks.{event}" is not a list')
+            raise SettingsFileError(settings_file, f'"hooks.{event}" is not a list')
         groups.append(group)
     new_settings = {**settings, "hooks": hooks}
     permissions = dict(object_at(settings_file, settings, "permissions"))
-    allow = permissions.get("allow") or []
-    if not isinstance(allow, list):
-        raise ClaudeConfigError(settings_file, '"permissions.allow" is not a list')
+    try:
+        allow = list_at(settings_file, permissions, "allow")
+    except SettingsFileError:
+        raise SettingsFileError(settings_file, '"permissions.allow" is not a list') from None
     if PERMISSION not in allow:
         allow = [*allow, PERMISSION]
     permissions["allow"] = allow
@@ -226,7 +147,7 @@ def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
 
 def uninstall(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     settings_file, user_file = settings_path(env), user_config_path(env)
-    settings, user = read_json(settings_file), read_json(user_file)
+    settings, user = read_object(settings_file), read_object(user_file)
     changes = []
     if settings:
         new_settings = dict(settings)

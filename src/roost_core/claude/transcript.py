@@ -153,6 +153,18 @@ def seqs_in_transcript(path: str, session_id: str) -> set[int]:
     return reader.seqs
 
 
+def seqs_in_session(path: str) -> set[int]:
+    """The queue seqs the transcript ``path`` holds (its name is its session id);
+    ``ValueError`` for a path that is not a Claude Code transcript's."""
+    from roost_core.claude import ClaudeError, session_id_of
+
+    try:
+        session_id = session_id_of(path)
+    except ClaudeError as exc:
+        raise ValueError(str(exc)) from exc
+    return seqs_in_transcript(path, session_id)
+
+
 # ---------------------------------------------------------------------- for people (roost log)
 
 _ENVELOPE = re.compile(

@@ -38,7 +38,7 @@ from roost_core.daemon.sending import SendDesk, chain_of
 from roost_core.daemon.tables import PeerListing, PeerTables
 from roost_core.daemon.tools import offered_tools
 from roost_core.daemon.watch import Watchers
-from roost_core.hosts import builtin_hosts
+from roost_core.hosts import registered_hosts, session_seqs
 from roost_core.names import derived_name
 from roost_core.paths import Paths
 from roost_core.protocol import (
@@ -124,11 +124,8 @@ class DaemonBase:
         self.foreground: dict[str, ForegroundPeer] = {}
         self.connections: set[Connection] = set()
         self.job_files = JobFiles(paths.jobs_dir, durable=durable)
-        self.hosts: dict[str, HostSpec] = {}
-        for contributed in pm.hook.roost_register_hosts():
-            for spec in contributed or ():
-                self.hosts[spec.name] = spec
-        self.hosts.update({spec.name: spec for spec in builtin_hosts()})
+        #: Every host a job can run on: what the plugins register, roost's own included.
+        self.hosts: dict[str, HostSpec] = registered_hosts(pm)
         self.pool = WarmPool(
             enabled=config.pi_pool,
             size=config.pi_pool_size,
@@ -291,7 +288,7 @@ class DaemonBase:
         if locks.is_alive(job.worker_pid, job.worker_create_time):
             job.queue.unsure = SEQ_RESTART_GAP
             return
-        written = transcript_max_seq(job)
+        written = transcript_max_seq(job, self.hosts.get(job.host))
         if written is None:
             job.queue.unsure = SEQ_RESTART_GAP
         else:
@@ -370,7 +367,7 @@ class DaemonBase:
         plugin set changes."""
         generation = getattr(self.pm, "generation", None)
         if self._tools is None or self._tools[0] != generation or generation is None:
-            self._tools = (generation, {tool.name: tool for tool in offered_tools(self.pm, self.config)})
+            self._tools = (generation, {tool.name: tool for tool in offered_tools(self.pm, self.config, tuple(self.hosts))})
         return self._tools[1]
 
     def tool_list(self) -> list[dict[str, Any]]:
@@ -658,7 +655,7 @@ class DaemonBase:
         if job.queue.unsure:
             # A worker that outlived the last daemon ended before it said which seqs it
             # holds: its transcript, final now, says.
-            written = transcript_max_seq(job)
+            written = transcript_max_seq(job, self.hosts.get(job.host))
             if written is not None:
                 self.settle_numbering(job, written)
         job.worker_pid = None
@@ -955,16 +952,11 @@ class DaemonBase:
         return await settle(self.desk.deliver(target, item, content, trace=trace, wake=wake))
 
 
-def transcript_max_seq(job: Job) -> int | None:
-    """The highest queue seq ``job``'s transcript holds (0 for none), or None when it
-    cannot be told (a host whose transcript roost does not read this way, an unreadable
-    file)."""
-    from roost_core.transcript import read_entries, seqs_in
-
-    if job.host == "claude":
-        return None
+def transcript_max_seq(job: Job, spec: HostSpec | None) -> int | None:
+    """The highest queue seq ``job``'s transcript holds (0 for none), read as its host
+    (``spec``) writes it, or None when it cannot be told (an unreadable file)."""
     try:
-        return max(seqs_in(read_entries(job.session)), default=0)
+        return max(session_seqs(spec, job.session), default=0)
     except (OSError, ValueError):
         return None
 

@@ -38,8 +38,9 @@ from roost_core.protocol import (
     UNAUTHORIZED,
     ProtocolError,
 )
+from roost_core.hosts import session_seqs
 from roost_core.store import JournalError
-from roost_core.transcript import read_entries, seqs_in
+from roost_core.transcript import read_entries
 
 log = logging.getLogger("roost.daemon")
 
@@ -174,7 +175,7 @@ class JobOps(DaemonBase):
             if previous is not None and previous is not job:
                 job.parent_session, job.parent_peer = previous.parent_session, previous.parent_peer
                 job.root_session, job.depth, job.spawned = previous.root_session, previous.depth, previous.spawned
-            job.queue.reply_seq = max(seqs_in(read_entries(session)), default=0)
+            job.queue.reply_seq = max(session_seqs(self.hosts.get(host), session), default=0)
             job.queue.durable = job.queue.reply_seq
         job.request_key = request_key
         with self.slot_released_on_error(job):
@@ -496,6 +497,8 @@ class JobOps(DaemonBase):
         return {
             "id": job.id,
             "session": job.session,
+            # The reader of the session file is the host's (HostSpec.transcript_entries).
+            "host": job.host,
             "entries": read_entries(job.session) if args.get("entries") else None,
             "sent": self.receipts.sent_by(job.id),
         }

@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from roost_core import policy
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.delivery import settle
 from roost_core.daemon.optable import OPS
+from roost_core.hosts import transcript_reader
 from roost_core.protocol import NOT_FOUND, UNREACHABLE, ProtocolError
 from roost_core.records import ToolCall, ToolDef, ToolServices, TranscriptEntry
 from roost_core.toolschema import check_tool_args
-from roost_core.transcript import parse_entries, read_entries
+from roost_core.transcript import read_entries
 
 log = logging.getLogger("roost.daemon")
 
@@ -31,12 +33,12 @@ log = logging.getLogger("roost.daemon")
 MAX_TRANSCRIPT_ENTRIES = 200
 
 
-def offered_tools(pm: Any, config: Any) -> list[ToolDef]:
+def offered_tools(pm: Any, config: Any, hosts: Sequence[str] = ()) -> list[ToolDef]:
     """The tools the plugins contribute that can run (a declaration without ``run`` is
     left out, with a log line: offering it would give the model a tool whose every call
-    fails)."""
+    fails). ``hosts``: the names of the registered hosts (a tool may offer a choice)."""
     tools = []
-    for tool in policy.tool_definitions(pm, config):
+    for tool in policy.tool_definitions(pm, config, hosts):
         if tool.run is None:
             log.warning("agent tool %r has no run (its ToolDef names no code to run it): not offered", tool.name)
             continue
@@ -104,5 +106,6 @@ class CallerServices(ToolServices):
             raise ProtocolError(UNREACHABLE, decision.reason or f"peer {target.id} is not reachable")
         if not target.session:
             raise ProtocolError(NOT_FOUND, f"{target.id} has no transcript")
-        entries = [entry for raw in read_entries(target.session) for entry in parse_entries(raw)]
+        read = transcript_reader(self.daemon.hosts.get(target.host or ""))  # the host's own format
+        entries = [entry for raw in read_entries(target.session) for entry in read(raw)]
         return entries[-max(0, min(last, MAX_TRANSCRIPT_ENTRIES)) :] if last > 0 else []

@@ -1,46 +1,55 @@
-"""Agent hosts that ship with the core: ``scripted`` (deterministic, no LLM), ``shell``,
-``pi`` (the real pi coding agent) and ``claude`` (Claude Code, ``roost_core.claude``)."""
+"""Agent hosts: what the core knows of them is what plugins register.
+
+Every host is a :class:`~roost_core.records.HostSpec` a plugin contributes through
+``roost_register_hosts``: roost's own (``scripted``, ``shell``, ``pi`` and ``claude``,
+the default plugins of :mod:`roost_plugins.hosts`) exactly as a team's. The core asks
+:func:`registered_hosts` and names none of them; the code that runs each of roost's own
+hosts lives beside this module (``base``, ``process``, ``scripted``, ``shell``, ``pi``)
+and in :mod:`roost_core.claude`.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any
 
-from roost_core.records import HostSpec
+from roost_core.records import HostSpec, TranscriptEntry
 
-if TYPE_CHECKING:
-    from roost_core.hosts.base import AgentHost, JobInfo, WorkerServices
-
-
-def _scripted(job: JobInfo, services: WorkerServices) -> AgentHost:
-    from roost_core.hosts.scripted import ScriptedHost
-
-    return ScriptedHost()
+log = logging.getLogger("roost.hosts")
 
 
-def _shell(job: JobInfo, services: WorkerServices) -> AgentHost:
-    from roost_core.hosts.shell import ShellHost
+def registered_hosts(pm: Any) -> dict[str, HostSpec]:
+    """Every host the plugins of ``pm`` register, by name, in the order the plugins were
+    registered: roost's default plugins first, then installed ones. A name registered
+    twice keeps its first registration (a default host keeps its name while its plugin
+    runs; block that plugin to put another host under the name), and the second is
+    logged; a contribution that is not a :class:`HostSpec` is logged and left out."""
+    hosts: dict[str, HostSpec] = {}
+    # pluggy calls the implementations last-registered first: reversed, their lists come
+    # in registration order.
+    for contributed in reversed(pm.hook.roost_register_hosts()):
+        for spec in contributed or ():
+            if not isinstance(spec, HostSpec):
+                log.warning("roost_register_hosts: %r is not a HostSpec; left out", spec)
+            elif spec.name in hosts:
+                log.warning("host %r is registered twice: the first registration is kept", spec.name)
+            else:
+                hosts[spec.name] = spec
+    return hosts
 
-    return ShellHost()
 
+def transcript_reader(spec: HostSpec | None) -> Callable[[dict[str, Any]], list[TranscriptEntry]]:
+    """How a line of a session file of ``spec``'s host reads (its ``transcript_entries``),
+    roost's own format's reader for a host that has none or a host no plugin registers."""
+    if spec is not None and spec.transcript_entries is not None:
+        reader: Callable[[dict[str, Any]], list[TranscriptEntry]] = spec.transcript_entries
+        return reader
+    from roost_core.transcript import parse_entries
 
-def _pi(job: JobInfo, services: WorkerServices) -> AgentHost:
-    from roost_core.hosts.pi import PiHost
-
-    return PiHost()
-
-
-def _claude(job: JobInfo, services: WorkerServices) -> AgentHost:
-    from roost_core.claude.host import ClaudeHost
-
-    return ClaudeHost()
-
-
-def _claude_session(cwd: str) -> str:
-    from roost_core.claude import new_session_file
-
-    return new_session_file(cwd)
+    return parse_entries
 
 
 def program_missing(variable: str, program: str, what: str) -> str | None:
@@ -56,18 +65,12 @@ def program_missing(variable: str, program: str, what: str) -> str | None:
     return f"{what} is not installed: no `{program}` on the daemon's PATH and no {variable}; install it or set {variable}"
 
 
-def _pi_missing() -> str | None:
-    return program_missing("ROOST_PI_BIN", "pi", "pi")
+def session_seqs(spec: HostSpec | None, path: str) -> set[int]:
+    """The queue seqs the session file ``path`` of a job on ``spec``'s host holds, read as
+    that host writes it (its ``transcript_seqs``, else roost's own format). Raises
+    ``OSError`` or ``ValueError`` when the file cannot be read."""
+    if spec is not None and spec.transcript_seqs is not None:
+        return set(spec.transcript_seqs(path))
+    from roost_core.transcript import read_entries, seqs_in
 
-
-def _claude_missing() -> str | None:
-    return program_missing("ROOST_CLAUDE_BIN", "claude", "Claude Code")
-
-
-def builtin_hosts() -> list[HostSpec]:
-    return [
-        HostSpec(name="scripted", factory=_scripted),
-        HostSpec(name="shell", factory=_shell, takes_messages=False),
-        HostSpec(name="pi", factory=_pi, unavailable=_pi_missing),
-        HostSpec(name="claude", factory=_claude, session_file=_claude_session, unavailable=_claude_missing),
-    ]
+    return seqs_in(read_entries(path))

@@ -1,4 +1,4 @@
-"""``roost pi install | uninstall | extension-path`` and ``roost daemon socket``.
+"""``roost pi install | uninstall | extension-path``: the pi host's command.
 
 ``install`` adds the bundled extension's path to pi's ``settings.json`` (in
 ``$PI_CODING_AGENT_DIR``, default ``~/.pi/agent``) under ``extensions``; pi loads it from
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from roost_core.pi import EXTENSION_NAME, extension_path
+from roost_core.settingsfile import SettingsFileError, SettingsWriteError, list_at, read_object, write_all
 
 
 def pi_agent_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -28,24 +29,6 @@ def pi_agent_dir(env: Mapping[str, str] | None = None) -> Path:
 
 def settings_path(env: Mapping[str, str] | None = None) -> Path:
     return pi_agent_dir(env) / "settings.json"
-
-
-def read_settings(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return {}
-    data = json.loads(text or "{}")
-    if not isinstance(data, dict):
-        raise TypeError(f"{path} does not hold a JSON object")
-    return data
-
-
-def write_settings(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
 
 
 def is_roost_extension(entry: Any) -> bool:
@@ -59,53 +42,49 @@ def is_roost_extension(entry: Any) -> bool:
 
 
 def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Put this install's extension last in pi's ``extensions`` (an older install's is
+    replaced); every other setting stays. Raises ``SettingsFileError`` for a settings file
+    roost cannot edit (nothing is written), ``SettingsWriteError`` for a failed write."""
     path = settings_path(env)
-    settings = read_settings(path)
-    extensions = settings.get("extensions") or []
-    if not isinstance(extensions, list):
-        raise TypeError(f"{path}: extensions is not a list")
+    settings = read_object(path)
+    extensions = list_at(path, settings, "extensions")
     ours = str(extension_path())
     kept = [entry for entry in extensions if not is_roost_extension(entry)]
     changed = [*kept, ours] != extensions
-    settings["extensions"] = [*kept, ours]
     if changed:
-        write_settings(path, settings)
+        write_all([(path, {**settings, "extensions": [*kept, ours]})])
     return {"settings": str(path), "extension": ours, "changed": changed}
 
 
 def uninstall(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Take every roost extension out of pi's ``extensions``; every other setting stays."""
     path = settings_path(env)
-    settings = read_settings(path)
-    extensions = settings.get("extensions") or []
-    if not isinstance(extensions, list):
-        raise TypeError(f"{path}: extensions is not a list")
+    settings = read_object(path)
+    extensions = list_at(path, settings, "extensions")
     kept = [entry for entry in extensions if not is_roost_extension(entry)]
     changed = kept != extensions
     if changed:
-        settings["extensions"] = kept
-        write_settings(path, settings)
+        write_all([(path, {**settings, "extensions": kept})])
     return {"settings": str(path), "extension": str(extension_path()), "changed": changed}
 
 
-def add_parser(subparsers: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
-    """Add ``roost pi ACTION`` to the CLI's subparsers."""
-    parser: argparse.ArgumentParser = subparsers.add_parser("pi", help="install the roost extension into the pi coding agent")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``roost pi``'s arguments (the pi host's command, ``roost_plugins.hosts.pi``)."""
     parser.add_argument("action", choices=["install", "uninstall", "extension-path"],
                         help="install or uninstall the extension in pi's settings; extension-path: print where it is")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    return parser
 
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "extension-path":
         print(extension_path())
         return 0
-    from roost_core.cli_support import error_line
+    from roost_core.cli_support import classify, error_line
 
     try:
         result = install() if args.action == "install" else uninstall()
-    except (OSError, ValueError, TypeError) as exc:
-        print(error_line("bad_settings", f"pi's settings cannot be updated: {exc}"), file=sys.stderr)
+    except (SettingsFileError, SettingsWriteError) as exc:
+        print(error_line(*(classify(exc) or ("bad_config", str(exc)))), file=sys.stderr)
         return 1
     if getattr(args, "json", False):
         print(json.dumps(result, indent=2))
@@ -118,28 +97,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def socket_command() -> int:
-    """``roost daemon socket``: print this user's daemon socket, starting the daemon if
-    none answers (the pi extension runs this to find the same socket roost uses)."""
-    from roost_core.cli_support import UNAVAILABLE, error_line
-    from roost_core.client import DaemonUnavailable, connect
-    from roost_core.paths import resolve_paths
-
-    paths = resolve_paths()
-    try:
-        connect(paths).close()
-    except DaemonUnavailable as exc:
-        print(error_line(UNAVAILABLE, f"no daemon answers: {exc}"), file=sys.stderr)
-        return 1
-    print(paths.socket)
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
-    """``python -m roost_core.pi.cli`` — the same commands, for use before the CLI wires them."""
+    """``python -m roost_core.pi.cli`` — the same commands, and ``daemon socket``, without
+    the whole CLI."""
+    from roost_core.cli_support import socket_command
+
     parser = argparse.ArgumentParser(prog="roost")
     sub = parser.add_subparsers(dest="command", required=True)
-    add_parser(sub)
+    add_arguments(sub.add_parser("pi"))
     daemon = sub.add_parser("daemon")
     daemon.add_argument("action", choices=["socket"])
     args = parser.parse_args(argv)

@@ -23,7 +23,7 @@ import attrs
 
 from roost_core import faults
 from roost_core.client import AsyncClient, DaemonUnavailable
-from roost_core.hosts import builtin_hosts
+from roost_core.hosts import registered_hosts
 from roost_core.hosts.base import JobInfo, RunOutcome
 from roost_core.protocol import ProtocolError
 from roost_core.queue import Item
@@ -455,8 +455,8 @@ class Worker:
 
     def plugin_manager(self) -> Any:
         """The worker's plugins (user config, ``ROOST_DISABLE_PLUGINS``), when first needed
-        (a worker on a built-in host needs them only when a run settles): the fork server's
-        prepared manager when it blocks the same names, else built here (~30-100 ms)."""
+        (to build the job's host): the fork server's prepared manager when it blocks the
+        same names, else built here (~30-100 ms)."""
         if self.plugins is None:
             from roost_core.plugins import make_plugin_manager
 
@@ -468,13 +468,13 @@ class Worker:
         return self.plugins
 
     def build_host(self, job: JobInfo) -> Any:
-        hosts = {spec.name: spec for spec in builtin_hosts()}
-        if job.host not in hosts:
-            pm = self.plugin_manager()
-            for contributed in pm.hook.roost_register_hosts():
-                for spec in contributed or ():
-                    hosts.setdefault(spec.name, spec)
-        return hosts[job.host].factory(job, self)
+        """The job's host, from the hosts the worker's plugins register (roost's own are
+        plugins too): a ``RuntimeError`` naming the host when none registers it here (its
+        plugin blocked or uninstalled since the job was made)."""
+        spec = registered_hosts(self.plugin_manager()).get(job.host)
+        if spec is None:
+            raise RuntimeError(f"no plugin registers host {job.host!r} here (blocked or not installed)")
+        return spec.factory(job, self)
 
     async def run_loop(self) -> None:
         while not self.shutdown.is_set():

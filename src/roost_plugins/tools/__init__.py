@@ -10,6 +10,8 @@ from roost_core.names import shown
 from roost_core.records import ToolDef
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from roost_core.config import Config
     from roost_core.records import ToolCall, ToolResult
 
@@ -123,9 +125,10 @@ async def run_spawn(call: ToolCall) -> dict[str, Any]:
 
 
 @hookimpl
-def roost_tool_definitions(config: Config) -> list[ToolDef]:
+def roost_tool_definitions(config: Config, hosts: Sequence[str]) -> list[ToolDef]:
     """Contribute ``roost_agents``, ``roost_send`` and ``roost_spawn`` unless ``agentTools``
-    is false."""
+    is false. ``roost_spawn``'s ``host`` offers the registered ``hosts`` that
+    ``agentSpawnHosts`` allows (a name no plugin registers is not offered)."""
     if not config.agent_tools:
         return []
     spawn_properties: dict[str, Any] = {
@@ -135,9 +138,10 @@ def roost_tool_definitions(config: Config) -> list[ToolDef]:
         "model": {"type": "string", "description": "default: your current model"},
         "thinking": {"type": "string", "description": "default: your thinking level"},
     }
-    if config.agent_spawn_hosts:
+    choices = [name for name in config.agent_spawn_hosts if name in hosts]
+    if choices:
         # Only when the user allows a choice: an unused parameter costs tokens in every request.
-        spawn_properties["host"] = {"type": "string", "enum": list(config.agent_spawn_hosts), "description": "default: yours"}
+        spawn_properties["host"] = {"type": "string", "enum": choices, "description": "default: yours"}
     return [
         ToolDef(
             name="roost_agents",

@@ -10,11 +10,11 @@ from roost_core.testing import make_config
 
 def test_declares_one_tool_with_the_code_that_runs_it(roost_plugin_manager) -> None:
     pm = roost_plugin_manager(roost_peek)
-    (tools,) = pm.hook.roost_tool_definitions(config=make_config())
+    (tools,) = pm.hook.roost_tool_definitions(config=make_config(), hosts=())
     (tool,) = tools
     assert tool.name == "roost_peek" and tool.run is roost_peek.peek
     assert tool.parameters["required"] == ["peer"]
-    assert pm.hook.roost_tool_definitions(config=make_config(agent_tools=False)) == [[]]
+    assert pm.hook.roost_tool_definitions(config=make_config(agent_tools=False), hosts=()) == [[]]
 
 
 def test_the_text_the_model_reads(roost_plugin_manager) -> None:

@@ -1,0 +1,111 @@
+"""Another program's JSON settings, edited by an install command (``roost pi install``,
+``roost claude install``): roost's own entries go in and out, everything else stays.
+
+- A file is read whole and checked before anything is written: a missing or empty file
+  is ``{}``; one that is not UTF-8, not valid JSON or not a JSON object, or whose key
+  holds another type than the one roost edits there, is a :class:`SettingsFileError`
+  naming the file (and the line and column where its JSON breaks): ``roost: bad_config``.
+- Writes are all or nothing (:func:`write_all`): each file is replaced atomically,
+  through a symbolic link (a dotfiles setup: the link stays a link) and keeping its
+  permission bits; when one fails, the files written before it are put back
+  (:class:`SettingsWriteError`: ``roost: write_failed``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+class SettingsFileError(ValueError):
+    """A settings file cannot be read or does not have the shape roost edits
+    (``roost: bad_config: FILE:LINE:COLUMN: ...``); nothing was written."""
+
+    def __init__(self, path: Path, message: str, line: int | None = None, column: int | None = None) -> None:
+        where = f"{path}:{line}:{column}" if line is not None and column is not None else str(path)
+        super().__init__(f"{where}: {message}")
+        self.path, self.line, self.column = path, line, column
+
+
+class SettingsWriteError(OSError):
+    """A file could not be written (``roost: write_failed: FILE: ...``); the files written
+    before it were put back as they were."""
+
+
+def read_object(path: Path) -> dict[str, Any]:
+    """``path``'s JSON object ({} for a missing or empty file), or a :class:`SettingsFileError`
+    that names the file (and the line and column of a syntax error)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except UnicodeDecodeError as exc:
+        raise SettingsFileError(path, f"not UTF-8 text (byte {exc.start})") from exc
+    except OSError as exc:
+        raise SettingsFileError(path, f"cannot be read: {exc.strerror or exc}") from exc
+    try:
+        data = json.loads(text or "{}")
+    except json.JSONDecodeError as exc:
+        raise SettingsFileError(path, f"not valid JSON: {exc.msg}", exc.lineno, exc.colno) from exc
+    if not isinstance(data, dict):
+        raise SettingsFileError(path, f"holds a JSON {type(data).__name__}, not an object", 1, 1)
+    return data
+
+
+def object_at(path: Path, data: dict[str, Any], key: str) -> dict[str, Any]:
+    """``data[key]`` when it is an object (absent or null: {}), else a :class:`SettingsFileError`."""
+    value = data.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SettingsFileError(path, f'"{key}" is not an object')
+    return value
+
+
+def list_at(path: Path, data: dict[str, Any], key: str) -> list[Any]:
+    """``data[key]`` when it is a list (absent or null: []), else a :class:`SettingsFileError`."""
+    value = data.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise SettingsFileError(path, f'"{key}" is not a list')
+    return value
+
+
+def write_object(path: Path, data: dict[str, Any]) -> None:
+    """Replace the file ``path`` names (through any symbolic link: the link stays a link)
+    with ``data``, atomically, keeping its permission bits."""
+    target = Path(os.path.realpath(path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + f".{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        if target.exists():
+            os.chmod(tmp, target.stat().st_mode & 0o777)
+        os.replace(tmp, target)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_all(changes: list[tuple[Path, dict[str, Any]]]) -> None:
+    """Write every ``(path, data)``; when one fails, put back the files already written
+    (their bytes as they were, or no file), so the change is all or nothing."""
+    done: list[tuple[Path, bytes | None]] = []
+    for path, data in changes:
+        target = Path(os.path.realpath(path))
+        try:
+            before = target.read_bytes() if target.exists() else None
+            write_object(path, data)
+        except OSError as exc:
+            for written, old in reversed(done):
+                with contextlib.suppress(OSError):
+                    if old is None:
+                        written.unlink()
+                    else:
+                        written.write_bytes(old)
+            raise SettingsWriteError(exc.errno, f"{path}: cannot be written: {exc.strerror or exc}") from exc
+        done.append((target, before))

@@ -1,0 +1,9 @@
+"""roost's own agent hosts, each a default plugin of its own that registers it through
+``roost_register_hosts``, the hook a team's host uses: ``scripted``, ``shell``, ``pi`` and
+``claude`` (the plugin's name is the host's). Blocking one (``--disable-plugin pi``,
+``plugins.disable``) takes its host away: ``--host pi`` is then an unknown host, and
+another plugin may register a host under the name.
+
+The code that runs each host is in ``roost_core`` (:mod:`roost_core.hosts`,
+:mod:`roost_core.claude`); a plugin here only says what the host contributes.
+"""
