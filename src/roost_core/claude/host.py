@@ -43,7 +43,6 @@ from typing import Any
 
 import anyio
 
-from roost_core import locks
 from roost_core.claude import (
     BRIDGE_ENV,
     SERVER_NAME,
@@ -56,13 +55,8 @@ from roost_core.claude import (
 from roost_core.claude.bridge import BridgeServer, private_folder
 from roost_core.claude.hook import EVENTS, hook_output, wants_items
 from roost_core.claude.transcript import TranscriptSeqs, result_usage
-from roost_core.hosts.base import (
-    JobInfo,
-    RunOutcome,
-    WorkerServices,
-    end_agent_process,
-    until_exited,
-)
+from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exited
+from roost_core.hosts.process import ProcessHost
 from roost_core.queue import Item
 
 log = logging.getLogger("roost.claude")
@@ -94,32 +88,28 @@ def job_settings() -> dict[str, Any]:
     return {"hooks": hooks}
 
 
-class ClaudeHost:
+class ClaudeHost(ProcessHost):
+    agent = "claude"
+    settle_timeout = SETTLE_TIMEOUT
+    stop_grace = STOP_GRACE  # Claude Code ends cleanly when its stdin closes
+
     def __init__(self) -> None:
-        self.job: JobInfo | None = None
-        self.services: WorkerServices | None = None
+        super().__init__()
         self.session_id = ""
-        self.lock: locks.WriterLock | None = None
         self.transcript: TranscriptSeqs | None = None
         self.bridge: BridgeServer | None = None
         self.bridge_dir: Path | None = None
-        self.process: Any = None
-        self._changed = anyio.Event()
         self.gone = True
         self.running = False
         #: Agent items waiting for the next hook that can hand them over.
         self.outbox: list[Item] = []
-        #: Items put into Claude Code whose seq the transcript does not show yet.
-        self.pending: dict[int, Item] = {}
         #: uuids of the user messages written, and of those Claude Code has completed.
         self.written: set[str] = set()
         self.completed: set[str] = set()
         self.last_result: dict[str, Any] | None = None
         self.results = 0
-        #: The session's totals as the last ``result`` gave them, and the usage last told
-        #: to the worker (which the daemon sums into the tree's budget).
+        #: The session's totals as the last ``result`` gave them.
         self.result_usage: tuple[int, float] = (0, 0.0)
-        self._usage_told: tuple[int, float] | None = None
         #: Set when Claude Code writes somewhere else than the job's session (the daemon
         #: and the job see different Claude Code folders): the run fails, it cannot be
         #: routed or acknowledged.
@@ -130,11 +120,10 @@ class ClaudeHost:
     async def open(self, job: JobInfo, services: WorkerServices) -> set[int]:
         self.job, self.services = job, services
         self.session_id = session_id_of(job.session)
-        self.lock = locks.WriterLock(job.session)
-        self.lock.acquire()
+        self.take_lock(job)
         self.transcript = TranscriptSeqs(job.session, self.session_id)
         self.transcript.scan()
-        self.tell_usage()  # a resumed session has spent already
+        self.report_usage()  # a resumed session has spent already
         self.bridge_dir = private_folder()
         self.bridge = BridgeServer(self.bridge_dir / "bridge.sock", self.answer_bridge, self.claude_pid)
         await self.bridge.open()
@@ -166,26 +155,16 @@ class ClaudeHost:
     async def start_claude(self) -> None:
         assert self.job is not None and self.bridge is not None and self.services is not None
         await self.stop_claude()
-        Path(self.job.session).parent.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ)
-        env.pop("PI_JOB_TOKEN", None)  # the worker scrubbed it already; never hand it on
-        env[BRIDGE_ENV] = str(self.bridge.path)
-        cwd = self.job.cwd if Path(self.job.cwd).is_dir() else None
-        argv = self.argv()
-        log.info("starting claude: %s", " ".join(shlex.quote(a) for a in argv))
-        # The worker owns the process: it reports its pid (``hostPid``) and, once it
-        # exits, ends what it left behind (the Bash tool's commands, the MCP servers).
-        self.process = await self.services.start_host_process(argv, env=env, cwd=cwd)
+        # Once it exits, the worker ends what it left behind (the Bash tool's commands,
+        # the MCP servers).
+        await self.start_process(self.argv(), {BRIDGE_ENV: str(self.bridge.path)})
         self.gone = False
         self.written.clear()
         self.completed.clear()
 
     async def stop_claude(self) -> None:
-        process, self.process = self.process, None
-        if process is None:
-            return
-        await end_agent_process(process, STOP_GRACE)  # Claude Code ends cleanly when its stdin closes
-        self.gone = True
+        if await self.end_process():
+            self.gone = True
 
     async def close(self) -> None:
         await self.stop_claude()
@@ -193,8 +172,7 @@ class ClaudeHost:
             await self.bridge.close()
         if self.bridge_dir is not None:
             shutil.rmtree(self.bridge_dir, ignore_errors=True)
-        if self.lock is not None:
-            self.lock.release()
+        self.release_lock()
 
     # ------------------------------------------------------------------ plumbing
 
@@ -209,14 +187,6 @@ class ClaudeHost:
                 yield
             finally:
                 tg.cancel_scope.cancel()
-
-    def notify(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
-
-    async def until(self, predicate: Any) -> None:
-        while not predicate():
-            await self._changed.wait()
 
     async def read_events(self, process: Any) -> None:
         buffer = b""
@@ -252,22 +222,22 @@ class ClaudeHost:
 
     def scan(self) -> None:
         """Settle the items the transcript shows; tell the session's usage."""
-        assert self.transcript is not None and self.services is not None
+        assert self.transcript is not None
         self.transcript.scan()
-        for seq in [seq for seq in self.pending if seq in self.transcript.seqs]:
-            self.services.delivered(self.pending.pop(seq))
-        self.tell_usage()
+        self.settle_found()
+        self.report_usage()
 
-    def tell_usage(self) -> None:
+    def known_seqs(self) -> set[int]:
+        assert self.transcript is not None
+        return self.transcript.seqs
+
+    def report_usage(self) -> None:
         """The session's tokens and cost so far, as pi jobs tell theirs: each answer's
         usage in the transcript as it is written, and the totals of Claude Code's last
         ``result`` (which also count its side calls and its cost); the larger of each, as
         both only grow."""
-        assert self.transcript is not None and self.services is not None
-        usage = (max(self.transcript.tokens, self.result_usage[0]), max(self.transcript.cost, self.result_usage[1]))
-        if usage != self._usage_told and usage != (0, 0.0):
-            self._usage_told = usage
-            self.services.usage_total(*usage)
+        assert self.transcript is not None
+        self.tell_usage(max(self.transcript.tokens, self.result_usage[0]), max(self.transcript.cost, self.result_usage[1]))
 
     async def write_prompt(self, text: str, item: Item | None = None) -> None:
         if self.process is None or self.gone:
@@ -344,7 +314,7 @@ class ClaudeHost:
                             "(does the daemon see another HOME or CLAUDE_CONFIG_DIR than Claude Code?)",
                         )
                     if self.gone:
-                        await until_exited(self.process, STOP_GRACE)
+                        await until_exited(self.process, self.stop_grace)
                         self.scan()  # what it wrote before it died is delivered
                         return RunOutcome("failed", error="claude exited during the run")
                     # Idle now: what arrived since the last boundary starts another turn.
@@ -352,11 +322,7 @@ class ClaudeHost:
                     if not more and not self.outbox:
                         break
                     await self.put(more)
-                with anyio.move_on_after(SETTLE_TIMEOUT):
-                    while self.pending and not self.gone:
-                        self.scan()
-                        if self.pending:
-                            await anyio.sleep(0.02)
+                await self.wait_for_pending(lambda: self.gone)
         finally:
             self.running = False
         return self.outcome(items, results_before)
@@ -370,18 +336,6 @@ class ClaudeHost:
             await self.write_prompt(reply.content, reply)
         if not replies and self.outbox:
             await self.write_prompt(WAKE_PROMPT)
-
-    def drop_known(self, items: list[Item]) -> list[Item]:
-        """Items the transcript already holds (a resend) are settled, not run again."""
-        assert self.services is not None and self.transcript is not None
-        self.transcript.scan()
-        fresh = []
-        for item in items:
-            if item.seq in self.transcript.seqs:
-                self.services.delivered(item)
-            else:
-                fresh.append(item)
-        return fresh
 
     def outcome(self, items: list[Item], results_before: int) -> RunOutcome:
         result = self.last_result if self.results > results_before else None

@@ -36,7 +36,13 @@ from typing import Any
 
 from roost_core.claude import SERVER_NAME, STARTUP_WAIT_ENV, STARTUP_WAIT_MS, config_dir
 from roost_core.claude.hook import EVENTS
-from roost_core.settingsfile import SettingsFileError, list_at, object_at, read_object, write_all
+from roost_core.settingsfile import (
+    SettingsFileError,
+    list_at,
+    object_at,
+    read_object,
+    write_all,
+)
 
 PERMISSION = f"mcp__{SERVER_NAME}"
 

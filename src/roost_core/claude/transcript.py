@@ -16,12 +16,11 @@ never a tool output or a prompt, so a peer cannot fake one by getting it printed
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from typing import Any
 
 from roost_core.claude import WAKE_PROMPT, marked_seqs, seq_of_prompt_uuid
+from roost_core.hosts.process import SessionTail
 from roost_core.records import AGENT_MESSAGE_TYPE, TranscriptEntry
 
 INBOX_SUFFIX = "__roost_inbox"
@@ -72,35 +71,18 @@ class TranscriptSeqs:
         #: The session's cost so far, from the ``cost-state`` line Claude Code writes as it
         #: exits (a running total, kept across ``--resume``).
         self.cost = 0.0
-        self._offset = 0
-        self._tail = b""
+        self._tail = SessionTail(path)
         #: tool_use id -> tool name, to know which tool results are roost_inbox's.
         self._tools: dict[str, str] = {}
 
     def scan(self) -> set[int]:
         """Read what was appended; return the seqs found in it."""
-        try:
-            with open(self.path, "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                if size < self._offset:  # rewritten: read it all again
-                    self._offset, self._tail = 0, b""
-                fh.seek(self._offset)
-                data = fh.read()
-        except FileNotFoundError:
-            return set()
-        self._offset += len(data)
-        if self._offset == len(data):  # read from the start: count everything again
+        entries, from_start = self._tail.read()
+        if from_start:  # the first read, or the file was rewritten: count everything again
             self._answers, self.tokens, self.cost = {}, 0, 0.0
-        lines = (self._tail + data).split(b"\n")
-        self._tail = lines.pop()
         found: set[int] = set()
-        for line in lines:
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict):
-                found.update(self.entry_seqs(entry))
+        for entry in entries:
+            found.update(self.entry_seqs(entry))
         self.seqs |= found
         return found
 

@@ -42,13 +42,8 @@ import anyio
 from anyio.abc import SocketAttribute
 
 from roost_core import locks
-from roost_core.hosts.base import (
-    JobInfo,
-    RunOutcome,
-    WorkerServices,
-    end_agent_process,
-    until_exited,
-)
+from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exited
+from roost_core.hosts.process import ProcessHost, SessionTail
 from roost_core.queue import Item
 from roost_core.store import write_all
 from roost_core.transcript import inspect_session, now_iso, seqs_in, usage_of
@@ -201,12 +196,13 @@ class Lines:
         await self.stream.send(json.dumps(frame, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
 
 
-class PiHost:
+class PiHost(ProcessHost):
+    agent = "pi"
+    settle_timeout = SETTLE_TIMEOUT
+    stop_grace = STOP_GRACE  # pi ends cleanly when its stdin closes
+
     def __init__(self) -> None:
-        self.job: JobInfo | None = None
-        self.services: WorkerServices | None = None
-        self.lock: locks.WriterLock | None = None
-        self.process: Any = None
+        super().__init__()
         self.rpc: Lines | None = None
         self.stdin: Lines | None = None
         self.bridge: Lines | None = None
@@ -215,21 +211,17 @@ class PiHost:
         self.tg: anyio.abc.TaskGroup | None = None
         self._ids = 0
         self._waiting: dict[str, tuple[anyio.Event, list[dict[str, Any]]]] = {}
-        self._changed = anyio.Event()
         self.hello = False
         self.pi_gone = False
         self.streaming = False
         self.agent_starts = 0
         self.agent_ends = 0
         self.last_messages: list[dict[str, Any]] = []
-        #: Items put into pi whose line is not yet in the session file.
-        self.pending: dict[int, Item] = {}
+        #: The queue seqs the session file holds (as of the last scan).
         self.in_file: set[int] = set()
-        self._offset = 0
-        self._tail = b""
+        self.tail: SessionTail | None = None
         self.tokens = 0
         self.cost = 0.0
-        self._usage_told: tuple[int, float] = (0, 0.0)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -238,16 +230,13 @@ class PiHost:
         worker will be (its id, session file, cwd, model and thinking level are known
         already), exactly as :meth:`open` would, so that ``open`` finds it up."""
         self.job, self.services = job, services
-        self.lock = locks.WriterLock(job.session)
-        self.lock.acquire()
+        self.take_lock(job)
         await self.start_pi()
 
     async def open(self, job: JobInfo, services: WorkerServices) -> set[int]:
         warm = self.job is not None and self.job.session == job.session and self.process is not None
         self.job, self.services = job, services
-        if self.lock is None:
-            self.lock = locks.WriterLock(job.session)
-            self.lock.acquire()
+        self.take_lock(job)
         if not warm or self.pi_gone or self.process.returncode is not None:
             await self.start_pi()
         return set(self.in_file)
@@ -266,7 +255,6 @@ class PiHost:
         finally:
             os.umask(old_umask)
         os.chmod(sock_path, 0o600)
-        Path(self.job.session).parent.mkdir(parents=True, exist_ok=True)
         from roost_core.pi import extension_path
 
         argv = [pi_binary(), "--mode", "rpc", "--session", self.job.session, "-e", str(extension_path())]
@@ -275,14 +263,7 @@ class PiHost:
         if self.job.thinking:
             argv += ["--thinking", self.job.thinking]
         argv += shlex.split(os.environ.get("ROOST_PI_ARGS", ""))
-        env = dict(os.environ)
-        env.pop("PI_JOB_TOKEN", None)  # the worker scrubbed it already; never hand it on
-        env["ROOST_PI_BRIDGE"] = str(sock_path)
-        cwd = self.job.cwd if Path(self.job.cwd).is_dir() else None
-        log.info("starting pi: %s", " ".join(shlex.quote(a) for a in argv))
-        assert self.services is not None
-        # The worker owns the process: it reports its pid and ends what it leaves behind.
-        self.process = await self.services.start_host_process(argv, env=env, cwd=cwd)
+        await self.start_process(argv, {"ROOST_PI_BRIDGE": str(sock_path)})
         self.rpc = Lines(self.process.stdout)
         self.stdin = Lines(self.process.stdin)
         self.pi_gone = False
@@ -305,9 +286,7 @@ class PiHost:
                 raise PiError(f"pi opened {session_file}, not {self.job.session}")
 
     async def stop_pi(self) -> None:
-        process, self.process = self.process, None
-        if process is not None:
-            await end_agent_process(process, STOP_GRACE)  # pi ends cleanly when its stdin closes
+        await self.end_process()
         if self.bridge is not None:
             with contextlib.suppress(Exception):
                 await self.bridge.stream.aclose()
@@ -322,8 +301,7 @@ class PiHost:
 
     async def close(self) -> None:
         await self.stop_pi()
-        if self.lock is not None:
-            self.lock.release()
+        self.release_lock()
 
     # ------------------------------------------------------------------ plumbing
 
@@ -339,14 +317,6 @@ class PiHost:
             finally:
                 self.tg = None
                 tg.cancel_scope.cancel()
-
-    def notify(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
-
-    async def until(self, predicate: Any) -> None:
-        while not predicate():
-            await self._changed.wait()
 
     async def read_rpc(self) -> None:
         assert self.rpc is not None
@@ -470,36 +440,22 @@ class PiHost:
 
     def scan(self) -> None:
         """Read what pi appended to the session file; settle items whose line is there."""
-        assert self.job is not None and self.services is not None
-        try:
-            with open(self.job.session, "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                if size < self._offset:  # pi rewrote the file (migration): read it all again
-                    self._offset, self._tail = 0, b""
-                    self.tokens, self.cost = 0, 0.0
-                fh.seek(self._offset)
-                data = fh.read()
-        except FileNotFoundError:
-            return
-        self._offset += len(data)
-        data = self._tail + data
-        lines = data.split(b"\n")
-        self._tail = lines.pop()
-        for line in lines:
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict):
-                self.in_file.update(entry_seqs(entry))
-                tokens, cost = usage_of(entry)
-                self.tokens, self.cost = self.tokens + tokens, self.cost + cost
-        for seq in [seq for seq in self.pending if seq in self.in_file]:
-            self.services.delivered(self.pending.pop(seq))
-        if (self.tokens, self.cost) != self._usage_told:
-            # pi's own usage records (each assistant message's ``usage``), summed.
-            self._usage_told = (self.tokens, self.cost)
-            self.services.usage_total(self.tokens, self.cost)
+        assert self.job is not None
+        if self.tail is None or self.tail.path != self.job.session:
+            self.tail = SessionTail(self.job.session)
+        entries, from_start = self.tail.read()
+        if from_start:  # the first read, or pi rewrote the file (migration): count again
+            self.tokens, self.cost = 0, 0.0
+        for entry in entries:
+            self.in_file.update(entry_seqs(entry))
+            tokens, cost = usage_of(entry)
+            self.tokens, self.cost = self.tokens + tokens, self.cost + cost
+        self.settle_found()
+        # pi's own usage records (each assistant message's ``usage``), summed.
+        self.tell_usage(self.tokens, self.cost)
+
+    def known_seqs(self) -> set[int]:
+        return self.in_file
 
     # ------------------------------------------------------------------ events
 
@@ -578,7 +534,7 @@ class PiHost:
             while True:
                 await self.until(lambda: (self.agent_ends >= self.agent_starts and not self.streaming) or self.pi_gone)
                 if self.pi_gone:
-                    await until_exited(self.process, STOP_GRACE)
+                    await until_exited(self.process, self.stop_grace)
                     self.scan()  # what it wrote before it died is delivered
                     return RunOutcome("failed", error="pi exited during the run")
                 # Idle now: what arrived since the last boundary starts the next round.
@@ -591,25 +547,9 @@ class PiHost:
                 await self.until(lambda starts=starts: self.agent_starts > starts or self.pi_gone)
                 if len(more) > 1 and not self.pi_gone:
                     await self.extension("steer", items=[item_json(item) for item in more[1:]])
-            with anyio.move_on_after(SETTLE_TIMEOUT):
-                while self.pending and not self.pi_gone:
-                    self.scan()
-                    if self.pending:
-                        await anyio.sleep(0.02)
+            await self.wait_for_pending(lambda: self.pi_gone)
             text = ((await self.command({"type": "get_last_assistant_text"})).get("data") or {}).get("text") or ""
         return self.outcome(items, text)
-
-    def drop_known(self, items: list[Item]) -> list[Item]:
-        """Items whose line is already in the file (a resend) are settled, not run again."""
-        assert self.services is not None
-        self.scan()
-        fresh = []
-        for item in items:
-            if item.seq in self.in_file:
-                self.services.delivered(item)
-            else:
-                fresh.append(item)
-        return fresh
 
     def outcome(self, items: list[Item], text: str) -> RunOutcome:
         last = next((m for m in reversed(self.last_messages) if m.get("role") == "assistant"), None) or {}

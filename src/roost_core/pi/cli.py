@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from roost_core.pi import EXTENSION_NAME, extension_path
-from roost_core.settingsfile import SettingsFileError, SettingsWriteError, list_at, read_object, write_all
+from roost_core.settingsfile import (
+    SettingsFileError,
+    SettingsWriteError,
+    list_at,
+    read_object,
+    write_all,
+)
 
 
 def pi_agent_dir(env: Mapping[str, str] | None = None) -> Path:
