@@ -67,8 +67,9 @@ pytest_status=0
 "$py" -m coverage run -m pytest -n auto --dist worksteal --durations=15 "$@" || pytest_status=$?
 
 examples_status=0
-ensure_venv .venv-examples 'import roost_core, pytest, coverage, roost_repo_reach, roost_json_envelope, roost_peek' \
-    -e '.[test]' -e examples/plugins/repo-reach -e examples/plugins/json-envelope -e examples/plugins/peek-tool
+ensure_venv .venv-examples 'import roost_core, pytest, coverage, roost_repo_reach, roost_json_envelope, roost_peek, roost_command_host' \
+    -e '.[test]' -e examples/plugins/repo-reach -e examples/plugins/json-envelope -e examples/plugins/peek-tool \
+    -e examples/plugins/command-host
 .venv-examples/bin/python -m coverage run -m pytest -q examples/plugins || examples_status=$?
 
 venv_status=0

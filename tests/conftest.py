@@ -315,7 +315,7 @@ def agent_items(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 #: (.venv-examples) and would be autoloaded by every daemon there; each of those tests
 #: unblocks only its own plugin. In .venv they are not installed and blocking them is a
 #: no-op (keep these names in an override that blocks more).
-BLOCKED_BY_DEFAULT = "repo-reach,json-envelope,peek-tool"
+BLOCKED_BY_DEFAULT = "repo-reach,json-envelope,peek-tool,command-host"
 
 
 @pytest.fixture
