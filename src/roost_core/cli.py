@@ -163,16 +163,22 @@ def add_host_commands(sub: Any) -> None:
         command.set_defaults(host_command=spec.command.run)
 
 
-def command_named(argv: list[str]) -> str | None:
-    """The command ``argv`` names (its first word that is not an option or the value of
-    ``--disable-plugin``), None when there is none (``roost --help``)."""
+def command_named(argv: list[str]) -> tuple[str | None, list[str]]:
+    """The command ``argv`` names (its first word that is not an option or an option's
+    value; None for none, ``roost --help``) and the plugins its ``--disable-plugin``
+    options block: read before the parser is built, since the hosts' commands come from
+    the plugins that are not blocked."""
+    command, blocked = None, []
     words = iter(argv)
     for word in words:
         if word == "--disable-plugin":
-            next(words, None)
+            blocked.append(next(words, ""))
+        elif word.startswith("--disable-plugin="):
+            blocked.append(word.partition("=")[2])
         elif not word.startswith("-"):
-            return word
-    return None
+            command = word
+            break
+    return command, [name for name in blocked if name]
 
 
 def add_text_arguments(parser: argparse.ArgumentParser, name: str, text_help: str, file_help: str) -> None:
@@ -193,8 +199,13 @@ OWN_DAEMON = frozenset({"daemon", "demo"})
 def main(argv: list[str] | None = None) -> int:
     try:
         argv = sys.argv[1:] if argv is None else argv
+        command, blocked = command_named(argv)
+        if command not in COMMANDS:
+            # A host's own command (or --help) comes from the plugins this command runs: a
+            # host blocked here has none. (Never a daemon's set: see below.)
+            FLAG_DISABLED.extend(blocked)
         # The hosts' commands load the plugins: only when the command is not roost's own.
-        parser = build_parser(with_hosts=command_named(argv) not in COMMANDS)
+        parser = build_parser(with_hosts=command not in COMMANDS)
         args = parser.parse_args(argv)
         if args.command == "daemon" and args.jobs and args.action != "stop":
             parser.error("--jobs goes with `roost daemon stop`")
@@ -204,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                 os.environ["ROOST_DISABLE_PLUGINS"] = ",".join([*disabled_plugins(), *args.disable_plugin])
             else:
                 # This command's own plugins only: never a daemon it happens to start.
-                FLAG_DISABLED.extend(args.disable_plugin)
+                FLAG_DISABLED.extend(name for name in args.disable_plugin if name not in FLAG_DISABLED)
         handler = COMMANDS[args.command] if args.command in COMMANDS else args.host_command
         return guarded(lambda: handler(args))
     except KeyboardInterrupt:

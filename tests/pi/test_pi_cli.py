@@ -60,3 +60,37 @@ def test_daemon_socket_prints_the_socket_and_starts_the_daemon(daemon_factory, r
     finally:
         with contextlib.suppress(Exception):
             daemon.call("daemon_stop")
+
+
+def roost(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """The whole CLI, where ``roost pi`` is the pi host's own command (its HostSpec's)."""
+    return subprocess.run([sys.executable, "-m", "roost_core.cli", *args], env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_pi_settings_are_edited_as_claude_codes_are(tmp_path, roost_env):
+    # One settings-file helper for both install commands: a broken file is named (line
+    # and column) and left alone; a dotfiles link is written through and stays a link.
+    agent_dir, dotfiles = tmp_path / "agent", tmp_path / "dotfiles"
+    agent_dir.mkdir()
+    dotfiles.mkdir()
+    env = {**roost_env, "PI_CODING_AGENT_DIR": str(agent_dir)}
+    settings = agent_dir / "settings.json"
+    settings.write_text('{"theme": "dark",\n "extensions": [\n')
+    broken = roost("pi", "install", env=env)
+    assert broken.returncode == 1
+    assert broken.stderr.startswith(f"roost: bad_config: {settings}:3:1: not valid JSON"), broken.stderr
+    assert settings.read_text() == '{"theme": "dark",\n "extensions": [\n'
+    settings.write_text(json.dumps({"extensions": "not a list"}))
+    assert roost("pi", "install", env=env).stderr.strip() == f'roost: bad_config: {settings}: "extensions" is not a list'
+
+    settings.unlink()
+    (dotfiles / "pi-settings.json").write_text(json.dumps({"theme": "dark"}))
+    (dotfiles / "pi-settings.json").chmod(0o640)
+    settings.symlink_to(dotfiles / "pi-settings.json")
+    assert roost("pi", "install", env=env).returncode == 0
+    assert settings.is_symlink() and (dotfiles / "pi-settings.json").stat().st_mode & 0o777 == 0o640
+    assert json.loads((dotfiles / "pi-settings.json").read_text()) == {"theme": "dark", "extensions": [str(extension_path())]}
+    assert sorted(p.name for p in dotfiles.iterdir()) == ["pi-settings.json"]
+    # Blocked, the pi host has no command.
+    blocked = roost("--disable-plugin", "pi", "pi", "install", env=env)
+    assert blocked.returncode == 2 and "invalid choice: 'pi'" in blocked.stderr
