@@ -77,6 +77,8 @@ def build_parser(*, with_hosts: bool = True) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"roost {__version__}", help="print roost's version and exit")
     parser.add_argument("--disable-plugin", action="append", default=[], metavar="NAME", help="block a plugin by name (repeatable)")
+    # A host's own command sets its run here (add_host_commands); roost's are in COMMANDS.
+    parser.set_defaults(host_command=None)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     daemon = sub.add_parser("daemon", help="run the daemon in the foreground, or control it")
@@ -216,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 # This command's own plugins only: never a daemon it happens to start.
                 FLAG_DISABLED.extend(name for name in args.disable_plugin if name not in FLAG_DISABLED)
-        handler = COMMANDS[args.command] if args.command in COMMANDS else args.host_command
+        handler = COMMANDS.get(args.command, args.host_command)
         return guarded(lambda: handler(args))
     except KeyboardInterrupt:
         # Ctrl-C outside a command's own run (guarded handles it there): the same line.

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from roost_core.config import Config
     from roost_core.records import (
         DeliveryDecision,

@@ -56,7 +56,8 @@ def read_object(path: Path) -> dict[str, Any]:
 
 
 def object_at(path: Path, data: dict[str, Any], key: str) -> dict[str, Any]:
-    """``data[key]`` when it is an object (absent or null: {}), else a :class:`SettingsFileError`."""
+    """``data[key]`` when it is an object (absent or null: {}), else a
+    :class:`SettingsFileError`."""
     value = data.get(key)
     if value is None:
         return {}
@@ -66,7 +67,8 @@ def object_at(path: Path, data: dict[str, Any], key: str) -> dict[str, Any]:
 
 
 def list_at(path: Path, data: dict[str, Any], key: str) -> list[Any]:
-    """``data[key]`` when it is a list (absent or null: []), else a :class:`SettingsFileError`."""
+    """``data[key]`` when it is a list (absent or null: []), else a
+    :class:`SettingsFileError`."""
     value = data.get(key)
     if value is None:
         return []

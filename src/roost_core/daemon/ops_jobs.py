@@ -29,6 +29,7 @@ from roost_core.daemon.connection import Connection
 from roost_core.daemon.delivery import Pending, not_stored, settle
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.ledger import message_id_for
+from roost_core.hosts import session_seqs
 from roost_core.protocol import (
     BAD_ARGS,
     CONFLICT,
@@ -38,7 +39,6 @@ from roost_core.protocol import (
     UNAUTHORIZED,
     ProtocolError,
 )
-from roost_core.hosts import session_seqs
 from roost_core.store import JournalError
 from roost_core.transcript import read_entries
 

@@ -106,7 +106,7 @@ class ProcessHost:
         self._changed.set()
         self._changed = anyio.Event()
 
-    async def until(self, predicate: Callable[[], Any]) -> None:
+    async def until(self, predicate: Callable[..., Any]) -> None:
         """Wait until ``predicate()`` holds, looking again at each change."""
         while not predicate():
             await self._changed.wait()

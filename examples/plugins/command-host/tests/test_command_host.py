@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import roost_command_host as plugin
+
 from roost_core.hosts import registered_hosts, session_seqs, transcript_reader
 from roost_core.records import AGENT_MESSAGE_TYPE
 
