@@ -579,40 +579,5 @@ def new_key() -> str:
     return uuid.uuid4().hex
 
 
-async def call_on_link(linked: Callable[[], Awaitable[AsyncClient | None]], op: str, args: dict[str, Any], *, reask_seconds: float = REASK_SECONDS) -> dict[str, Any]:
-    """``op`` on the connection ``linked()`` gives (once registered), for a client that keeps
-    a link to the daemon (a foreground session, the MCP peer). A request that never left
-    is sent again once the link is back. A request of an op in :data:`KEYED_OPS` carries a
-    key (one is made if ``args`` has none) and is asked again whenever its answer is lost,
-    until it is answered or no link came back for ``reask_seconds``. Any other request
-    whose answer was lost is not sent again (``DaemonUnavailable``)."""
-    if op in KEYED_OPS and "key" not in args:
-        args["key"] = new_key()
-    keyed = "key" in args
-    for attempt in itertools.count():
-        if keyed:
-            # Only the time with no daemon counts: a slow answer is waited for.
-            try:
-                with anyio.fail_after(reask_seconds):
-                    client = await linked()
-            except TimeoutError:
-                raise DaemonUnavailable(f"no daemon answered for {reask_seconds:.0f}s; {op} was asked again with its key until then") from None
-        else:
-            client = await linked()
-        if client is None:
-            continue
-        try:
-            return await client.call(op, **args)
-        except NotSent:
-            if attempt and not keyed:
-                raise
-        except DaemonUnavailable:
-            if not keyed:
-                raise
-        with anyio.fail_after(30):
-            await client.closed.wait()
-    raise AssertionError("unreachable")
-
-
 def dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, indent=2)

@@ -181,8 +181,7 @@ def test_a_report_pushed_as_its_parent_leaves_survives_a_daemon_restart_and_arri
         if event.get("kind") == "report":
             # Gone before the ack (and not coming back on this connection): it ends with
             # the report in flight.
-            lead._closing = True
-            await lead.client.aclose()
+            await lead.link.aclose()
             left.set()
 
     async def main():

@@ -35,8 +35,9 @@ from roost_core import locks
 from roost_core.claude import config_dir
 from roost_core.claude.hook import hook_output, items_text, wants_items
 from roost_core.claude.transcript import TranscriptSeqs
-from roost_core.client import AsyncClient, DaemonUnavailable, call_on_link
+from roost_core.client import AsyncClient
 from roost_core.paths import Paths
+from roost_core.peerlink import LinkedPeer
 from roost_core.protocol import ProtocolError
 from roost_core.queue import Item
 from roost_core.worker.reply_queue import ReplyQueue
@@ -55,7 +56,9 @@ def find_claude_transcript(session_id: str, env: dict[str, str] | None = None) -
     return found[0] if found else None
 
 
-class McpPeer:
+class McpPeer(LinkedPeer):
+    """The MCP client's session as a foreground peer (see the module docstring)."""
+
     def __init__(
         self,
         paths: Paths,
@@ -67,8 +70,7 @@ class McpPeer:
         claude: bool = False,
         claude_session_id: str | None = None,
     ) -> None:
-        self.paths = paths
-        self.name = name
+        super().__init__(paths, name)
         self.cwd = cwd
         self.client_pid = client_pid
         self.claude = claude
@@ -76,36 +78,20 @@ class McpPeer:
         #: The Claude Code session id (the transcript's name) when the client is Claude Code.
         self.claude_session_id = claude_session_id
         self.ephemeral_id = uuid.uuid4().hex
-        self.peer_id: str | None = None
-        self.tools: list[dict[str, Any]] = []
-        self.client: AsyncClient | None = None
         self.queue = ReplyQueue()
         self.queue.start(set())
-        self.acked = 0
         self.transcript: TranscriptSeqs | None = None
         self.lock: locks.WriterLock | None = None
-        self.error: ProtocolError | None = None
-        self._registered = anyio.Event()
-        self._wanted = False
-        self._closing = False
-        self._relink = anyio.Event()
-        self._tg: anyio.abc.TaskGroup | None = None
         #: Items handed to Claude Code whose seq its transcript does not show yet.
         self.handed: dict[int, Item] = {}
         self._watching = False
 
     async def __aenter__(self) -> McpPeer:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
+        await self._open_tasks()
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        self._closing = True
-        if self.client is not None:
-            await self.client.aclose()
-        assert self._tg is not None
-        self._tg.cancel_scope.cancel()
-        await self._tg.__aexit__(None, None, None)
+        await self._close_tasks()
         self.release()
 
     # ------------------------------------------------------------------ the session
@@ -145,84 +131,37 @@ class McpPeer:
             return
         moved = self.session is not None or self.peer_id is not None
         self.claude_session_id, self.session = session_id, path
-        if moved and self._wanted:
+        if moved and self.link.started:
             # Items held for the old session stay unacked: the daemon gives them to that
             # session again if it comes back.
             self.queue = ReplyQueue()
             self.queue.start(set())
             self.handed.clear()
-            self._registered = anyio.Event()
-            self._relink.set()
+            self.link.relink()
 
     # ------------------------------------------------------------------ the daemon link
 
-    async def ensure_registered(self) -> str:
-        if not self._wanted:
-            self._wanted = True
-            assert self._tg is not None, "use McpPeer as an async context manager"
-            self._tg.start_soon(self._link)
-        await self._registered.wait()
-        if self.error is not None:
-            raise self.error
-        assert self.peer_id is not None
-        return self.peer_id
-
-    async def _link(self) -> None:
-        delay = 0.02
-        while not self._closing:
-            try:
-                holder: list[AsyncClient] = []
-                client = await AsyncClient.open(self.paths.socket, lambda event: self._on_event(event, holder[0]))  # noqa: B023 - called only by this client, whose run ends with this pass of the loop
-                holder.append(client)
-            except DaemonUnavailable:
-                await anyio.sleep(delay)
-                delay = min(delay * 2, 1.0)
-                continue
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(client.run)
-                try:
-                    session, session_id = self.current_session()
-                    if session is not None:
-                        self.take_lock(session)
-                    args: dict[str, Any] = {"session": session, "name": self.name, "cwd": self.cwd, "pid": self.client_pid}
-                    seen = self.transcript.seqs if self.transcript is not None else set()
-                    args["lastSeq"] = max([self.queue.watermark, *seen], default=0)
-                    if session_id:
-                        args["sessionId"] = session_id
-                    if self.claude:
-                        args["host"] = "claude"
-                    result = await client.call("peer_register", **args)
-                except DaemonUnavailable:
-                    tg.cancel_scope.cancel()
-                    continue
-                except (ProtocolError, RuntimeError) as exc:
-                    # Refused (bad lock, wrong pid...): every waiting call hears why.
-                    self.error = exc if isinstance(exc, ProtocolError) else ProtocolError("conflict", str(exc))
-                    self._registered.set()
-                    tg.cancel_scope.cancel()
-                    await client.aclose()
-                    return
-                if self.transcript is not None:
-                    self.queue.start(set(self.transcript.seqs))
-                self.peer_id = result["id"]
-                self.name = result.get("name", self.name)
-                self.tools = result.get("tools") or []
-                self.client = client
-                self.acked = 0
-                self._registered.set()
-                delay = 0.02
-                self._relink = anyio.Event()
-                with anyio.CancelScope() as waiting:
-                    tg.start_soon(self._cancel_on_relink, waiting)
-                    await client.closed.wait()
-                self.client = None
-                self._registered = anyio.Event()
-                tg.cancel_scope.cancel()
-            await client.aclose()
-
-    async def _cancel_on_relink(self, scope: anyio.CancelScope) -> None:
-        await self._relink.wait()
-        scope.cancel()
+    async def _register(self, client: AsyncClient) -> dict[str, Any]:
+        """``peer_register`` on a fresh connection (the link's ``register``), for the
+        session the client is in now."""
+        session, session_id = self.current_session()
+        try:
+            if session is not None:
+                self.take_lock(session)
+        except RuntimeError as exc:
+            # The session is held by another process: refused, as the daemon refuses.
+            raise ProtocolError("conflict", str(exc)) from exc
+        args: dict[str, Any] = {"session": session, "name": self.name, "cwd": self.cwd, "pid": self.client_pid}
+        seen = self.transcript.seqs if self.transcript is not None else set()
+        args["lastSeq"] = max([self.queue.watermark, *seen], default=0)
+        if session_id:
+            args["sessionId"] = session_id
+        if self.claude:
+            args["host"] = "claude"
+        result = await self.peer_register(client, args)
+        if self.transcript is not None:
+            self.queue.start(set(self.transcript.seqs))
+        return result
 
     async def _on_event(self, event: dict[str, Any], client: AsyncClient) -> None:
         if event.get("event") != "deliver":
@@ -240,25 +179,8 @@ class McpPeer:
         self.queue.push(item)
 
     async def _send_ack(self, client: AsyncClient | None = None) -> None:
-        client = client or self.client
-        watermark = self.queue.watermark
-        if client is None or watermark <= self.acked:
-            return
-        try:
-            # Never await an answer here: this may run inside the reader that would read it.
-            await client.notify("ack", seq=watermark)
-            self.acked = watermark
-        except DaemonUnavailable:
-            pass  # the daemon is gone; it pushes again what it had in flight
-
-    async def call(self, op: str, **args: Any) -> dict[str, Any]:
-        """An op on this peer's link (``client.call_on_link``: a keyed op is asked again
-        with its key when the answer is lost, and done once)."""
-        return await call_on_link(self._linked, op, args)
-
-    async def _linked(self) -> AsyncClient | None:
-        await self.ensure_registered()
-        return self.client
+        """Ack what the queue has settled (its watermark)."""
+        await self.link.ack(self.queue.watermark, client)
 
     async def tool_call(self, name: str, args: dict[str, Any]) -> tuple[bool, str]:
         result = await self.call("tool_call", name=name, args=args)
@@ -292,7 +214,7 @@ class McpPeer:
         """A Claude Code hook of the client: learn the session, hand over what waits."""
         self.claude_session(data.get("transcript_path"), data.get("session_id"))
         await self.confirm()
-        if self.peer_id is None or not self._registered.is_set() or not wants_items(event, data):
+        if self.peer_id is None or not self.link.is_linked or not wants_items(event, data):
             return None
         return hook_output(event, await self.take())
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import time
-import uuid
 from typing import Any
 
 import anyio
@@ -22,9 +20,10 @@ import anyio.lowlevel
 import attrs
 
 from roost_core import faults
-from roost_core.client import AsyncClient, DaemonUnavailable
+from roost_core.client import AsyncClient, DaemonUnavailable, new_key
 from roost_core.hosts import registered_hosts
 from roost_core.hosts.base import JobInfo, RunOutcome
+from roost_core.peerlink import PeerLink
 from roost_core.protocol import ProtocolError
 from roost_core.queue import Item
 from roost_core.transcript import message_ids_in
@@ -109,15 +108,15 @@ class Worker:
         self.token = token
         self.socket_path = socket_path
         self.queue = ReplyQueue()
-        self.client: AsyncClient | None = None
-        self.connected = anyio.Event()
+        #: The daemon link (connect, hello, ack, ask again); gives up with no daemon for
+        #: :func:`orphan_seconds`.
+        self.daemon_link = PeerLink(socket_path, register=self.register, on_event=self.on_event, on_linked=self.resync, give_up_after=orphan_seconds)
         self.hello: dict[str, Any] | None = None
         self.first_hello = anyio.Event()
         self.tools: list[dict[str, Any]] = []
         self.host: Any = None
         self.job: JobInfo | None = None
         self.status_fields: dict[str, Any] = {}
-        self.acked_sent = 0
         self.ack_wanted = anyio.Event()
         self.shutdown = anyio.Event()
         self.shutdown_reason: str | None = None
@@ -145,53 +144,38 @@ class Worker:
 
     # ------------------------------------------------------------------ daemon link
 
+    @property
+    def client(self) -> AsyncClient | None:
+        """The daemon connection (None while there is none)."""
+        return self.daemon_link.client
+
     async def link(self) -> None:
-        """Keep one authenticated connection, reconnecting with backoff."""
-        delay = 0.02
-        lost_since = time.monotonic()
-        while not self.shutdown.is_set():
-            try:
-                client = await AsyncClient.open(self.socket_path, self.on_event)
-            except DaemonUnavailable:
-                if time.monotonic() - lost_since > orphan_seconds():
-                    log.error("no daemon for %.0fs; giving up", orphan_seconds())
-                    self.exit_code = 3
-                    self.stop("orphaned")
-                    return
-                await anyio.sleep(delay)
-                delay = min(delay * 2, 1.0)
-                continue
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(client.run)
-                if self.warm and not self.adopted.is_set() and not await self.wait_for_adoption(client):
-                    tg.cancel_scope.cancel()
-                    return
-                try:
-                    held = self.queue.highest_seq()
-                    extra = {} if held is None else {"held": held}
-                    hello = await client.call("worker_hello", job=self.job_id, token=self.token, pid=os.getpid(), **extra)
-                except ProtocolError as exc:
-                    log.error("daemon refused this worker: %s %s", exc.code, exc.message)
-                    self.exit_code = 2
-                    self.stop("refused")
-                    tg.cancel_scope.cancel()
-                    return
-                except DaemonUnavailable:
-                    tg.cancel_scope.cancel()
-                    continue
-                self.hello = hello
-                self.tools = hello.get("tools") or []
-                self.client = client
-                self.connected.set()
-                self.first_hello.set()
-                delay = 0.02
-                await self.resync()
-                await client.closed.wait()
-                self.client = None
-                self.connected = anyio.Event()
-                lost_since = time.monotonic()
-                tg.cancel_scope.cancel()
-            await client.aclose()
+        """Keep one authenticated connection, reconnecting with backoff (the
+        :class:`~roost_core.peerlink.PeerLink`); a worker the daemon refuses, or that has
+        had no daemon for too long, stops."""
+        ended = await self.daemon_link.run()
+        if ended == "refused":
+            exc = self.daemon_link.error
+            assert exc is not None
+            log.error("daemon refused this worker: %s %s", exc.code, exc.message)
+            self.exit_code = 2
+            self.stop("refused")
+        elif ended == "orphaned":
+            log.error("no daemon for %.0fs; giving up", orphan_seconds())
+            self.exit_code = 3
+            self.stop("orphaned")
+
+    async def register(self, client: AsyncClient) -> dict[str, Any] | None:
+        """``worker_hello`` on a fresh connection (the link's ``register``); a warm worker
+        first waits there to be adopted (None: it never will be, and stops)."""
+        if self.warm and not self.adopted.is_set() and not await self.wait_for_adoption(client):
+            return None
+        held = self.queue.highest_seq()
+        extra = {} if held is None else {"held": held}
+        hello = await client.call("worker_hello", job=self.job_id, token=self.token, pid=os.getpid(), **extra)
+        self.hello = hello
+        self.tools = hello.get("tools") or []
+        return hello
 
     async def wait_for_adoption(self, client: AsyncClient) -> bool:
         """A warm worker's first connection: ``warm_hello`` (the job it will be), then
@@ -204,25 +188,28 @@ class Worker:
             self.stop("refused")
             return False
         self.tools = self.warm_answer.get("tools") or []
-        self.client = client
+        # Until it is adopted, the worker talks on this connection before its hello.
+        self.daemon_link.client = client
         self.warm_answered.set()
         await first_of(self.adopted, client.closed, self.shutdown)
         if self.adopted.is_set() and not client.closed.is_set() and not self.shutdown.is_set():
             return True
-        self.client = None
+        self.daemon_link.client = None
         self.stop(self.shutdown_reason or "orphaned")
         return False
 
-    async def resync(self) -> None:
-        """After a (re)connect the daemon hears our state and ack watermark again."""
-        self.acked_sent = min(self.acked_sent, (self.hello or {}).get("acked", 0))
+    async def resync(self, client: AsyncClient | None = None) -> None:
+        """After a (re)connect the daemon hears our state and ack watermark again (the
+        link's ``on_linked``)."""
+        self.first_hello.set()
         if self.status_fields:
             await self.send_status()
         self.ack_wanted.set()
         self.usage_sent = None  # a new daemon may not have it
         self.usage_wanted.set()
 
-    async def on_event(self, event: dict[str, Any]) -> None:
+    async def on_event(self, event: dict[str, Any], client: AsyncClient | None = None) -> None:
+        """A pushed event (the link's ``on_event``): an item to hold, ``adopt``, ``shutdown``."""
         name = event.get("event")
         if name == "deliver":
             item = Item.received(event)
@@ -239,6 +226,7 @@ class Worker:
     def stop(self, reason: str) -> None:
         self.shutdown_reason = reason
         self.shutdown.set()
+        self.daemon_link.closing = True
         self.queue.wake()
         if self.run_scope is not None and reason in ("stopped", "refused", "orphaned"):
             self.run_scope.cancel()
@@ -253,13 +241,8 @@ class Worker:
         while not self.shutdown.is_set():
             await self.ack_wanted.wait()
             self.ack_wanted = anyio.Event()
-            watermark = self.queue.watermark
-            if watermark > self.acked_sent and self.client is not None:
-                try:
-                    await self.call("ack", seq=watermark)
-                    self.acked_sent = watermark
-                except (DaemonUnavailable, ProtocolError) as exc:
-                    log.warning("ack %s not sent: %s", watermark, exc)
+            # Answered: an ack the daemon could not store goes again with the next.
+            await self.daemon_link.ack(self.queue.watermark, answer=True)
 
     async def send_status(self) -> None:
         try:
@@ -310,31 +293,13 @@ class Worker:
         the connection dies before the answer, the worker asks again with the same key
         once it has a daemon again, and is answered with what the first call did (done
         once, never twice; see ``daemon.ledger``)."""
-        key = uuid.uuid4().hex
         chain = {"broadcastChain": True} if self.run_broadcast_chain else {}
-        while True:
-            client = self.client
-            try:
-                if client is None:
-                    raise DaemonUnavailable("not connected to the daemon")
-                result = await client.call("tool_call", name=name, args=args, key=key, hops=self.run_hops, **chain)
-            except ProtocolError as exc:
-                return False, f"error: {exc}"
-            except DaemonUnavailable as exc:
-                if not await self.link_after(client):
-                    return False, f"error: {exc}"
-                continue
-            return bool(result.get("ok")), str(result.get("text", ""))
-
-    async def link_after(self, lost: AsyncClient | None) -> bool:
-        """Wait until the daemon link is up on a connection other than ``lost``; False if
-        the worker stops first (it gave up on the daemon, or was told to stop)."""
-        while not self.shutdown.is_set():
-            client = self.client
-            if client is not None and client is not lost and not client.closed.is_set():
-                return True
-            await first_of(self.shutdown, lost.closed if client is lost and lost is not None else self.connected)
-        return False
+        try:
+            # No time limit of its own: it is asked again until the worker gives up on the daemon.
+            result = await self.daemon_link.call("tool_call", {"name": name, "args": args, "key": new_key(), "hops": self.run_hops, **chain}, reask_seconds=None)
+        except (ProtocolError, DaemonUnavailable) as exc:
+            return False, f"error: {exc}"
+        return bool(result.get("ok")), str(result.get("text", ""))
 
     async def dialog(self, question: str) -> Item:
         self.queue.dialog_open = True
@@ -405,12 +370,8 @@ class Worker:
                     await self.processes.close()
                     await anyio.lowlevel.checkpoint()
                     # Let the last ack go out before the connection closes.
-                    if self.queue.watermark > self.acked_sent and self.client is not None:
-                        try:
-                            with anyio.move_on_after(2):
-                                await self.call("ack", seq=self.queue.watermark)
-                        except (DaemonUnavailable, ProtocolError):
-                            pass
+                    with anyio.move_on_after(2):
+                        await self.daemon_link.ack(self.queue.watermark, answer=True)
                     if self.usage is not None and self.usage != self.usage_sent and self.client is not None:
                         try:
                             with anyio.move_on_after(2):
