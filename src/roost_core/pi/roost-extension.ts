@@ -625,6 +625,26 @@ export default async function roost(pi: ExtensionAPI) {
 			idle.close();
 		};
 
+		/**
+		 * The one ack. Acks are cumulative: an item's own ack (`ended`: pi has ended its
+		 * message) takes with it the second copies that waited for it, and goes once pi has
+		 * written the entry (after the message_end handler), never before; a second copy
+		 * (`copy`) is acked at once unless an earlier item is not in the session yet, and
+		 * then waits for that item's ack.
+		 */
+		const ack = (seq: number, why: "ended" | "copy"): void => {
+			if (why === "ended") awaitingEnd.delete(seq);
+			else copies.push(seq);
+			const lowest = Math.min(...awaitingEnd);
+			const covered = copies.filter((copy) => copy < lowest);
+			copies = copies.filter((copy) => copy >= lowest);
+			if (why === "copy" && covered.length === 0) return;
+			const through = Math.max(...covered, ...(why === "ended" ? [seq] : []));
+			const send = () => link?.notify("ack", { seq: through });
+			if (why === "ended") setImmediate(send);
+			else send();
+		};
+
 		const onEvent = (frame: Json) => {
 			if (frame.event === "replaced") {
 				// Another connection registered this session: it is the live holder now.
@@ -640,10 +660,8 @@ export default async function roost(pi: ExtensionAPI) {
 			injected.add(key);
 			if (typeof frame.id === "string" && seenIds.has(frame.id)) {
 				// A second copy of a message this session holds (its sender asked again after
-				// a daemon died): acked, never shown twice. An ack is cumulative, so it waits
-				// while an earlier item is not in the session yet.
-				if ([...awaitingEnd].every((held) => held > seq)) link?.notify("ack", { seq });
-				else copies.push(seq);
+				// a daemon died): acked, never shown twice.
+				ack(seq, "copy");
 				return;
 			}
 			if (typeof frame.id === "string") seenIds.add(frame.id);
@@ -722,14 +740,7 @@ export default async function roost(pi: ExtensionAPI) {
 			if (message.role !== "custom" || message.customType !== MESSAGE_TYPE) return undefined;
 			const seq = Number(message.details?.seq);
 			if (!awaitingEnd.has(seq)) return undefined;
-			awaitingEnd.delete(seq);
-			// Second copies that waited for this one are acked with it (acks are cumulative).
-			const lowest = Math.min(...awaitingEnd);
-			const covered = copies.filter((copy) => copy < lowest);
-			copies = copies.filter((copy) => copy >= lowest);
-			const ackSeq = Math.max(seq, ...covered);
-			// After this handler pi writes the entry; ack once that has happened, never before.
-			setImmediate(() => link?.notify("ack", { seq: ackSeq }));
+			ack(seq, "ended");
 			return undefined;
 		});
 
