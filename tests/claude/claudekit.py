@@ -10,6 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from fake_anthropic import FakeAnthropic
+from hostkit import Tmux, require_program, stop_fakes
+from hostkit import offline_env as isolated_env
+
+__all__ = ["FAKE_KEY", "ClaudeKit", "Tmux", "find_claude", "need_claude", "offline_env", "transcript_entries"]
 
 KIT = Path(__file__).resolve().parent
 FAKE_KEY = "sk-ant-fake-roost-test-key"
@@ -23,18 +27,18 @@ def find_claude() -> str | None:
     return str(local) if local.exists() else None
 
 
+def need_claude() -> str:
+    """The Claude Code to test; the test skips without one (fails with ROOST_REQUIRE_CLAUDE=1)."""
+    return require_program(find_claude(), "Claude Code", "ROOST_REQUIRE_CLAUDE", "scripts/install-claude.sh")
+
+
 def offline_env(env: dict[str, str], home: Path, tmpdir: Path) -> None:
     """Make ``env`` an isolated, offline Claude Code environment (in place)."""
-    for key in list(env):
-        # FAKE_LLM_API_KEY is the pi kit's fake key (a mixed test has both kits).
-        if (key.endswith("_API_KEY") and key != "FAKE_LLM_API_KEY") or key.startswith(("ANTHROPIC_", "CLAUDE")):
-            env.pop(key)
-    for key in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
-        env.pop(key, None)
+    # FAKE_LLM_API_KEY is the pi kit's fake key (a mixed test has both kits).
+    drop = [key for key in env if (key.endswith("_API_KEY") and key != "FAKE_LLM_API_KEY") or key.startswith(("ANTHROPIC_", "CLAUDE"))]
+    isolated_env(env, home, tmpdir, drop=drop)
     env.update(
         {
-            "HOME": str(home),
-            "TMPDIR": str(tmpdir),
             "ANTHROPIC_API_KEY": FAKE_KEY,
             "DISABLE_TELEMETRY": "1",
             "DISABLE_AUTOUPDATER": "1",
@@ -42,7 +46,6 @@ def offline_env(env: dict[str, str], home: Path, tmpdir: Path) -> None:
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             # MCP tools listed by name, so the fake model can call them without a tool search.
             "ENABLE_TOOL_SEARCH": "false",
-            "NO_PROXY": "127.0.0.1,localhost",
         }
     )
 
@@ -98,10 +101,7 @@ class ClaudeKit:
     def cleanup(self) -> None:
         for fake in self.fakes:
             fake.release.set()  # an answer still held goes out, so nothing waits on it
-            fake.stop()
-        refused = [violation for fake in self.fakes for violation in fake.violations]
-        # A request the fake refused is one a real model would have failed: the test fails.
-        assert not refused, f"the fake model refused {len(refused)} request(s): {refused}"
+        stop_fakes(self.fakes)
 
 
 def transcript_entries(path: str | Path) -> list[dict[str, Any]]:
@@ -116,53 +116,3 @@ def transcript_entries(path: str | Path) -> list[dict[str, Any]]:
         except ValueError:
             continue
     return out
-
-
-# ---------------------------------------------------------------------------- tmux
-
-
-def shquote(value: str) -> str:
-    return "'" + value.replace("'", "'\"'\"'") + "'"
-
-
-class Tmux:
-    """One program in its own tmux server, driven by keys and read from the screen."""
-
-    def __init__(self, name: str, command: list[str], env: dict[str, str], cwd: Path, script_dir: Path) -> None:
-        import subprocess
-
-        self.session = f"roost-cc-{os.getpid()}-{name}"
-        script = script_dir / f"{name}.sh"
-        exports = "\n".join(f"export {k}={shquote(v)}" for k, v in sorted(env.items()) if k.isidentifier())
-        script.write_text(f"#!/bin/bash\n{exports}\ncd {shquote(str(cwd))}\nexec {' '.join(shquote(c) for c in command)}\n")
-        script.chmod(0o700)
-        subprocess.run(["tmux", "-L", self.session, "new-session", "-d", "-s", self.session, "-x", "160", "-y", "50", str(script)],
-                       check=True, env={**os.environ, "TMUX": ""})
-
-    def screen(self) -> str:
-        import subprocess
-
-        result = subprocess.run(["tmux", "-L", self.session, "capture-pane", "-p", "-t", self.session, "-S", "-200"], capture_output=True, text=True, check=False)
-        return result.stdout
-
-    def wait_screen(self, text: str, timeout: float = 60.0) -> str:
-        import time
-
-        deadline = time.monotonic() + timeout
-        while True:
-            screen = self.screen()
-            if text in screen:
-                return screen
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout}s waiting for {text!r} on screen:\n{screen}")
-            time.sleep(0.1)
-
-    def keys(self, *keys: str) -> None:
-        import subprocess
-
-        subprocess.run(["tmux", "-L", self.session, "send-keys", "-t", self.session, *keys], check=True)
-
-    def kill(self) -> None:
-        import subprocess
-
-        subprocess.run(["tmux", "-L", self.session, "kill-server"], capture_output=True, check=False)

@@ -10,7 +10,6 @@ not installed, unless ``ROOST_REQUIRE_CLAUDE=1`` (CI), where a missing one fails
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -19,17 +18,12 @@ import pytest
 sys.path.append(str(Path(__file__).resolve().parent))
 sys.path.append(str(Path(__file__).resolve().parent.parent / "pi"))
 
-from claudekit import ClaudeKit, find_claude
+from claudekit import ClaudeKit, need_claude
 
 
 @pytest.fixture
 def claude_bin() -> str:
-    found = find_claude()
-    if found is None:
-        if os.environ.get("ROOST_REQUIRE_CLAUDE") == "1":
-            pytest.fail("Claude Code is not installed (run scripts/install-claude.sh) and ROOST_REQUIRE_CLAUDE=1")
-        pytest.skip("Claude Code is not installed (scripts/install-claude.sh installs it)")
-    return found
+    return need_claude()
 
 
 @pytest.fixture
@@ -43,13 +37,9 @@ def claude_kit(tmp_path, roost_env, daemon_factory, claude_bin):
 def mixed_kits(tmp_path, roost_env, daemon_factory, claude_bin):
     """The pi kit and the Claude kit on one environment (pi first: the Claude kit keeps the
     pi fake's key and sets HOME last; pi finds its own files through PI_CODING_AGENT_DIR)."""
-    from pikit import PiKit, find_pi
+    from pikit import PiKit, need_pi
 
-    pi = find_pi()
-    if pi is None:
-        if os.environ.get("ROOST_REQUIRE_PI") == "1":
-            pytest.fail("pi is not installed (run scripts/install-pi.sh) and ROOST_REQUIRE_PI=1")
-        pytest.skip("pi is not installed (scripts/install-pi.sh installs it)")
+    pi = need_pi()
     pi_kit = PiKit(tmp_path, roost_env, daemon_factory, pi)
     claude_kit = ClaudeKit(tmp_path, roost_env, daemon_factory, claude_bin)
     yield pi_kit, claude_kit

@@ -31,18 +31,17 @@ import json
 import re
 import sys
 import threading
-import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent.parent / "pi"))
 
-from fake_openai import ModelRefusal, answer, check_frames
+from fake_openai import answer, check_frames  # noqa: E402
+from fakemodel import FakeModelServer, send_json, send_stream  # noqa: E402
 
-from roost_core.claude import WAKE_PROMPT
-from roost_core.hosts.scripted import load_scenario
+from roost_core.claude import WAKE_PROMPT  # noqa: E402
 
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 _ENVELOPE = re.compile(r"<agent-message [^>\n]*>\n.*?\n</agent-message>", re.DOTALL)
@@ -119,109 +118,46 @@ def scenario_tools(body: dict[str, Any]) -> set[str]:
     return names
 
 
-class FakeAnthropic:
+class FakeAnthropic(FakeModelServer):
     """The server, on 127.0.0.1 and a free port, in a thread of the test process."""
 
+    name = "fake-anthropic"
+
     def __init__(self, scenario: Any, log_path: str | Path) -> None:
-        self.scenario = load_scenario(scenario)
-        self.log_path = Path(log_path)
-        self.lock = threading.Lock()
-        #: Every refusal answered (a tool the request does not list, a frame that does not
-        #: parse); the kit fails a test that has any.
-        self.violations: list[str] = []
+        super().__init__(scenario, log_path)
         #: ``hold(reply)`` true: that answer waits until ``release`` is set (``holding``
         #: says it waits), so a test can act while the model is "thinking".
         self.hold: Any = None
         self.holding = threading.Event()
         self.release = threading.Event()
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:  # quiet
-                pass
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                if not self.path.startswith("/v1/messages") or self.path.startswith("/v1/messages/count_tokens"):
-                    self.reply_json(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
-                    return
-                chat: list[dict[str, Any]] = []
-                try:
-                    chat = to_chat(body.get("messages") or [])
-                    reply = answer(fake.scenario, {"model": body.get("model", ""), "messages": chat}, scenario_tools(body))
-                except ModelRefusal as exc:
-                    reply = {"error": f"fake model refuses: {exc}"}
-                    fake.violations.append(str(exc))
-                except Exception as exc:  # noqa: BLE001 - a scenario bug answers an error
-                    reply = {"error": f"fake model: {type(exc).__name__}: {exc}"}
-                fake.log(self.headers, body, chat, reply, usage_of(body, reply) if "error" not in reply else None)
-                if fake.hold is not None and fake.hold(reply):
-                    fake.holding.set()
-                    fake.release.wait(120)
-                if "error" in reply:
-                    self.reply_json(400, {"type": "error", "error": {"type": "invalid_request_error", "message": reply["error"]}})
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                for name, data in sse_events(str(body.get("model", "fake")), reply, usage_of(body, reply)):
-                    self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
-                self.wfile.flush()
-                self.close_connection = True
-
-            def reply_json(self, status: int, data: dict[str, Any]) -> None:
-                payload = json.dumps(data).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, name="fake-anthropic", daemon=True)
-
-    @property
-    def port(self) -> int:
-        return self.server.server_address[1]
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def log(self, headers: Any, body: dict[str, Any], chat: list[dict[str, Any]], reply: dict[str, Any], usage: dict[str, int] | None) -> None:
-        record = {
-            "time": time.time(),
-            "model": body.get("model"),
-            "apiKey": headers.get("x-api-key"),
-            "raw": body.get("messages"),
-            "messages": chat,
-            "tools": [tool.get("name") for tool in body.get("tools") or []],
-            "reply": reply,
-            "usage": usage,
-        }
-        with self.lock, open(self.log_path, "a") as fh:
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+    def post(self, handler: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+        """``POST /v1/messages``, streamed."""
+        if not handler.path.startswith("/v1/messages") or handler.path.startswith("/v1/messages/count_tokens"):
+            send_json(handler, 404, {"type": "error", "error": {"type": "not_found_error", "message": handler.path}})
+            return
+        chat: list[dict[str, Any]] = []
 
-    def requests(self) -> list[dict[str, Any]]:
-        try:
-            lines = self.log_path.read_text().splitlines()
-        except FileNotFoundError:
-            return []
-        return [json.loads(line) for line in lines if line.strip()]
+        def compute() -> dict[str, Any]:
+            chat.extend(to_chat(body.get("messages") or []))
+            return answer(self.scenario, {"model": body.get("model", ""), "messages": chat}, scenario_tools(body))
 
-    def start(self) -> FakeAnthropic:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        reply = self.reply(compute)
+        usage = usage_of(body, reply) if "error" not in reply else None
+        self.log(body, reply, apiKey=handler.headers.get("x-api-key"), raw=body.get("messages"), messages=chat,
+                 tools=[tool.get("name") for tool in body.get("tools") or []], usage=usage)
+        if self.hold is not None and self.hold(reply):
+            self.holding.set()
+            self.release.wait(120)
+        if "error" in reply:
+            send_json(handler, 400, {"type": "error", "error": {"type": "invalid_request_error", "message": reply["error"]}})
+            return
+        events = sse_events(str(body.get("model", "fake")), reply, usage_of(body, reply))
+        send_stream(handler, [f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events])
 
 
 def usage_of(body: dict[str, Any], reply: dict[str, Any]) -> dict[str, int]:

@@ -8,7 +8,6 @@ Every pi test isolates HOME, PI_CODING_AGENT_DIR and TMPDIR, sets PI_OFFLINE=1, 
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -16,17 +15,12 @@ import pytest
 
 sys.path.append(str(Path(__file__).resolve().parent))
 
-from pikit import PiKit, find_pi
+from pikit import PiKit, need_pi
 
 
 @pytest.fixture
 def pi_bin() -> str:
-    found = find_pi()
-    if found is None:
-        if os.environ.get("ROOST_REQUIRE_PI") == "1":
-            pytest.fail("pi is not installed (run scripts/install-pi.sh) and ROOST_REQUIRE_PI=1")
-        pytest.skip("pi is not installed (scripts/install-pi.sh installs it)")
-    return found
+    return need_pi()
 
 
 @pytest.fixture

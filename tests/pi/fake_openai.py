@@ -38,14 +38,17 @@ import json
 import re
 import shlex
 import sys
-import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from roost_core.hosts.scripted import load_scenario, substitute, tool_of
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # fakemodel, run standalone too
+
+from fakemodel import FakeModelServer, ModelRefusal, send_json, send_stream  # noqa: E402
+
+from roost_core.hosts.scripted import load_scenario, substitute, tool_of  # noqa: E402
 
 _ENVELOPE = re.compile(
     r'<agent-message from="([^"<>]*)" id="([^"<>]*)" relation="([^"<>]*)" kind="([^"<>]*)"'
@@ -55,13 +58,6 @@ _ENVELOPE = re.compile(
 WAIT_FOR_SECONDS = 120
 #: An opening or closing tag of a frame (what a reader takes for one), parsed or not.
 _FRAME_TAG = re.compile(r"</?agent-message[\s>]")
-
-
-class ModelRefusal(ValueError):
-    """What a real model could not do with a request: call a tool the request does not
-    list, or read an agent item whose frame does not parse. The fake answers it as an API
-    error and keeps it (``violations``), so the test fails naming it instead of passing on
-    a behaviour no real model has."""
 
 
 def check_frames(text: str) -> None:
@@ -227,108 +223,35 @@ def answer(scenario: dict[str, Any], body: dict[str, Any], tools: set[str] | Non
     return reply
 
 
-class FakeOpenAI:
+class FakeOpenAI(FakeModelServer):
     """The server, on 127.0.0.1 and a free port, in a thread of the test process."""
 
+    name = "fake-openai"
+
     def __init__(self, scenario: Any, log_path: str | Path, *, delay: float = 0.0) -> None:
-        self.scenario = load_scenario(scenario)
-        self.log_path = Path(log_path)
+        super().__init__(scenario, log_path)
         self.delay = delay
-        self.lock = threading.Lock()
-        #: Every :class:`ModelRefusal` answered, in order (the kits fail a test that has any).
-        self.violations: list[str] = []
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:  # quiet
-                pass
-
-            def do_GET(self) -> None:
-                models = ["fake-model", *(fake.scenario.get("models") or {})]
-                data = json.dumps({"object": "list", "data": [{"id": m, "object": "model"} for m in models]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                try:
-                    reply = answer(fake.scenario, body)
-                except ModelRefusal as exc:
-                    reply = {"error": f"fake model refuses: {exc}"}
-                    fake.violations.append(str(exc))
-                except Exception as exc:  # noqa: BLE001 - a scenario bug answers an error
-                    reply = {"error": f"fake model: {type(exc).__name__}: {exc}"}
-                fake.log(body, reply)
-                if fake.delay:
-                    time.sleep(fake.delay)
-                if "error" in reply:
-                    data = json.dumps({"error": {"message": reply["error"], "type": "invalid_request_error"}}).encode()
-                    self.send_response(400)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                for chunk in sse_chunks(str(body.get("model", "fake-model")), reply):
-                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
-                self.close_connection = True
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, name="fake-openai", daemon=True)
-
-    @property
-    def port(self) -> int:
-        return self.server.server_address[1]
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def log(self, body: dict[str, Any], reply: dict[str, Any]) -> None:
-        record = {
-            "time": time.time(),
-            "model": body.get("model"),
-            "messages": body.get("messages"),
-            "tools": [tool.get("function", {}).get("name") for tool in body.get("tools") or []],
-            "reply": reply,
-        }
-        with self.lock, open(self.log_path, "a") as fh:
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+    def get(self, handler: BaseHTTPRequestHandler) -> None:
+        """The model list."""
+        models = ["fake-model", *(self.scenario.get("models") or {})]
+        send_json(handler, 200, {"object": "list", "data": [{"id": m, "object": "model"} for m in models]})
 
-    def requests(self) -> list[dict[str, Any]]:
-        try:
-            lines = self.log_path.read_text().splitlines()
-        except FileNotFoundError:
-            return []
-        return [json.loads(line) for line in lines if line.strip()]
-
-    def start(self) -> FakeOpenAI:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def __enter__(self) -> FakeOpenAI:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def post(self, handler: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+        """A chat completion, streamed."""
+        reply = self.reply(lambda: answer(self.scenario, body))
+        self.log(body, reply, messages=body.get("messages"), tools=[tool.get("function", {}).get("name") for tool in body.get("tools") or []])
+        if self.delay:
+            time.sleep(self.delay)
+        if "error" in reply:
+            send_json(handler, 400, {"error": {"message": reply["error"], "type": "invalid_request_error"}})
+            return
+        chunks = sse_chunks(str(body.get("model", "fake-model")), reply)
+        send_stream(handler, [b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in chunks] + [b"data: [DONE]\n\n"])
 
 
 def sse_chunks(model: str, reply: dict[str, Any]) -> list[dict[str, Any]]:

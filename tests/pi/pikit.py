@@ -12,10 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from conftest import agent_items, wait_until
 from fake_openai import FakeOpenAI
+from hostkit import Tmux, offline_env, require_program, stop_fakes
+
+__all__ = ["COST_PER_CALL", "KIT", "PiKit", "RpcPi", "agent_items", "find_pi", "message_text", "need_pi", "roost_bin", "user_messages"]
 
 KIT = Path(__file__).resolve().parent
-AGENT_MESSAGE_TYPE = "pi-roost-agent-message"
 
 
 def find_pi() -> str | None:
@@ -26,6 +29,11 @@ def find_pi() -> str | None:
     if local.exists():
         return str(local)
     return shutil.which("pi")
+
+
+def need_pi() -> str:
+    """The pi to test; the test skips without one (fails with ROOST_REQUIRE_PI=1)."""
+    return require_program(find_pi(), "pi", "ROOST_REQUIRE_PI", "scripts/install-pi.sh")
 
 
 def roost_bin() -> str:
@@ -55,27 +63,20 @@ class PiKit:
         self.tmpdir = tmp_path / "t"
         for folder in (self.home, self.agent_dir, self.tmpdir):
             folder.mkdir(parents=True, exist_ok=True)
-        for key in list(env):
-            if key.endswith("_API_KEY") or (key.startswith("PI_") and key != "PI_OFFLINE"):
-                env.pop(key)
+        offline_env(env, self.home, self.tmpdir, drop=[key for key in env if key.endswith("_API_KEY") or (key.startswith("PI_") and key != "PI_OFFLINE")])
         node_dir = str(Path(shutil.which("node") or "/usr/bin/node").parent)
         env.update(
             {
-                "HOME": str(self.home),
                 "PI_CODING_AGENT_DIR": str(self.agent_dir),
-                "TMPDIR": str(self.tmpdir),
                 "PI_OFFLINE": "1",
                 "FAKE_LLM_API_KEY": "fake-key",
-                "NO_PROXY": "127.0.0.1,localhost",
                 "ROOST_PI_BIN": pi,
                 "ROOST_BIN": roost_bin(),
                 "PATH": os.pathsep.join([str(Path(sys.executable).parent), str(Path(pi).parent), node_dir, env.get("PATH", "/usr/bin:/bin")]),
             }
         )
-        for key in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
-            env.pop(key, None)
         self.fakes: list[FakeOpenAI] = []
-        self.tmux: list[str] = []
+        self.tmux: dict[str, Tmux] = {}
         self.rpcs: list[RpcPi] = []
 
     # -------------------------------------------------------------- model
@@ -116,35 +117,19 @@ class PiKit:
     # -------------------------------------------------------------- tmux
 
     def tmux_start(self, name: str, command: list[str], cwd: Path, width: int = 160, height: int = 50) -> str:
+        """``command`` in its own tmux server; the session's name, for the calls below."""
         if shutil.which("tmux") is None:
-            import pytest
-
-            if os.environ.get("ROOST_REQUIRE_PI") == "1":
-                pytest.fail("tmux is not installed (apt-get install tmux) and ROOST_REQUIRE_PI=1")
-            pytest.skip("tmux is not installed")
-        session = f"roost-pi-{os.getpid()}-{name}"
-        script = self.tmp / f"{name}.sh"
-        exports = "\n".join(f"export {k}={shquote(v)}" for k, v in sorted(self.env.items()) if k.isidentifier())
-        script.write_text(f"#!/bin/bash\n{exports}\ncd {shquote(str(cwd))}\nexec {' '.join(shquote(c) for c in command)}\n")
-        script.chmod(0o700)
-        subprocess.run(["tmux", "-L", session, "new-session", "-d", "-s", session, "-x", str(width), "-y", str(height), str(script)], check=True, env={**os.environ, "TMUX": ""})
-        self.tmux.append(session)
-        return session
+            require_program(None, "tmux", "ROOST_REQUIRE_PI", "apt-get install tmux")
+        tmux = Tmux(name, command, self.env, cwd, self.tmp, prefix="roost-pi", width=width, height=height)
+        self.tmux[tmux.session] = tmux
+        return tmux.session
 
     def tmux_screen(self, session: str) -> str:
-        result = subprocess.run(["tmux", "-L", session, "capture-pane", "-p", "-t", session, "-S", "-200"], capture_output=True, text=True, check=False)
-        return result.stdout
+        return self.tmux[session].screen()
 
     def wait_screen(self, session: str, text: str, timeout: float = 60.0) -> str:
         """Wait until ``text`` is on the screen; a timeout shows the screen."""
-        deadline = time.monotonic() + timeout
-        while True:
-            screen = self.tmux_screen(session)
-            if text in screen:
-                return screen
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout}s waiting for {text!r} on screen:\n{screen}")
-            time.sleep(0.1)
+        return self.tmux[session].wait_screen(text, timeout)
 
     def type_line(self, session: str, text: str, timeout: float = 20.0) -> None:
         """Type ``text`` into the TUI's editor once it takes input, then press Enter."""
@@ -162,7 +147,7 @@ class PiKit:
         self.tmux_keys(session, "Enter")
 
     def tmux_keys(self, session: str, *keys: str) -> None:
-        subprocess.run(["tmux", "-L", session, "send-keys", "-t", session, *keys], check=True)
+        self.tmux[session].keys(*keys)
 
     def require_socket_command(self) -> None:
         """The foreground extension runs `roost daemon socket`: fail clearly without it."""
@@ -179,24 +164,12 @@ class PiKit:
     def cleanup(self) -> None:
         for pi in self.rpcs:
             pi.close()
-        for session in self.tmux:
-            subprocess.run(["tmux", "-L", session, "kill-server"], capture_output=True, check=False)
-        for fake in self.fakes:
-            fake.stop()
-        refused = [violation for fake in self.fakes for violation in fake.violations]
-        # A request the fake refused is one a real model would have failed: the test fails.
-        assert not refused, f"the fake model refused {len(refused)} request(s): {refused}"
-
-
-def shquote(value: str) -> str:
-    return "'" + value.replace("'", "'\"'\"'") + "'"
+        for tmux in self.tmux.values():
+            tmux.kill()
+        stop_fakes(self.fakes)
 
 
 # ------------------------------------------------------------------ helpers for the tests
-
-
-def agent_items(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [e for e in entries if e.get("type") == "custom_message" and e.get("customType") == AGENT_MESSAGE_TYPE]
 
 
 def user_messages(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -211,16 +184,8 @@ def message_text(message: dict[str, Any]) -> str:
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "condition", interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
-
-
+    """The suite's poller (``conftest.wait_until``) with this kit's defaults."""
+    return wait_until(predicate, timeout, interval=interval, what=what)
 
 
 class RpcPi:

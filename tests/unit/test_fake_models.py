@@ -12,8 +12,10 @@ import pytest
 TESTS = Path(__file__).resolve().parents[1]
 sys.path.extend([str(TESTS / "pi"), str(TESTS / "claude")])  # after the tests' own conftest
 
-from fake_anthropic import scenario_tools, to_chat  # noqa: E402
-from fake_openai import ModelRefusal, answer  # noqa: E402
+from fake_anthropic import FakeAnthropic, scenario_tools, to_chat  # noqa: E402
+from fake_openai import FakeOpenAI, ModelRefusal, answer  # noqa: E402
+from fakemodel import FakeModelServer  # noqa: E402
+from hostkit import stop_fakes  # noqa: E402
 
 from roost_plugins.envelope import frame  # noqa: E402
 
@@ -48,3 +50,37 @@ def test_a_frame_that_does_not_parse_is_refused_not_read_as_a_reply():
         system = {"role": "system", "content": "PostToolUse:Bash hook additional context: " + broken}
         with pytest.raises(ModelRefusal):
             to_chat([{"role": "user", "content": "go"}, system])
+
+
+def post(url: str, body: dict) -> tuple[int, bytes]:
+    import json
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json", "x-api-key": "k"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read()
+
+
+@pytest.mark.parametrize("fake_class, path, listed", [
+    (FakeOpenAI, "/chat/completions", {"tools": tools("roost_agents")}),
+    (FakeAnthropic, "/v1/messages", {"tools": [{"name": "mcp__roost__roost_agents"}]}),
+])
+def test_both_fakes_serve_log_and_keep_refusals_on_the_shared_plumbing(tmp_path, fake_class, path, listed):
+    """Both fake servers are one server (``fakemodel.FakeModelServer``) behind two wire
+    formats: over real HTTP each answers a scenario, logs every request, answers a call to
+    a tool the request does not list as an API error and keeps it, and the kits' shared
+    cleanup (``hostkit.stop_fakes``) fails the test naming it."""
+    fake = fake_class(SCENARIO, tmp_path / "log.jsonl").start()
+    assert isinstance(fake, FakeModelServer)
+    body = {"model": "m", "messages": [{"role": "user", "content": "go"}]}
+    status, data = post(fake.base_url + path, {**body, **listed})
+    assert status == 200 and b"roost_agents" in data
+    status, data = post(fake.base_url + path, body)
+    assert status == 400 and b"does not list" in data
+    assert [request["tools"] for request in fake.requests()] == [[t.get("name") or t["function"]["name"] for t in listed["tools"]], []]
+    with pytest.raises(AssertionError, match="refused 1 request"):
+        stop_fakes([fake])
