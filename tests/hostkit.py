@@ -4,10 +4,12 @@ refusals failing the test, and driving a program in tmux."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,48 @@ def stop_fakes(fakes: Iterable[Any]) -> None:
         fake.stop()
     refused = [violation for fake in fakes for violation in fake.violations]
     assert not refused, f"the fake model refused {len(refused)} request(s): {refused}"
+
+
+class HostKit:
+    """One test's world for a real host program: its folders (a home of its own and a
+    TMPDIR under the test's ``tmp_path``), its environment, the fake model servers it
+    started and the test's daemons. A subclass makes the environment its host's."""
+
+    def __init__(self, tmp_path: Path, env: dict[str, str], daemon_factory: Any, home: str) -> None:
+        self.tmp = tmp_path
+        self.env = env
+        self.daemon_factory = daemon_factory
+        self.home = tmp_path / home
+        self.tmpdir = tmp_path / "t"
+        for folder in (self.home, self.tmpdir):
+            folder.mkdir(parents=True, exist_ok=True)
+        self.fakes: list[Any] = []
+
+    def daemon(self) -> Any:
+        """A started daemon of the test (``conftest.daemon_factory``)."""
+        return self.daemon_factory().start()
+
+    def cleanup(self) -> None:
+        """After the test: stop the fakes (a refusal fails the test)."""
+        stop_fakes(self.fakes)
+
+
+def kit_fixtures(kit: type[HostKit], need: Callable[[], str], host: str) -> tuple[Any, Any]:
+    """The two fixtures of a host's kit, for its conftest: ``<host>_bin`` (the program, or
+    the test skips: ``need``) and ``<host>_kit`` (a ``kit`` for the test, cleaned up after
+    it)."""
+
+    @pytest.fixture(name=f"{host}_bin")
+    def program() -> str:
+        return need()
+
+    @pytest.fixture(name=f"{host}_kit")
+    def world(tmp_path: Path, roost_env: dict[str, str], daemon_factory: Any, request: pytest.FixtureRequest) -> Iterator[HostKit]:
+        made = kit(tmp_path, roost_env, daemon_factory, request.getfixturevalue(f"{host}_bin"))
+        yield made
+        made.cleanup()
+
+    return program, world
 
 
 def shquote(value: str) -> str:
@@ -85,3 +129,50 @@ class Tmux:
 
     def kill(self) -> None:
         subprocess.run(["tmux", "-L", self.session, "kill-server"], capture_output=True, check=False)
+
+
+class JsonLinesProgram:
+    """A host program driven over its stdin and stdout with one JSON object a line (pi's
+    RPC mode, Claude Code's stream-json): what it writes is collected by a thread, in
+    :attr:`events` unless :meth:`keep` takes it."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, *, close_wait: float = 10.0) -> None:
+        cwd.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=str(cwd))
+        self.close_wait = close_wait
+        self.events: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            try:
+                frame = json.loads(line)
+            except ValueError:
+                continue
+            with self.lock:
+                if not self.keep(frame):
+                    self.events.append(frame)
+
+    def keep(self, frame: dict[str, Any]) -> bool:
+        """Take ``frame`` elsewhere than :attr:`events` (True), under :attr:`lock`."""
+        return False
+
+    def write(self, frame: dict[str, Any]) -> None:
+        """One line to the program's stdin."""
+        assert self.process.stdin is not None
+        self.process.stdin.write((json.dumps(frame) + "\n").encode())
+        self.process.stdin.flush()
+
+    def close(self) -> None:
+        """Close its stdin and wait for it to end (killed when it does not)."""
+        if self.process.poll() is None:
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+            try:
+                self.process.wait(self.close_wait)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)

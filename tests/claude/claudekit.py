@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fake_anthropic import FakeAnthropic
-from hostkit import Tmux, require_program, stop_fakes
+from hostkit import HostKit, Tmux, require_program
 from hostkit import offline_env as isolated_env
 
 __all__ = ["FAKE_KEY", "ClaudeKit", "Tmux", "find_claude", "need_claude", "offline_env", "transcript_entries"]
@@ -50,18 +50,12 @@ def offline_env(env: dict[str, str], home: Path, tmpdir: Path) -> None:
     )
 
 
-class ClaudeKit:
+class ClaudeKit(HostKit):
     """One test's Claude world: folders, env, fake model and daemon."""
 
     def __init__(self, tmp_path: Path, env: dict[str, str], daemon_factory: Any, claude: str) -> None:
-        self.tmp = tmp_path
-        self.env = env
-        self.daemon_factory = daemon_factory
+        super().__init__(tmp_path, env, daemon_factory, "claudehome")
         self.claude = claude
-        self.home = tmp_path / "claudehome"
-        self.tmpdir = tmp_path / "t"
-        for folder in (self.home, self.tmpdir):
-            folder.mkdir(parents=True, exist_ok=True)
         offline_env(env, self.home, self.tmpdir)
         env.update(
             {
@@ -72,16 +66,12 @@ class ClaudeKit:
                 "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "/usr/bin:/bin")]),
             }
         )
-        self.fakes: list[FakeAnthropic] = []
 
     def fake(self, scenario: Any) -> FakeAnthropic:
         fake = FakeAnthropic(scenario, self.tmp / f"anthropic-log-{len(self.fakes)}.jsonl").start()
         self.fakes.append(fake)
         self.env["ANTHROPIC_BASE_URL"] = fake.base_url
         return fake
-
-    def daemon(self):
-        return self.daemon_factory().start()
 
     def seed_interactive(self, project: Path) -> None:
         """What an interactive first start needs to go straight to the prompt."""
@@ -101,7 +91,7 @@ class ClaudeKit:
     def cleanup(self) -> None:
         for fake in self.fakes:
             fake.release.set()  # an answer still held goes out, so nothing waits on it
-        stop_fakes(self.fakes)
+        super().cleanup()
 
 
 def transcript_entries(path: str | Path) -> list[dict[str, Any]]:

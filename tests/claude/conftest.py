@@ -19,18 +19,9 @@ sys.path.append(str(Path(__file__).resolve().parent))
 sys.path.append(str(Path(__file__).resolve().parent.parent / "pi"))
 
 from claudekit import ClaudeKit, need_claude
+from hostkit import kit_fixtures
 
-
-@pytest.fixture
-def claude_bin() -> str:
-    return need_claude()
-
-
-@pytest.fixture
-def claude_kit(tmp_path, roost_env, daemon_factory, claude_bin):
-    kit = ClaudeKit(tmp_path, roost_env, daemon_factory, claude_bin)
-    yield kit
-    kit.cleanup()
+claude_bin, claude_kit = kit_fixtures(ClaudeKit, need_claude, "claude")
 
 
 @pytest.fixture

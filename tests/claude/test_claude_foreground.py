@@ -5,15 +5,14 @@ test_claude_interactive.py)."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import threading
 from pathlib import Path
 from typing import Any
 
 from claudekit import transcript_entries
 from conftest import wait_until
+from hostkit import JsonLinesProgram
 from fg import in_thread, run_async, session
 from pikit import roost_bin
 from test_claude_background import hook_contexts, model_visible, user_prompts
@@ -25,32 +24,12 @@ from roost_core.policy import NO_USER_AUTHORITY
 AUTHORITY_LINE = NO_USER_AUTHORITY.splitlines()[0]
 
 
-class StreamClaude:
+class StreamClaude(JsonLinesProgram):
     """Claude Code driven as an SDK host drives it (stream-json in and out): a live
     session that stays up, and idle, between prompts."""
 
     def __init__(self, claude: str, env: dict[str, str], cwd: Path) -> None:
-        cwd.mkdir(parents=True, exist_ok=True)
-        self.process = subprocess.Popen(
-            [claude, "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-            cwd=str(cwd),
-        )
-        self.events: list[dict[str, Any]] = []
-        self.lock = threading.Lock()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            with self.lock:
-                self.events.append(event)
+        super().__init__([claude, "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose"], env, cwd, close_wait=20)
 
     def results(self) -> list[dict[str, Any]]:
         with self.lock:
@@ -61,19 +40,7 @@ class StreamClaude:
             return next((e.get("session_id") for e in self.events if e.get("session_id")), None)
 
     def prompt(self, text: str) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write((json.dumps({"type": "user", "message": {"role": "user", "content": text}}) + "\n").encode())
-        self.process.stdin.flush()
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            assert self.process.stdin is not None
-            self.process.stdin.close()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
+        self.write({"type": "user", "message": {"role": "user", "content": text}})
 
 
 def peer_row(daemon, name: str) -> dict[str, Any] | None:

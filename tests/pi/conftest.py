@@ -11,22 +11,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.append(str(Path(__file__).resolve().parent))
 
+from hostkit import kit_fixtures
 from pikit import PiKit, need_pi
 
-
-@pytest.fixture
-def pi_bin() -> str:
-    return need_pi()
-
-
-@pytest.fixture
-def pi_kit(tmp_path, roost_env, daemon_factory, pi_bin):
-    kit = PiKit(tmp_path, roost_env, daemon_factory, pi_bin)
-    yield kit
-    kit.cleanup()
-
-
+pi_bin, pi_kit = kit_fixtures(PiKit, need_pi, "pi")

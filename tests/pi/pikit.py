@@ -14,7 +14,7 @@ from typing import Any
 
 from conftest import agent_items, wait_until
 from fake_openai import FakeOpenAI
-from hostkit import Tmux, offline_env, require_program, stop_fakes
+from hostkit import HostKit, JsonLinesProgram, Tmux, offline_env, require_program
 
 __all__ = ["COST_PER_CALL", "KIT", "PiKit", "RpcPi", "agent_items", "find_pi", "message_text", "need_pi", "roost_bin", "user_messages"]
 
@@ -50,19 +50,14 @@ MODEL_COST = {"input": 3.0, "output": 15.0, "cacheRead": 0.3, "cacheWrite": 3.75
 COST_PER_CALL = (10 * MODEL_COST["input"] + 5 * MODEL_COST["output"]) / 1e6
 
 
-class PiKit:
+class PiKit(HostKit):
     """One test's pi world: folders, env, fake model, daemon and tmux sessions."""
 
     def __init__(self, tmp_path: Path, env: dict[str, str], daemon_factory: Any, pi: str) -> None:
-        self.tmp = tmp_path
-        self.env = env
-        self.daemon_factory = daemon_factory
+        super().__init__(tmp_path, env, daemon_factory, "pihome")
         self.pi = pi
-        self.home = tmp_path / "pihome"
         self.agent_dir = self.home / ".pi" / "agent"
-        self.tmpdir = tmp_path / "t"
-        for folder in (self.home, self.agent_dir, self.tmpdir):
-            folder.mkdir(parents=True, exist_ok=True)
+        self.agent_dir.mkdir(parents=True, exist_ok=True)
         offline_env(env, self.home, self.tmpdir, drop=[key for key in env if key.endswith("_API_KEY") or (key.startswith("PI_") and key != "PI_OFFLINE")])
         node_dir = str(Path(shutil.which("node") or "/usr/bin/node").parent)
         env.update(
@@ -75,7 +70,6 @@ class PiKit:
                 "PATH": os.pathsep.join([str(Path(sys.executable).parent), str(Path(pi).parent), node_dir, env.get("PATH", "/usr/bin:/bin")]),
             }
         )
-        self.fakes: list[FakeOpenAI] = []
         self.tmux: dict[str, Tmux] = {}
         self.rpcs: list[RpcPi] = []
 
@@ -107,9 +101,6 @@ class PiKit:
         path.write_text(json.dumps(settings, indent=2))
 
     # -------------------------------------------------------------- roost
-
-    def daemon(self):
-        return self.daemon_factory().start()
 
     def roost(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         return subprocess.run([self.env["ROOST_BIN"], *args], env=self.env, capture_output=True, text=True, timeout=60, check=check)
@@ -166,7 +157,7 @@ class PiKit:
             pi.close()
         for tmux in self.tmux.values():
             tmux.kill()
-        stop_fakes(self.fakes)
+        super().cleanup()
 
 
 # ------------------------------------------------------------------ helpers for the tests
@@ -188,7 +179,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60.0, what: str = "c
     return wait_until(predicate, timeout, interval=interval, what=what)
 
 
-class RpcPi:
+class RpcPi(JsonLinesProgram):
     """A pi in RPC mode driven by a test: commands in, events collected by a thread.
 
     Without ``bridge`` it is a *foreground* pi as far as roost is concerned (RPC mode has a
@@ -196,44 +187,24 @@ class RpcPi:
     """
 
     def __init__(self, kit: PiKit, session: Path | None, cwd: Path, extra: list[str] | None = None) -> None:
-        import threading
-
         from roost_core.pi import extension_path
 
-        cwd.mkdir(parents=True, exist_ok=True)
-        self.process = subprocess.Popen(
-            [kit.pi, "--mode", "rpc", *(["--session", str(session)] if session is not None else []), "-e", str(extension_path()), *(extra or [])],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=kit.env,
-            cwd=str(cwd),
-        )
-        self.events: list[dict[str, Any]] = []
         self.responses: dict[str, dict[str, Any]] = {}
-        self.lock = threading.Lock()
         self.ids = 0
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
+        argv = [kit.pi, "--mode", "rpc", *(["--session", str(session)] if session is not None else []), "-e", str(extension_path()), *(extra or [])]
+        super().__init__(argv, kit.env, cwd)
 
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            try:
-                frame = json.loads(line)
-            except ValueError:
-                continue
-            with self.lock:
-                if frame.get("type") == "response" and frame.get("id"):
-                    self.responses[frame["id"]] = frame
-                else:
-                    self.events.append(frame)
+    def keep(self, frame: dict[str, Any]) -> bool:
+        """pi's answers to commands, by their id."""
+        if frame.get("type") == "response" and frame.get("id"):
+            self.responses[frame["id"]] = frame
+            return True
+        return False
 
     def send(self, command: dict[str, Any]) -> str:
         self.ids += 1
         request_id = f"t{self.ids}"
-        assert self.process.stdin is not None
-        self.process.stdin.write((json.dumps({"id": request_id, **command}) + "\n").encode())
-        self.process.stdin.flush()
+        self.write({"id": request_id, **command})
         return request_id
 
     def call(self, command: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
@@ -253,13 +224,3 @@ class RpcPi:
 
     def state(self) -> dict[str, Any]:
         return self.call({"type": "get_state"})["data"]
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            assert self.process.stdin is not None
-            self.process.stdin.close()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)

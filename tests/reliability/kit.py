@@ -116,24 +116,25 @@ def envelope(entry: dict[str, Any]) -> dict[str, str]:
     return found[0]
 
 
-def bodies(entries: Iterable[dict[str, Any]], kind: str | None = "message") -> list[str]:
-    """The bodies of the agent items of ``kind`` (None: all kinds), in transcript order."""
+def of_kind(entries: Iterable[dict[str, Any]], kind: str | None) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """``(entry, its details)`` of the agent items of ``kind`` (None: all kinds), in
+    transcript order."""
     out = []
     for entry in agent_entries(entries):
-        if kind is None or (entry.get("details") if isinstance(entry.get("details"), dict) else {}).get("kind") == kind:
-            out.append(envelope(entry)["body"])
+        details = entry.get("details") if isinstance(entry.get("details"), dict) else {}
+        if kind is None or details.get("kind") == kind:
+            out.append((entry, details))
     return out
+
+
+def bodies(entries: Iterable[dict[str, Any]], kind: str | None = "message") -> list[str]:
+    """The bodies of the agent items of ``kind`` (None: all kinds), in transcript order."""
+    return [envelope(entry)["body"] for entry, _details in of_kind(entries, kind)]
 
 
 def reports_in(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Report items of a transcript: ``from`` (peer id), ``name`` and ``body``."""
-    out = []
-    for entry in agent_entries(entries):
-        details = entry.get("details") if isinstance(entry.get("details"), dict) else {}
-        if details.get("kind") == "report":
-            env = envelope(entry)
-            out.append({"from": details.get("from"), "name": env["from"], "body": env["body"]})
-    return out
+    return [{"from": details.get("from"), "name": (env := envelope(entry))["from"], "body": env["body"]} for entry, details in of_kind(entries, "report")]
 
 
 def tool_pairs(entries: Iterable[dict[str, Any]], tool: str = "roost_send") -> list[tuple[dict[str, Any], str | None]]:
@@ -271,12 +272,7 @@ def check_delivery(ledger: Ledger, received: dict[str, list[tuple[str, str]]]) -
 
 def received_messages(entries: Iterable[dict[str, Any]]) -> list[tuple[str, str]]:
     """``(sender id, body)`` of every agent *message* (not report) of a transcript."""
-    out = []
-    for entry in agent_entries(entries):
-        details = entry.get("details") if isinstance(entry.get("details"), dict) else {}
-        if details.get("kind") == "message":
-            out.append((str(details.get("from")), envelope(entry)["body"]))
-    return out
+    return [(str(details.get("from")), envelope(entry)["body"]) for entry, details in of_kind(entries, "message")]
 
 
 # --------------------------------------------------------------------------- job states
