@@ -104,9 +104,9 @@ class ForegroundSession(LinkedPeer):
         """After the session file refused an item: wait before it is pushed again."""
         if not self.write_failures:
             return 0.0
-        return min(0.05 * 2 ** min(self.write_failures, 8), 5.0)
+        return min(0.05 * 2.0 ** min(self.write_failures, 8), 5.0)
 
-    async def _on_event(self, event: dict[str, Any], client: AsyncClient | None = None) -> None:  # type: ignore[override]
+    async def _on_event(self, event: dict[str, Any], client: AsyncClient | None = None) -> None:
         """A pushed event (the link's ``on_event``): a delivered item is written to the
         session file, then acked on the connection it came by."""
         if event.get("event") != "deliver":
