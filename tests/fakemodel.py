@@ -81,10 +81,15 @@ class FakeModelServer:
 
     # -------------------------------------------------------------- the request log
 
+    def logged(self, body: dict[str, Any]) -> dict[str, Any]:
+        """What the log keeps of a request ``body`` besides its time and model."""
+        return {}
+
     def log(self, body: dict[str, Any], reply: dict[str, Any], **fields: Any) -> None:
-        """Log one request: its time and model, ``fields`` (what the fake keeps of it) and
-        the answer, as one JSON line."""
-        record = {"time": time.time(), "model": body.get("model"), **fields, "reply": reply}
+        """Log one request: its time and model, what :meth:`logged` keeps of it and
+        ``fields``, and the answer, as one JSON line. (The benchmark puts its own ``log``
+        in place, called with ``body`` and ``reply``.)"""
+        record = {"time": time.time(), "model": body.get("model"), **self.logged(body), **fields, "reply": reply}
         with self.lock, open(self.log_path, "a") as fh:
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
 

@@ -236,6 +236,10 @@ class FakeOpenAI(FakeModelServer):
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
+    def logged(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The messages and the tools' names."""
+        return {"messages": body.get("messages"), "tools": [tool.get("function", {}).get("name") for tool in body.get("tools") or []]}
+
     def get(self, handler: BaseHTTPRequestHandler) -> None:
         """The model list."""
         models = ["fake-model", *(self.scenario.get("models") or {})]
@@ -244,7 +248,7 @@ class FakeOpenAI(FakeModelServer):
     def post(self, handler: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
         """A chat completion, streamed."""
         reply = self.reply(lambda: answer(self.scenario, body))
-        self.log(body, reply, messages=body.get("messages"), tools=[tool.get("function", {}).get("name") for tool in body.get("tools") or []])
+        self.log(body, reply)
         if self.delay:
             time.sleep(self.delay)
         if "error" in reply:
