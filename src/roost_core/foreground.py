@@ -16,8 +16,9 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import anyio
 
@@ -25,7 +26,13 @@ from roost_core import locks
 from roost_core.client import AsyncClient
 from roost_core.paths import Paths, resolve_paths
 from roost_core.peerlink import LinkedPeer
-from roost_core.transcript import AGENT_MESSAGE_TYPE, SessionWriter, inspect_session, message_ids_in, seqs_in
+from roost_core.transcript import (
+    AGENT_MESSAGE_TYPE,
+    SessionWriter,
+    inspect_session,
+    message_ids_in,
+    seqs_in,
+)
 
 log = logging.getLogger("roost.foreground")
 

@@ -31,7 +31,14 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from roost_core.client import KEYED_OPS, REASK_SECONDS, AsyncClient, DaemonUnavailable, NotSent, new_key
+from roost_core.client import (
+    KEYED_OPS,
+    REASK_SECONDS,
+    AsyncClient,
+    DaemonUnavailable,
+    NotSent,
+    new_key,
+)
 from roost_core.paths import Paths
 from roost_core.protocol import ProtocolError
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from claudekit import transcript_entries
 from conftest import wait_until
-from hostkit import JsonLinesProgram
 from fg import in_thread, run_async, session
+from hostkit import JsonLinesProgram
 from pikit import roost_bin
 from test_claude_background import hook_contexts, model_visible, user_prompts
 from test_claude_interactive import send_while_idle

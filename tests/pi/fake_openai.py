@@ -46,9 +46,9 @@ from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # fakemodel, run standalone too
 
-from fakemodel import FakeModelServer, ModelRefusal, send_json, send_stream  # noqa: E402
+from fakemodel import FakeModelServer, ModelRefusal, send_json, send_stream
 
-from roost_core.hosts.scripted import load_scenario, substitute, tool_of  # noqa: E402
+from roost_core.hosts.scripted import load_scenario, substitute, tool_of
 
 _ENVELOPE = re.compile(
     r'<agent-message from="([^"<>]*)" id="([^"<>]*)" relation="([^"<>]*)" kind="([^"<>]*)"'

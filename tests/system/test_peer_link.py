@@ -8,8 +8,8 @@ import sys
 
 import anyio
 import pytest
-
 from fg import run_async
+
 from roost_core.foreground import ForegroundSession
 from roost_core.protocol import ProtocolError
 
