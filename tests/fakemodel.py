@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from roost_core.hosts.scripted import load_scenario
 
@@ -107,7 +107,7 @@ class FakeModelServer:
     def port(self) -> int:
         return self.server.server_address[1]
 
-    def start(self) -> Any:
+    def start(self) -> Self:
         self.thread.start()
         return self
 
@@ -115,7 +115,7 @@ class FakeModelServer:
         self.server.shutdown()
         self.server.server_close()
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
