@@ -207,9 +207,13 @@ class PeerLink:
         if self._waiting is not None:
             self._waiting.cancel()
 
+    def stop(self) -> None:
+        """No new connection once the current one ends (the client is stopping)."""
+        self.closing = True
+
     async def aclose(self) -> None:
         """End the link: no new connection; the current one is closed."""
-        self.closing = True
+        self.stop()
         client = self.client
         if client is not None:
             await client.aclose()

@@ -226,7 +226,7 @@ class Worker:
     def stop(self, reason: str) -> None:
         self.shutdown_reason = reason
         self.shutdown.set()
-        self.daemon_link.closing = True
+        self.daemon_link.stop()
         self.queue.wake()
         if self.run_scope is not None and reason in ("stopped", "refused", "orphaned"):
             self.run_scope.cancel()
