@@ -265,8 +265,13 @@ class Family:
                     self.groups.add(pid)
 
     def track(self) -> None:
-        """Remember every descendant there is now (the worker's periodic scan)."""
-        self._remember(self._under(parent_links()))
+        """Remember every descendant there is now (the worker's periodic scan: psutil's
+        one read of every parent link, then a start time for each pid not seen before)."""
+        try:
+            found = psutil.Process(self.root).children(recursive=True)
+        except psutil.Error:
+            return
+        self._remember(process.pid for process in found)
 
     def links(self) -> dict[int, int]:
         """pid -> parent for every live process, each orphan of this family given this
