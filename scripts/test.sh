@@ -7,7 +7,7 @@
 #                                                 portable platform (CI's second run)
 #
 # Every mode first runs scripts/lint.sh (ruff over the tree, mypy --strict over roost_core
-# and roost_plugins) and stop there on any finding.
+# and roost_plugins) and stops there on any finding.
 #
 # Full run: every test in tests/ under coverage (the daemon and worker subprocesses
 # included: [tool.coverage.run] patch), spread over one pytest worker per core

@@ -108,7 +108,7 @@ def cmdline(pid: int) -> str:
 def with_cmdline(token: str) -> set[Proc]:
     """Live processes whose command line holds ``token``."""
     found = set()
-    for pid, _process_ in _each():
+    for pid, _ in _each():
         if token in cmdline(pid) and (p := proc(pid)) is not None:
             found.add(p)
     return found

@@ -16,6 +16,7 @@ import proctools
 import pytest
 from conftest import wait_until
 from pikit import message_text
+
 from roost_core import platform
 
 NAMES: list[str] = []

@@ -11,12 +11,10 @@ tests check each facility of it directly, in every run.
 from __future__ import annotations
 
 import ast
-import errno
 import fcntl
 import json
 import os
 import re
-import signal
 import socket
 import struct
 import subprocess
@@ -324,7 +322,7 @@ def test_durable_writes_write_and_sync(impl, tmp_path, monkeypatch):
         assert calls == ["fdatasync", "fdatasync", "fdatasync", "fsync"]
 
 
-# --------------------------------------------------------------------------- no kernel's call outside
+# ------------------------------------------------------------------- no kernel's call outside
 
 
 #: Names (attributes, variables, imports) that are one kernel's, or the durability calls

@@ -28,9 +28,23 @@ from collections.abc import Iterable
 from roost_core.platform.common import NoExitWatch, process_start_time, write_at
 
 __all__ = [
-    "NAME", "ADOPTS_ORPHANS", "CAN_WATCH_EXITS", "Family", "ExitFd", "close_inherited_fds", "is_running",
-    "parent_links", "peer_credentials", "pids", "process_start_time", "processes_with_env",
-    "sync_data", "sync_file", "watch_exit", "write_synced", "zombie_children",
+    "ADOPTS_ORPHANS",
+    "CAN_WATCH_EXITS",
+    "NAME",
+    "ExitFd",
+    "Family",
+    "close_inherited_fds",
+    "is_running",
+    "parent_links",
+    "peer_credentials",
+    "pids",
+    "process_start_time",
+    "processes_with_env",
+    "sync_data",
+    "sync_file",
+    "watch_exit",
+    "write_synced",
+    "zombie_children",
 ]
 
 log = logging.getLogger("roost.platform")

@@ -34,15 +34,30 @@ import socket
 import struct
 import sys
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import psutil
 
 from roost_core.platform.common import NoExitWatch, process_start_time, write_at
 
 __all__ = [
-    "NAME", "ADOPTS_ORPHANS", "CAN_WATCH_EXITS", "Family", "ExitFd", "close_inherited_fds", "is_running",
-    "parent_links", "peer_credentials", "pids", "process_start_time", "processes_with_env",
-    "sync_data", "sync_file", "watch_exit", "write_synced", "zombie_children",
+    "ADOPTS_ORPHANS",
+    "CAN_WATCH_EXITS",
+    "NAME",
+    "ExitFd",
+    "Family",
+    "close_inherited_fds",
+    "is_running",
+    "parent_links",
+    "peer_credentials",
+    "pids",
+    "process_start_time",
+    "processes_with_env",
+    "sync_data",
+    "sync_file",
+    "watch_exit",
+    "write_synced",
+    "zombie_children",
 ]
 
 log = logging.getLogger("roost.platform")
@@ -319,22 +334,26 @@ def _group(pid: int) -> int | None:
 
 #: This system has kqueue (macOS, the BSDs): exits are watched on one per process.
 CAN_WATCH_EXITS = hasattr(select, "kqueue")
+#: ``select`` as the kqueue calls are reached (their stubs exist only for the BSDs and
+#: macOS; this module is type-checked, and runs when forced, on Linux too).
+_kqueues: Any = select
 
 
 class ExitFd:
     """A kqueue holding one ``NOTE_EXIT`` event: readable once its process has exited."""
 
     def __init__(self, pid: int) -> None:
-        self.queue = select.kqueue()
+        self.queue = _kqueues.kqueue()
         try:
-            event = select.kevent(pid, filter=select.KQ_FILTER_PROC, flags=select.KQ_EV_ADD | select.KQ_EV_ONESHOT, fflags=select.KQ_NOTE_EXIT)
+            flags = _kqueues.KQ_EV_ADD | _kqueues.KQ_EV_ONESHOT
+            event = _kqueues.kevent(pid, filter=_kqueues.KQ_FILTER_PROC, flags=flags, fflags=_kqueues.KQ_NOTE_EXIT)
             self.queue.control([event], 0, 0)
         except BaseException:
             self.queue.close()
             raise
 
     def fileno(self) -> int:
-        return self.queue.fileno()
+        return int(self.queue.fileno())
 
     def close(self) -> None:
         self.queue.close()
