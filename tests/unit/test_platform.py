@@ -205,35 +205,35 @@ def test_a_child_closes_every_fd_it_inherited(impl):
 # --------------------------------------------------------------------------- owning descendants
 
 #: A stand-in worker: a session leader that makes the implementation's Family, then, per
-#: case, has a child A start a grandchild G after A's last scan (or before it, for
-#: "tracked"), A exits, and the family is asked where G is. Prints {case: found}.
+#: case, has a child A start a grandchild G after the family's last scan (or before it,
+#: for "tracked"), A exits, and the family is asked where G is. G prints its own pid once
+#: it runs as it will (its session made, its environment cleared): the scan that follows
+#: sees it as it is. Prints {case: found}.
 FAMILY_SCRIPT = textwrap.dedent("""
     import json, os, subprocess, sys
     from importlib import import_module
     impl = import_module("roost_core.platform." + sys.argv[1])
     mark = sys.argv[2]
+    name, value = mark.split("=")
     family = impl.Family(mark)
     me = os.getpid()
-    # Each case: (G's command in A, whether the family scans before G starts, A's env).
+    g_runs = "sh -c 'echo $$; exec sleep 300'"
+    # Each case: (G's command in A, whether the family scans once G runs, A's env).
     cases = {
-        "tracked": ("env -i setsid sleep 300", True, {}),          # seen before its parent died
-        "group": ("env -i sleep 300", False, {}),                  # A's group, never seen
-        "mark": ("setsid sleep 300", False, {"MARK": mark}),        # its own session, the mark
-        "unseen": ("env -i setsid sleep 300", False, {}),          # none of these: portable misses it
+        "tracked": ("env -i setsid " + g_runs, True, {}),    # seen before its parent died
+        "group": ("env -i " + g_runs, False, {}),            # A's group, never seen
+        "mark": ("setsid " + g_runs, False, {name: value}),   # its own session, the mark
+        "unseen": ("env -i setsid " + g_runs, False, {}),    # none of these: portable misses it
     }
     found, grandchildren = {}, []
     for case, (command, seen, extra) in cases.items():
-        env = dict(os.environ)
-        env.pop(mark.split("=")[0], None)
-        if extra:
-            env[mark.split("=")[0]] = mark.split("=")[1]
-        script = f"{command} & echo $!; read go" if seen else f"read go; {command} & echo $!"
+        env = {key: val for key, val in os.environ.items() if key != name}
+        env.update(extra)
+        script = f"{command} & read go" if seen else f"read go; {command} &"
         a = subprocess.Popen(["sh", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, start_new_session=True, text=True)
         if seen:
             g = int(a.stdout.readline())
-            family.track()
-        else:
-            family.track()
+        family.track()
         a.stdin.write("go\\n")
         a.stdin.flush()
         if not seen:
