@@ -3,9 +3,11 @@
 #
 #   scripts/test.sh [PYTEST ARGS...]          the full run (the README's and CI's)
 #   scripts/test.sh --fast [PYTEST ARGS...]   unit, plugin and smoke system tests, under a minute
+#   scripts/test.sh --portable [PYTEST ARGS...]   unit, system and reliability tiers on the
+#                                                 portable platform (CI's second run)
 #
-# Both modes first run scripts/lint.sh (ruff over the tree, mypy --strict over roost_core
-# and roost_plugins) and stop there on any finding.
+# Every mode first runs scripts/lint.sh (ruff over the tree, mypy --strict over roost_core
+# and roost_plugins) and stops there on any finding.
 #
 # Full run: every test in tests/ under coverage (the daemon and worker subprocesses
 # included: [tool.coverage.run] patch), spread over one pytest worker per core
@@ -19,14 +21,24 @@
 # --fast: tests/unit, tests/plugins and the system tests marked `smoke`, no coverage, no
 # examples: a quick check while working, not a substitute for the full run.
 #
+# --portable: tests/unit, tests/system and tests/reliability with ROOST_PLATFORM=portable
+# (roost_core/platform's portable implementation on Linux too: no subreaper, no pidfds,
+# psutil's process table, sync after write; docs/reliability.md, "Platforms"), spread over
+# the cores as the full run is; no coverage floor and no examples (the full run checks
+# those, and a subset of the tiers covers less of src). Fails when a test fails or none ran.
+#
 # Creates .venv with the package and its test extras if that was not done yet (or
 # pyproject.toml changed since); it installs nothing else there.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 fast=0
+portable=0
 if [[ ${1:-} == "--fast" ]]; then
     fast=1
+    shift
+elif [[ ${1:-} == "--portable" ]]; then
+    portable=1
     shift
 fi
 
@@ -57,6 +69,17 @@ scripts/lint.sh
 if [[ $fast -eq 1 ]]; then
     "$py" -m pytest -q tests/unit tests/plugins tests/system -m smoke "$@"
     echo "scripts/test.sh --fast: OK"
+    exit 0
+fi
+
+if [[ $portable -eq 1 ]]; then
+    status=0
+    ROOST_PLATFORM=portable "$py" -m pytest -n auto --dist worksteal --durations=15 tests/unit tests/system tests/reliability "$@" || status=$?
+    if [[ $status -ne 0 ]]; then
+        echo "scripts/test.sh --portable: FAILED: pytest exited $status" >&2
+        exit "$status"
+    fi
+    echo "scripts/test.sh --portable: OK"
     exit 0
 fi
 

@@ -326,7 +326,9 @@ def roost_env(tmp_path: Path) -> dict[str, str]:
     for key in list(env):
         # COLUMNS/LINES: what the CLI prints must not depend on the terminal the tests
         # were started from (a shell or pytest-xdist may export them).
-        if key.startswith("ROOST_") or key in ("PI_JOB_TOKEN", "COLUMNS", "LINES"):
+        # ROOST_PLATFORM stays: a run with the portable platform forced (CI's second run)
+        # forces it on every daemon and worker it starts.
+        if (key.startswith("ROOST_") and key != "ROOST_PLATFORM") or key in ("PI_JOB_TOKEN", "COLUMNS", "LINES"):
             env.pop(key)
     env["ROOST_HOME"] = str(home)
     env["ROOST_WORKER_ORPHAN_SECONDS"] = "30"

@@ -1,9 +1,10 @@
-"""Tests' own view of the process table, read straight from /proc: never roost's code or
-bookkeeping (a test of "nothing outlives the job" must not trust what it tests).
+"""Tests' own view of the process table, read by psutil (``/proc`` on Linux, the kernel's
+process table on macOS and the BSDs): never roost's code or bookkeeping (a test of
+"nothing outlives the job" must not trust what it tests).
 
-A process is named by (pid, start time in clock ticks since boot), so a reused pid is
-never taken for the process it replaced; a zombie counts as dead (it has exited; only
-its exit status waits to be collected).
+A process is named by (pid, start time), so a reused pid is never taken for the process
+it replaced; a zombie counts as dead (it has exited; only its exit status waits to be
+collected).
 """
 
 from __future__ import annotations
@@ -11,47 +12,69 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
-Proc = tuple[int, int]
+import psutil
+
+Proc = tuple[int, float]
 
 
-def _stat(pid: int) -> list[str] | None:
+def _process(pid: int) -> psutil.Process | None:
     try:
-        data = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
+        process = psutil.Process(pid)
+        if process.status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
+            return None
+        return process
+    except (psutil.Error, ValueError, OverflowError):
         return None
-    return data[data.rfind(b")") + 2:].decode().split()
 
 
 def proc(pid: int) -> Proc | None:
     """``(pid, start time)`` of a live process, else None."""
-    fields = _stat(pid)
-    if fields is None or fields[0] in ("Z", "X"):
+    process = _process(pid)
+    if process is None:
         return None
-    return pid, int(fields[19])
+    try:
+        return pid, process.create_time()
+    except psutil.Error:
+        return None
 
 
 def alive(p: Proc) -> bool:
     return proc(p[0]) == p
 
 
+def listed(p: Proc) -> bool:
+    """True while ``p`` has an entry in the process table, a zombie included (it is not
+    reaped)."""
+    try:
+        return psutil.Process(p[0]).create_time() == p[1]
+    except (psutil.Error, ValueError, OverflowError):
+        return False
+
+
 def parent(pid: int) -> int | None:
-    fields = _stat(pid)
-    return int(fields[1]) if fields else None
+    try:
+        return psutil.Process(pid).ppid()
+    except (psutil.Error, ValueError, OverflowError):
+        return None
 
 
 def session(pid: int) -> int | None:
-    fields = _stat(pid)
-    return int(fields[3]) if fields else None
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
 
 
 def all_pids() -> list[int]:
-    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    return psutil.pids()
 
 
 def tree(pid: int) -> set[Proc]:
-    """``pid`` and every live descendant of it, by the parent links in /proc now."""
+    """``pid`` and every live descendant of it, by the parent links now."""
     children: dict[int, list[int]] = {}
     for other in all_pids():
         up = parent(other)
@@ -67,29 +90,39 @@ def tree(pid: int) -> set[Proc]:
     return found
 
 
+def _each() -> Iterator[tuple[int, psutil.Process]]:
+    for pid in all_pids():
+        process = _process(pid)
+        if process is not None:
+            yield pid, process
+
+
+def cmdline(pid: int) -> str:
+    """The command line of ``pid``, its arguments joined by spaces ("" when it is gone)."""
+    try:
+        return " ".join(psutil.Process(pid).cmdline())
+    except (psutil.Error, ValueError, OverflowError):
+        return ""
+
+
 def with_cmdline(token: str) -> set[Proc]:
     """Live processes whose command line holds ``token``."""
     found = set()
-    for pid in all_pids():
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        if token in cmdline and (p := proc(pid)) is not None:
+    for pid, _ in _each():
+        if token in cmdline(pid) and (p := proc(pid)) is not None:
             found.add(p)
     return found
 
 
 def with_environ(key: str, value: str) -> set[Proc]:
     """Live processes that were started with ``key=value`` in their environment."""
-    needle = f"{key}={value}".encode()
     found = set()
-    for pid in all_pids():
+    for pid, process in _each():
         try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
+            environ = process.environ()
+        except (psutil.Error, OSError):
             continue
-        if needle in environ.split(b"\0") and (p := proc(pid)) is not None:
+        if environ.get(key) == value and (p := proc(pid)) is not None:
             found.add(p)
     return found
 
@@ -100,10 +133,10 @@ def with_cwd(path: Path) -> set[Proc]:
     whether or not any record names them)."""
     target = os.path.realpath(path)
     found = set()
-    for pid in all_pids():
+    for pid, process in _each():
         try:
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-        except OSError:
+            cwd = process.cwd()
+        except (psutil.Error, OSError):
             continue
         if cwd == target and (p := proc(pid)) is not None:
             found.add(p)
@@ -111,12 +144,13 @@ def with_cwd(path: Path) -> set[Proc]:
 
 
 def ignores(pid: int, *signums: int) -> bool:
-    """True when ``pid`` ignores every one of ``signums`` (``SigIgn`` in its status)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("SigIgn:"):
-            mask = int(line.split()[1], 16)
-            return all(mask & (1 << (signum - 1)) for signum in signums)
-    return False
+    """True when ``pid`` ignores every one of ``signums`` (its mask of ignored signals, as
+    ``ps`` shows it: psutil has none)."""
+    shown = subprocess.run(["ps", "-o", "sigignore=", "-p", str(pid)], capture_output=True, text=True, check=False).stdout.strip()
+    if not shown:
+        return False
+    mask = int(shown, 16)
+    return all(mask & (1 << (signum - 1)) for signum in signums)
 
 
 def escapee_command(pidfile: Path, token: str) -> str:
@@ -134,7 +168,7 @@ def escapee(pidfile: Path, token: str) -> Proc | None:
     except (OSError, ValueError):
         return None
     p = proc(pid)
-    if p is None or token not in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+    if p is None or token not in cmdline(pid):
         return None
     return p
 

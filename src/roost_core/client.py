@@ -123,7 +123,11 @@ def daemon_command() -> list[str]:
 
 
 def start_daemon(paths: Paths, *, extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """Start a detached daemon (its own session) logging to the state dir."""
+    """Start a detached daemon (its own session) logging to the state dir. A
+    ``ROOST_PLATFORM`` no daemon could run with is refused here (PlatformError, a
+    ValueError: ``bad_args``), not after a daemon that cannot start is waited for."""
+    from roost_core import platform  # noqa: F401 - importing it checks ROOST_PLATFORM
+
     paths.ensure()
     env = dict(os.environ)
     env.update(extra_env or {})

@@ -14,6 +14,8 @@ from typing import Any
 
 import psutil
 
+from roost_core import platform
+
 log = logging.getLogger("roost.locks")
 
 
@@ -22,10 +24,9 @@ def lock_path(session: str | Path) -> Path:
 
 
 def create_time(pid: int) -> float | None:
-    try:
-        return psutil.Process(pid).create_time()
-    except (psutil.Error, ValueError, OverflowError):
-        return None
+    """When process ``pid`` started (:func:`roost_core.platform.process_start_time`), or
+    None when there is no such process."""
+    return platform.process_start_time(pid)
 
 
 

@@ -8,8 +8,9 @@ item already held or acked is ignored), which lets compaction run between commit
 
 The journal's file is its records followed by zeros written ahead of them
 (:data:`RESERVE_BYTES`): a commit that lands inside that space changes no metadata, so
-a data sync (one write with ``RWF_DSYNC``, :func:`write_durably`) makes it durable
-without a commit of the filesystem's own journal.
+a data sync (:func:`write_durably`: on Linux one write with ``RWF_DSYNC``, see
+:mod:`roost_core.platform`) makes it durable without a commit of the filesystem's own
+journal.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 
 import anyio
 
-from roost_core import faults
+from roost_core import faults, platform
 from roost_core.protocol import _long_digits, _orjson, _shallow, encode
 
 COMPACT_AFTER_BYTES = 8 * 1024 * 1024
@@ -49,12 +50,15 @@ RESERVE_BYTES = 1024 * 1024
 _ZERO_BLOCK = bytes(64 * 1024)
 
 log = logging.getLogger("roost.store")
+#: This Python writes several buffers in one call.
+_PWRITEV = hasattr(os, "pwritev")
 
 
 def fsync_dir(folder: Path) -> None:
+    """Make the names in ``folder`` durable (a rename or a new file in it)."""
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fsync(fd)
+        platform.sync_file(fd)
     finally:
         os.close(fd)
 
@@ -73,7 +77,7 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True, kind: str = "
             write_all(fd, data)
             if durable:
                 faults.io(f"io.{kind}.fsync")
-                os.fsync(fd)
+                platform.sync_file(fd)
         finally:
             os.close(fd)
     except BaseException:
@@ -100,7 +104,8 @@ def write_zeros(fd: int, count: int, offset: int) -> None:
     while count > 0:
         whole, rest = divmod(min(count, 64 * len(block)), len(block))
         pieces = [block] * whole + ([block[:rest]] if rest else [])
-        written = os.pwritev(fd, pieces, offset)
+        # (macOS before 11 has no pwritev: one piece at a time there.)
+        written = os.pwritev(fd, pieces, offset) if _PWRITEV else os.pwrite(fd, pieces[0], offset)
         count, offset = count - written, offset + written
 
 
@@ -112,35 +117,11 @@ def write_at(fd: int, data: bytes | memoryview, offset: int) -> None:
         view, offset = view[written:], offset + written
 
 
-#: ``os.pwritev``'s flag for a write that is durable once it returns (Linux 4.7 on); None
-#: where this Python has none, or once a filesystem has refused it (:func:`write_durably`).
-_DSYNC: int | None = getattr(os, "RWF_DSYNC", None)
-#: What a kernel or filesystem without per-write sync answers ``RWF_DSYNC`` with.
-_NO_DSYNC = frozenset({errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS})
-
-
 def write_durably(fd: int, data: bytes | memoryview, offset: int) -> None:
-    """:func:`write_at`, durable once it returns, as ``fdatasync`` after it would make it:
-    each ``pwritev2`` carries ``RWF_DSYNC`` (the range it writes is synced before it
-    returns). One syscall instead of two, so the journal's thread takes the GIL back once
-    per commit, not twice, from a loop that holds it. Where the kernel or filesystem has
-    no ``RWF_DSYNC`` (refused before a byte is written): ``write_at`` then ``fdatasync``,
-    from then on."""
-    global _DSYNC
-    view = memoryview(data)
-    if _DSYNC is not None:
-        try:
-            while view:
-                written = os.pwritev(fd, [view], offset, _DSYNC)
-                view, offset = view[written:], offset + written
-            return
-        except OSError as exc:
-            if exc.errno not in _NO_DSYNC:
-                raise
-            log.info("this filesystem refuses per-write sync (%s): the journal writes, then fdatasyncs", exc.strerror)
-            _DSYNC = None
-    write_at(fd, view, offset)
-    os.fdatasync(fd)
+    """:func:`write_at`, durable once it returns, as a data sync after it would make it
+    (:func:`roost_core.platform.write_synced`: one ``pwritev2`` with ``RWF_DSYNC`` on
+    Linux, so the journal's thread takes the GIL back once per commit, not twice)."""
+    platform.write_synced(fd, data, offset)
 
 
 def write_json(path: Path, data: dict[str, Any], *, durable: bool = True) -> None:
@@ -593,7 +574,7 @@ class Journal:
                     write_zeros(self._fd, self._reserve, end)
                 if self.durable:
                     faults.io("io.journal.fsync")
-                    os.fsync(self._fd)
+                    platform.sync_file(self._fd)
         except OSError:
             try:
                 self._cut()
@@ -609,7 +590,7 @@ class Journal:
         next commit writes them again), and make the cut durable."""
         os.ftruncate(self._fd, self._size)
         if self.durable:
-            os.fsync(self._fd)
+            platform.sync_file(self._fd)
         self._allocated = self._size
         self._rewrite = False
 

@@ -54,9 +54,8 @@ def sleepers(name: str) -> set[proctools.Proc]:
 
 
 def in_proc_table(p: proctools.Proc) -> bool:
-    """True while ``p`` has an entry in /proc, a zombie included (it is not reaped)."""
-    fields = proctools._stat(p[0])
-    return fields is not None and int(fields[19]) == p[1]
+    """True while ``p`` has an entry in the process table, a zombie included (it is not reaped)."""
+    return proctools.listed(p)
 
 
 def test_kill9_of_claude_ends_its_bash_tool_and_reaps_its_mcp_servers(claude_kit, tmp_path):

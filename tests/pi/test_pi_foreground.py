@@ -58,8 +58,11 @@ def test_foreground_pi_spawns_a_child_and_shows_its_report(pi_kit, write_config,
     assert len(reports) == 1
     assert reports[0]["details"]["fromName"] == name and reports[0]["details"]["relation"] == "child"
     assert "hello from the kid" in reports[0]["content"]
-    # The foreground pi holds its session's writer lock, as psutil sees it.
-    assert locks.lock_holder(session_file) is not None
+    # The foreground pi holds its session's writer lock, as psutil sees it: the start time
+    # it wrote (asked of `roost pi start-time`) is the one roost reads, not null.
+    holder = locks.lock_holder(session_file)
+    assert holder is not None
+    assert locks.read_lock(session_file) == {"pid": holder, "createTime": locks.create_time(holder)}
     # The child is a pi job of this session's tree.
     (kid,) = [row for row in daemon.call("jobs")["jobs"] if row["name"] == name]
     assert kid["host"] == "pi" and kid["parentSession"] == str(session_file)

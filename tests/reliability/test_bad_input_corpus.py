@@ -76,7 +76,7 @@ class Probe(threading.Thread):
 def shared(tmp_path_factory):
     home = tmp_path_factory.mktemp("corpus") / "home"
     home.mkdir()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("ROOST_") and key != "PI_JOB_TOKEN"}
+    env = {key: value for key, value in os.environ.items() if not (key.startswith("ROOST_") and key != "ROOST_PLATFORM") and key != "PI_JOB_TOKEN"}
     env["ROOST_HOME"] = str(home)
     env["ROOST_WORKER_ORPHAN_SECONDS"] = "30"
     if _BLOCKED:

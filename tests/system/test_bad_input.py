@@ -25,7 +25,7 @@ def shared(tmp_path_factory) -> DaemonHandle:
     """One daemon for the stateless bad-frame cases (a daemon per case would cost seconds)."""
     home = tmp_path_factory.mktemp("bad-input") / "home"
     home.mkdir()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("ROOST_") and key != "PI_JOB_TOKEN"}
+    env = {key: value for key, value in os.environ.items() if not (key.startswith("ROOST_") and key != "ROOST_PLATFORM") and key != "PI_JOB_TOKEN"}
     env["ROOST_HOME"] = str(home)
     env["ROOST_WORKER_ORPHAN_SECONDS"] = "30"
     handle = DaemonHandle(home, env).start()

@@ -214,7 +214,7 @@ def test_the_cli_starts_the_daemon_when_none_runs(roost_env, tmp_path):
 
 
 def test_roost_demo_runs_end_to_end(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ROOST_") and k != "PI_JOB_TOKEN"}
+    env = {k: v for k, v in os.environ.items() if not (k.startswith("ROOST_") and k != "ROOST_PLATFORM") and k != "PI_JOB_TOKEN"}
     # The default plugin set, whatever is installed beside roost for other tests.
     env["ROOST_DISABLE_PLUGINS"] = BLOCKED_BY_DEFAULT
     result = subprocess.run([*CLI, "demo"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)

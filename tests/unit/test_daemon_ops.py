@@ -23,7 +23,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from roost_core import identity, locks
+from roost_core import identity, locks, platform
 from roost_core.daemon.connection import Connection, Flusher
 from roost_core.daemon.core import Daemon
 from roost_core.daemon.dispatch import accept_frame, handle_frame
@@ -490,7 +490,7 @@ def worker(sleepers) -> subprocess.Popen[bytes]:
     return sleepers()
 
 
-@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="pidfds are Linux's (5.3 on)")
+@pytest.mark.skipif(not platform.CAN_WATCH_EXITS, reason="this platform watches no exits (pidfds are Linux's, kqueue the BSDs')")
 def test_an_adopted_workers_exit_is_noticed_at_once_with_no_liveness_polling(tmp_path, worker, monkeypatch):
     async def story(daemon: Daemon, jobs: list[str]) -> None:
         job = daemon.jobs[jobs[0]]

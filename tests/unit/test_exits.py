@@ -1,6 +1,9 @@
-"""Exit notices by pidfd (``roost_core.daemon.exits``): a watched process's exit arrives as
-a loop callback, on asyncio's loop and on uvloop (the daemon's), and a pid that names
-another process now is never watched. Real child processes, real pidfds."""
+"""Exit notices (``roost_core.daemon.exits``) by the platform's exit watch (a pidfd on
+Linux, a kqueue on macOS and the BSDs): a watched process's exit arrives as a loop
+callback, on asyncio's loop and on uvloop (the daemon's), and a pid that names another
+process now is never watched; where exits cannot be watched (the portable implementation
+on Linux, a kernel without pidfds) the caller is told to check liveness. Real child
+processes, real pidfds."""
 
 from __future__ import annotations
 
@@ -12,16 +15,18 @@ from collections.abc import Awaitable, Callable
 import pytest
 import uvloop
 
-from roost_core import locks
+from roost_core import locks, platform
 from roost_core.daemon.exits import ExitWatches
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="pidfds are Linux's (5.3 on)")
+#: For the tests of a watch: where the platform has none, the test below of its absence runs.
+watches_exits = pytest.mark.skipif(not platform.CAN_WATCH_EXITS, reason="this platform watches no exits (pidfds are Linux's, kqueue the BSDs')")
 
 
 def run_on(loop: str, story: Callable[[], Awaitable[None]]) -> None:
     (uvloop.run if loop == "uvloop" else asyncio.run)(story())
 
 
+@watches_exits
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 def test_a_watched_process_exit_arrives_once_as_a_callback(loop, sleepers):
     child = sleepers()
@@ -47,6 +52,7 @@ def test_a_watched_process_exit_arrives_once_as_a_callback(loop, sleepers):
     run_on(loop, story)
 
 
+@watches_exits
 def test_a_pid_that_names_another_process_or_none_is_not_watched(sleepers):
     child, gone = sleepers(), sleepers()
     gone_started = locks.create_time(gone.pid)
@@ -64,6 +70,7 @@ def test_a_pid_that_names_another_process_or_none_is_not_watched(sleepers):
     run_on("asyncio", story)
 
 
+@watches_exits
 def test_a_forgotten_watch_says_nothing_of_its_exit(sleepers):
     first, second = sleepers(), sleepers()
 
@@ -88,13 +95,18 @@ def test_a_forgotten_watch_says_nothing_of_its_exit(sleepers):
     run_on("asyncio", story)
 
 
-def test_without_pidfds_the_caller_is_told_to_check_liveness(sleepers, monkeypatch):
+def test_where_exits_cannot_be_watched_the_caller_is_told_to_check_liveness(sleepers, monkeypatch):
+    """On Linux: a kernel without pidfds (``pidfd_open`` refused); on the portable
+    implementation with no kqueue (Linux with ``ROOST_PLATFORM=portable``): always."""
     child = sleepers()
 
     def refused(_pid: int) -> int:
         raise OSError(errno.ENOSYS, "Function not implemented")
 
-    monkeypatch.setattr(os, "pidfd_open", refused)
+    if platform.NAME == "linux":
+        monkeypatch.setattr(os, "pidfd_open", refused)
+    elif platform.CAN_WATCH_EXITS:
+        pytest.skip("this system watches every exit (kqueue)")
 
     async def story() -> None:
         watches = ExitWatches(lambda key, pid: None)
@@ -105,6 +117,7 @@ def test_without_pidfds_the_caller_is_told_to_check_liveness(sleepers, monkeypat
     run_on("asyncio", story)
 
 
+@watches_exits
 def test_a_loop_that_cannot_watch_the_pidfd_leaves_the_check_to_the_caller(sleepers):
     child = sleepers()
 

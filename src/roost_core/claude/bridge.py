@@ -19,7 +19,6 @@ import json
 import logging
 import os
 import socket
-import struct
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 import anyio
 from anyio.abc import SocketAttribute
 
-from roost_core import locks
+from roost_core import locks, platform
 
 log = logging.getLogger("roost.claude.bridge")
 
@@ -62,12 +61,10 @@ def foreground_socket(home: Path, claude_pid: int) -> Path:
 
 def peer_pid(stream: Any) -> int | None:
     try:
-        raw = stream.extra(SocketAttribute.raw_socket)
-        pid: int
-        pid, _uid, _gid = struct.unpack("3i", raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
-    except (OSError, anyio.TypedAttributeLookupError):
+        pid, _uid = platform.peer_credentials(stream.extra(SocketAttribute.raw_socket))
+    except anyio.TypedAttributeLookupError:
         return None
-    return pid
+    return pid or None
 
 
 class BridgeServer:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from roost_core import faults, locks, policy, routing
+from roost_core import faults, locks, platform, policy, routing
 from roost_core.config import Config
 from roost_core.daemon import changes
 from roost_core.daemon.accept import Refuser
@@ -310,7 +310,7 @@ class DaemonBase:
         try:
             fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:
-                os.fsync(fd)
+                platform.sync_file(fd)
             finally:
                 os.close(fd)
         except OSError as exc:

@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from roost_core import faults
+from roost_core import faults, platform
 from roost_core.protocol import encode
 from roost_core.store import atomic_write, fsync_dir, write_all
 
@@ -249,7 +249,7 @@ class Receipts:
             write_all(fd, data)
             if self.durable:
                 faults.io("io.receipts.fsync")
-                os.fsync(fd)
+                platform.sync_file(fd)
         except OSError as exc:
             try:
                 os.ftruncate(fd, size)  # no torn letter for the next one to stick to

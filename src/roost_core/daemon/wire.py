@@ -22,9 +22,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-import struct
 from typing import Any
 
+from roost_core import platform
 from roost_core.daemon.connection import Connection, Flusher
 from roost_core.daemon.core import Daemon
 from roost_core.daemon.dispatch import accept_frame, handle_frame, request_decoder
@@ -40,19 +40,9 @@ REFUSED_DRAIN_BYTES = 1024 * 1024
 REFUSED_DRAIN_SECONDS = 5.0
 
 
-def peer_credentials(sock: socket.socket) -> tuple[int, int]:
-    """(pid, uid) of the process at the other end, as the kernel saw it at connect."""
-    try:
-        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except OSError:
-        return 0, -1
-    pid, uid, _gid = struct.unpack("3i", creds)
-    return pid, uid
-
-
 async def serve_socket(daemon: Daemon, sock: socket.socket, number: int, flusher: Flusher) -> None:
     """Serve an accepted client socket (the transport owns it from now on)."""
-    conn = Connection(number, credentials=peer_credentials(sock))
+    conn = Connection(number, credentials=platform.peer_credentials(sock))
     loop = asyncio.get_running_loop()
     try:
         await loop.connect_accepted_socket(lambda: ClientProtocol(daemon, conn, flusher), sock=sock)

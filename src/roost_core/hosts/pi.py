@@ -30,8 +30,6 @@ import os
 import re
 import shlex
 import shutil
-import socket
-import struct
 import tempfile
 import uuid
 from collections.abc import AsyncIterator
@@ -41,7 +39,7 @@ from typing import Any
 import anyio
 from anyio.abc import SocketAttribute
 
-from roost_core import locks
+from roost_core import locks, platform
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exited
 from roost_core.hosts.process import ProcessHost, SessionTail
 from roost_core.queue import Item
@@ -157,7 +155,7 @@ def prepare_for_pi(session: str, cwd: str) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         write_all(fd, data)
-        os.fsync(fd)
+        platform.sync_file(fd)
     finally:
         os.close(fd)
     os.replace(tmp, session)
@@ -348,11 +346,10 @@ class PiHost(ProcessHost):
     def trusted(self, stream: Any) -> bool:
         """Only the pi process this host started (or one of its children) may connect."""
         try:
-            raw = stream.extra(SocketAttribute.raw_socket)
-            pid, _uid, _gid = struct.unpack("3i", raw.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
-        except (OSError, anyio.TypedAttributeLookupError):
+            pid, _uid = platform.peer_credentials(stream.extra(SocketAttribute.raw_socket))
+        except anyio.TypedAttributeLookupError:
             return False
-        return self.process is not None and locks.is_descendant(pid, self.process.pid)
+        return self.process is not None and pid > 0 and locks.is_descendant(pid, self.process.pid)
 
     async def read_bridge(self, bridge: Lines) -> None:
         async for frame in bridge.frames():

@@ -1,4 +1,4 @@
-"""``roost pi install | uninstall | extension-path``: the pi host's command.
+"""``roost pi install | uninstall | extension-path | start-time``: the pi host's command.
 
 ``install`` adds the bundled extension's path to pi's ``settings.json`` (in
 ``$PI_CODING_AGENT_DIR``, default ``~/.pi/agent``) under ``extensions``; pi loads it from
@@ -76,12 +76,33 @@ def uninstall(env: Mapping[str, str] | None = None) -> dict[str, Any]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``roost pi``'s arguments (the pi host's command, ``roost_plugins.hosts.pi``)."""
-    parser.add_argument("action", choices=["install", "uninstall", "extension-path"],
-                        help="install or uninstall the extension in pi's settings; extension-path: print where it is")
+    parser.add_argument("action", choices=["install", "uninstall", "extension-path", "start-time"],
+                        help="install or uninstall the extension in pi's settings; extension-path: print where it is; "
+                        "start-time PID: print when process PID started, as writer locks record it (the extension asks)")
+    parser.add_argument("pid", nargs="?", type=int, help="start-time: the process")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
+def start_time_command(pid: int | None) -> int:
+    """``roost pi start-time PID``: print when process ``PID`` started, in seconds since the
+    epoch, as roost's writer locks record it (:func:`roost_core.platform.process_start_time`),
+    or ``null`` when there is no such process. The pi extension runs this for its session
+    file's writer lock: node has no portable way to read another process's start time, and
+    this way the extension and roost's Python read the same value on every platform."""
+    from roost_core import platform
+    from roost_core.cli_support import EXIT_USAGE, error_line
+    from roost_core.protocol import BAD_ARGS
+
+    if pid is None or pid <= 0:
+        print(error_line(BAD_ARGS, "start-time needs a process id: roost pi start-time PID"), file=sys.stderr)
+        return EXIT_USAGE
+    print(json.dumps(platform.process_start_time(pid)))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.action == "start-time":
+        return start_time_command(args.pid)
     if args.action == "extension-path":
         print(extension_path())
         return 0

@@ -5,8 +5,8 @@
  *
  * - **Foreground** (an interactive pi with a UI): the session becomes a roost peer lazily,
  *   on its first roost_* tool call, and from then on keeps one daemon connection open. It
- *   takes the writer lock of its session file (`<file>.lock`, {pid, createTime} as psutil
- *   sees this process), registers with `peer_register`, marks the session file as a roost
+ *   takes the writer lock of its session file (`<file>.lock`, {pid, createTime} as roost
+ *   reads this process's start time: `roost pi start-time PID`), registers with `peer_register`, marks the session file as a roost
  *   session (a `pi-roost-peer` custom entry), re-registers on every session_start, injects
  *   `deliver` events as `pi-roost-agent-message` steer messages and acks each one after its
  *   message_end. A session roost has been part of before registers at once on every later
@@ -35,7 +35,6 @@ const SEQ_ENTRY = "pi-roost-seq";
 /** A custom entry a foreground session gets when it first becomes a roost peer. */
 const PEER_ENTRY = "pi-roost-peer";
 const STATUS_KEY = "roost";
-const CLOCK_TICKS = 100;
 const SOCKET_TIMEOUT_MS = 30_000;
 /** How long a tool call is asked again (with its key) while no daemon answers. */
 const REASK_MS = 60_000;
@@ -209,25 +208,30 @@ function shown(text: string): string {
 
 // ------------------------------------------------------------------------------ locks
 
-/** This process's start time as psutil reports it: btime + starttime / CLK_TCK. */
-function createTime(pid: number): number | null {
-	try {
-		const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-		// Fields after the command name (which may hold spaces) start at field 3.
-		const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-		const startTicks = Number(fields[22 - 3]);
-		const btime = fs
-			.readFileSync("/proc/stat", "utf8")
-			.split("\n")
-			.find((line) => line.startsWith("btime"));
-		if (!btime || !Number.isFinite(startTicks)) return null;
-		return startTicks / CLOCK_TICKS + Number(btime.trim().split(/\s+/)[1]);
-	} catch {
-		return null;
-	}
+/**
+ * When process `pid` started, as roost's writer locks record it (psutil's create time, read
+ * by roost's platform module: /proc on Linux, the kernel's process table on macOS and the
+ * BSDs), from `roost pi start-time PID`. node has no portable way to read it, and asking
+ * roost makes this extension and roost's Python agree on every platform. null when it
+ * cannot be had (no such process, no roost to ask): a lock then names its pid alone.
+ */
+function startTime(pid: number): Promise<number | null> {
+	const roost = process.env.ROOST_BIN || "roost";
+	return new Promise((resolve) => {
+		execFile(roost, ["pi", "start-time", String(pid)], { timeout: SOCKET_TIMEOUT_MS }, (err, stdout) => {
+			const value = err ? Number.NaN : Number(String(stdout).trim());
+			resolve(Number.isFinite(value) ? value : null);
+		});
+	});
 }
 
-function isAlive(pid: unknown, expected: unknown): boolean {
+/** This process's start time, asked once per pi process (see startTime). */
+function ownStartTime(): Promise<number | null> {
+	processState.startTime ??= startTime(process.pid);
+	return processState.startTime;
+}
+
+async function isAlive(pid: unknown, expected: unknown): Promise<boolean> {
 	if (typeof pid !== "number" || pid <= 0) return false;
 	try {
 		process.kill(pid, 0);
@@ -235,7 +239,7 @@ function isAlive(pid: unknown, expected: unknown): boolean {
 		if (err?.code !== "EPERM") return false;
 	}
 	if (typeof expected !== "number") return true;
-	const actual = createTime(pid);
+	const actual = await startTime(pid);
 	return actual !== null && Math.abs(actual - expected) < 0.01;
 }
 
@@ -249,19 +253,20 @@ function readLock(sessionFile: string): Json | null {
 }
 
 /** The pid of another live process holding the session's writer lock, if any. */
-function otherHolder(sessionFile: string): number | null {
+async function otherHolder(sessionFile: string): Promise<number | null> {
 	const lock = readLock(sessionFile);
 	if (!lock || lock.pid === process.pid) return null;
-	return isAlive(lock.pid, lock.createTime) ? lock.pid : null;
+	return (await isAlive(lock.pid, lock.createTime)) ? lock.pid : null;
 }
 
-function takeLock(sessionFile: string): void {
-	const holder = otherHolder(sessionFile);
+async function takeLock(sessionFile: string): Promise<void> {
+	const holder = await otherHolder(sessionFile);
 	if (holder !== null) throw new Error(`roost: ${sessionFile} is held by pid ${holder}`);
 	fs.mkdirSync(path.dirname(sessionFile), { recursive: true });
 	const lockPath = `${sessionFile}.lock`;
 	const tmp = `${lockPath}.${process.pid}.tmp`;
-	fs.writeFileSync(tmp, JSON.stringify({ pid: process.pid, createTime: createTime(process.pid) }), { mode: 0o600 });
+	const createTime = await ownStartTime();
+	fs.writeFileSync(tmp, JSON.stringify({ pid: process.pid, createTime }), { mode: 0o600 });
 	fs.renameSync(tmp, lockPath);
 }
 
@@ -335,7 +340,7 @@ function hasPeerMarker(entries: readonly unknown[]): boolean {
  * `wanted` once any session of this pi has become a peer (every later session_start then
  * registers), and the daemon socket once found.
  */
-const processState: { wanted: boolean; socket?: string } = ((globalThis as any).__roostPiState ??= { wanted: false });
+const processState: { wanted: boolean; socket?: string; startTime?: Promise<number | null> } = ((globalThis as any).__roostPiState ??= { wanted: false });
 
 export default async function roost(pi: ExtensionAPI) {
 	const bridgePath = process.env.ROOST_PI_BRIDGE;
@@ -523,11 +528,11 @@ export default async function roost(pi: ExtensionAPI) {
 		let lastSeq = 0;
 		let copies: number[] = [];
 
-		const eligible = (ctx: ExtensionContext): string | null => {
+		const eligible = async (ctx: ExtensionContext): Promise<string | null> => {
 			if (!ctx.hasUI) return "this pi has no UI";
 			if (process.env.ROOST_PI_SCRATCH) return "a scratch session";
 			const file = ctx.sessionManager.getSessionFile();
-			if (file && otherHolder(file) !== null) return "its session file is held by another process (a background job)";
+			if (file && (await otherHolder(file)) !== null) return "its session file is held by another process (a background job)";
 			return null;
 		};
 
@@ -575,15 +580,15 @@ export default async function roost(pi: ExtensionAPI) {
 		const ensurePeer = (ctx: ExtensionContext): Promise<string> => {
 			if (peer) return peer;
 			if (shuttingDown) return Promise.reject(new Error("roost: this session has ended"));
-			const why = eligible(ctx);
-			if (why) return Promise.reject(new Error(`roost: not joining as a peer: ${why}`));
-			processState.wanted = true;
 			peer = (async () => {
+				const why = await eligible(ctx);
+				if (why) throw new Error(`roost: not joining as a peer: ${why}`);
+				processState.wanted = true;
 				const conn = await connect();
 				sessionFile = ctx.sessionManager.getSessionFile() ?? undefined;
 				sessionId = ctx.sessionManager.getSessionId();
 				if (sessionFile) {
-					takeLock(sessionFile);
+					await takeLock(sessionFile);
 					lockedFile = sessionFile;
 				}
 				const args = registration(ctx);
@@ -684,7 +689,7 @@ export default async function roost(pi: ExtensionAPI) {
 				if (typeof entry.details?.id === "string") seenIds.add(entry.details.id);
 				if (Number.isInteger(entry.details?.seq)) lastSeq = Math.max(lastSeq, entry.details.seq);
 			}
-			if (eligible(ctx)) return;
+			if (await eligible(ctx)) return;
 			let defs: ToolDef[];
 			try {
 				defs = await fetchTools();

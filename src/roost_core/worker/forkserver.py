@@ -208,7 +208,9 @@ class Server:
         os.dup2(null_fd, 0)
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
-        close_other_fds()
+        from roost_core import platform
+
+        platform.close_inherited_fds()  # the daemon's and the server's: none is the worker's
         os.chdir(cwd)
         os.environ.clear()
         os.environ.update(env)
@@ -226,21 +228,6 @@ class Server:
             if pid == 0:
                 return
             self.send({"exit": pid, "code": os.waitstatus_to_exitcode(status)})
-
-
-def close_other_fds() -> None:
-    """Close every fd above 2 (the daemon's and the server's: none is the worker's)."""
-    try:
-        fds = [int(name) for name in os.listdir("/proc/self/fd")]
-    except OSError:
-        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-        return
-    for fd in fds:
-        if fd > 2:
-            try:
-                os.close(fd)
-            except OSError:
-                pass  # the listing's own fd, already closed
 
 
 def _ignore(signum: int, frame: Any) -> None:

@@ -1,5 +1,5 @@
-"""The process table as /proc shows it: who is whose child, who carries a job's mark,
-and the few kernel calls that make a worker own its descendants.
+"""Who carries a job's mark, and ending them: the daemon's side of "nothing a job starts
+outlives it", on the process table as :mod:`roost_core.platform` reads it.
 
 Only mechanism, no decisions: :mod:`roost_core.worker.supervisor` (in the worker) and the
 daemon's worker lifecycle (:meth:`roost_core.daemon.base.DaemonBase.worker_gone`) decide
@@ -7,87 +7,41 @@ what to kill and when.
 
 Two ways to find a job's processes, one for each side:
 
-* **Descendants** (the worker, alive): the worker is a *child subreaper*
-  (``PR_SET_CHILD_SUBREAPER``), so a process its host starts stays its descendant whatever
-  it does — ``setsid``, double fork, its parent dying — and the worker finds them all by
-  walking parent links.
+* **Descendants** (the worker, alive): :class:`roost_core.platform.Family` (a child
+  subreaper on Linux; tracked descendants, process groups and the mark elsewhere), so a
+  process its host starts stays the worker's whatever it does — ``setsid``, double fork,
+  its parent dying.
 * **The mark** (the daemon, once the worker is dead): every worker start gets a fresh
   random mark in its environment (:data:`MARK_VARIABLE`); everything the worker starts
-  inherits it, ``setsid`` or not. ``/proc/PID/environ`` is the environment a process was
-  started with, so a process cannot lose the mark by changing its own ``environ`` later;
-  only one started with a cleared environment (``env -i``) escapes, and only once the
-  worker, its subreaper, is dead.
+  inherits it, ``setsid`` or not. The environment a process was *started* with is read
+  (:func:`roost_core.platform.processes_with_env`), so a process cannot lose the mark by
+  changing its own ``environ`` later; only one started with a cleared environment
+  (``env -i``) escapes, and only once the worker, which owns its descendants, is dead.
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import signal
-import sys
 from collections.abc import Iterable
+
+from roost_core import platform
 
 #: The environment variable that names the worker start a process belongs to.
 MARK_VARIABLE = "ROOST_WORKER_MARK"
-#: ``prctl`` option numbers (linux/prctl.h).
-PR_SET_CHILD_SUBREAPER = 36
-PR_GET_CHILD_SUBREAPER = 37
 
 
-def become_subreaper() -> bool:
-    """Make this process the subreaper of its descendants: an orphan among them is
-    re-parented to it, not to init. False where the kernel has no such thing."""
-    if not sys.platform.startswith("linux"):
-        return False
-    libc = ctypes.CDLL(None, use_errno=True)
-    return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+def mark_entry(mark: str) -> str:
+    """The environment entry (``NAME=value``) that worker start ``mark`` gives its processes."""
+    return f"{MARK_VARIABLE}={mark}"
 
 
-def is_subreaper() -> bool:
-    if not sys.platform.startswith("linux"):
-        return False
-    libc = ctypes.CDLL(None, use_errno=True)
-    flag = ctypes.c_int(0)
-    if libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) != 0:
-        return False
-    return bool(flag.value)
-
-
-def pids() -> list[int]:
-    """Every process id in /proc."""
-    try:
-        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return []
-
-
-def stat_fields(pid: int) -> list[str] | None:
-    """The fields of ``/proc/PID/stat`` after the command name (field 3, ``state``, is
-    index 0), or None when the process is gone. The name may hold spaces and ``)``, so
-    the split is at the last ``)``."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return None
-    return data[data.rfind(b")") + 2:].decode("ascii", "replace").split()
-
-
-def parent_links() -> dict[int, int]:
-    """pid -> parent pid for every live (not zombie) process."""
-    links = {}
-    for pid in pids():
-        fields = stat_fields(pid)
-        if fields is not None and fields[0] != "Z":
-            links[pid] = int(fields[1])
-    return links
-
-
-def descendants(ancestor: int) -> list[int]:
-    """Every live descendant of ``ancestor`` (not itself), parents before children."""
+def descendants(ancestor: int, links: dict[int, int]) -> list[int]:
+    """Every process under ``ancestor`` (not itself) by the parent ``links``, parents
+    before children."""
     children: dict[int, list[int]] = {}
-    for pid, parent in parent_links().items():
+    for pid, parent in links.items():
         children.setdefault(parent, []).append(pid)
     found: list[int] = []
     todo = list(children.get(ancestor, []))
@@ -100,28 +54,13 @@ def descendants(ancestor: int) -> list[int]:
 
 def alive(pid: int) -> bool:
     """True when ``pid`` is a process that has not exited (a zombie has)."""
-    fields = stat_fields(pid)
-    return fields is not None and fields[0] != "Z"
+    return platform.is_running(pid)
 
 
 def marked(mark: str, *, spare: Iterable[int] = ()) -> list[int]:
     """Live processes whose starting environment carries ``MARK_VARIABLE=mark``
     (processes of other users cannot be read, and could not be killed either)."""
-    needle = f"{MARK_VARIABLE}={mark}".encode()
-    skip = {os.getpid(), *spare}
-    found = []
-    for pid in pids():
-        if pid in skip:
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as fh:
-                environ = fh.read()
-        except OSError:
-            continue
-        # A zombie's environ reads empty: only the living match.
-        if needle in environ.split(b"\0"):
-            found.append(pid)
-    return found
+    return platform.processes_with_env(mark_entry(mark), skip={os.getpid(), *spare})
 
 
 def signal_all(pids_to_signal: Iterable[int], signum: int) -> None:

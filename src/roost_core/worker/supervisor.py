@@ -1,11 +1,13 @@
 """The worker owns its job's processes: it starts them, watches the host's, and kills
 whatever they leave behind.
 
-A worker is the *child subreaper* of everything its job starts (``PR_SET_CHILD_SUBREAPER``,
-set in :class:`Supervisor`): a tool that runs ``setsid``, double-forks, or whose parent
-dies, is re-parented to the worker instead of init, so the worker always finds the whole
-tree by walking parent links in /proc. pi's own bash tool starts every command in a new
-session, so process groups and session ids alone would miss most of it.
+A worker owns everything its job starts (:class:`roost_core.platform.Family`, made in
+:class:`Supervisor`): a tool that runs ``setsid``, double-forks, or whose parent dies,
+stays the worker's — on Linux the worker is their child subreaper, so they are re-parented
+to it instead of init; elsewhere the worker tracks each descendant it sees (a scan every
+:data:`TRACK_SECONDS` while it runs), their process groups and its job's mark — so the
+worker finds the whole tree by walking parent links. pi's own bash tool starts every
+command in a new session, so process groups and session ids alone would miss most of it.
 
 What is killed when (the daemon's side, for a worker that is itself dead, is
 :func:`roost_core.worker.proctree.kill_marked`):
@@ -37,6 +39,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import anyio
 from anyio.abc import Process
 
+from roost_core import platform
 from roost_core.worker import proctree
 
 log = logging.getLogger("roost.worker")
@@ -49,14 +52,18 @@ LEFTOVER_POLL = 0.02
 #: when it wakes), and how many rounds of kills catch what they started meanwhile.
 KILL_WAIT = 5.0
 KILL_ROUNDS = 10
+#: How often a worker that is no subreaper (the portable platform) looks for its
+#: descendants while its job runs, to know them once their parent is gone.
+TRACK_SECONDS = 0.5
 
 
 class Supervisor:
     """The processes of one job, owned by its worker (one per worker process)."""
 
     def __init__(self, on_host_pid: Callable[[int | None], Awaitable[None]] | None = None) -> None:
-        self.subreaper = proctree.become_subreaper()
-        if not self.subreaper:
+        mark = os.environ.get(proctree.MARK_VARIABLE)
+        self.family = platform.Family(proctree.mark_entry(mark) if mark else None)
+        if not self.family.adopts_orphans and platform.ADOPTS_ORPHANS:
             log.warning("cannot become the subreaper of this job's processes; orphans go to init")
         self.on_host_pid = on_host_pid
         self.host: Process | None = None
@@ -78,7 +85,16 @@ class Supervisor:
         async with anyio.create_task_group() as tg:
             self.tg = tg
             task_status.started()
+            if not self.family.adopts_orphans:
+                tg.start_soon(self._track)
             await anyio.sleep_forever()
+
+    async def _track(self) -> None:
+        """Know the job's processes while their parents live (no subreaper keeps them).
+        On the loop, not a thread: :meth:`leftovers` reads the same family."""
+        while True:
+            self.family.track()
+            await anyio.sleep(TRACK_SECONDS)
 
     # ------------------------------------------------------------------ starts
 
@@ -141,10 +157,10 @@ class Supervisor:
         """Live descendants of the worker that are not a live process it started, nor
         under one (parents before children)."""
         me = os.getpid()
-        links = proctree.parent_links()
+        links = self.family.links()
         spared = {pid for pid in self.managed if pid in links}
         found = []
-        for pid in proctree.descendants(me):
+        for pid in proctree.descendants(me, links):
             parent: int | None = pid
             # Walk up: a process under a live started process is that process's own.
             while parent is not None and parent != me and parent not in spared:
@@ -185,12 +201,8 @@ class Supervisor:
         re-parented to this subreaper), so none lingers as a zombie."""
         if self.unnamed:
             return
-        me = os.getpid()
-        for pid in proctree.pids():
-            if pid in self.managed:
-                continue
-            fields = proctree.stat_fields(pid)
-            if fields is not None and fields[0] == "Z" and int(fields[1]) == me:
+        for pid in platform.zombie_children(os.getpid()):
+            if pid not in self.managed:
                 proctree.reap(pid)
 
     async def close(self) -> list[int]:
