@@ -1,0 +1,113 @@
+"""The Codex kit: the pinned Codex CLI (tests/codex, scripts/install-codex.sh) in an
+isolated ``CODEX_HOME`` talking to the fake Responses API (``fake_responses``) only.
+
+Offline: ``--disable plugins -c analytics.enabled=false`` on every run (without them
+Codex resolves and tries github.com / chatgpt.com for the curated plugins and OTLP
+metrics); no login, the fake key comes from ``FAKE_API_KEY`` (``env_key``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from cliworld import CliWorld, json_lines, require_cli
+from fake_responses import FakeResponses
+
+OFFLINE_FLAGS = ["--disable", "plugins", "-c", "analytics.enabled=false"]
+
+
+def codex_bin() -> str:
+    return require_cli("Codex CLI", "ROOST_CODEX_BIN", "codex", "codex", "ROOST_REQUIRE_CODEX")
+
+
+def toml_string(value: str) -> str:
+    return json.dumps(value)  # a JSON string is a valid TOML basic string
+
+
+class CodexKit(CliWorld):
+    """One test's Codex: ``CODEX_HOME`` with config.toml (+ hooks.json), the fake model."""
+
+    def __init__(self, tmp_path: Path, binary: str) -> None:
+        super().__init__(tmp_path, "codex", binary)
+        self.codex_home = self.home / ".codex"
+        self.codex_home.mkdir()
+        self.env.update({"CODEX_HOME": str(self.codex_home), "FAKE_API_KEY": "fake-codex-key"})
+        self.fake: FakeResponses | None = None
+
+    def start_fake(self, scenario: Any) -> FakeResponses:
+        self.fake = FakeResponses(scenario, self.root / "responses.jsonl").start()
+        return self.fake
+
+    def configure(self, *, mcp: bool = False, hooks: dict[str, str] | None = None) -> None:
+        """Write config.toml (the fake provider; the ping MCP server when MCP) and, for
+        HOOKS (event -> text pushed), hooks.json running ``hook.py``."""
+        assert self.fake is not None, "start_fake first"
+        lines = [
+            'model = "fake-model"',
+            'model_provider = "fake"',
+            'approval_policy = "never"',
+            'sandbox_mode = "workspace-write"',
+            "",
+            "[model_providers.fake]",
+            'name = "Fake local"',
+            f"base_url = {toml_string(self.fake.base_url)}",
+            'env_key = "FAKE_API_KEY"',
+            'wire_api = "responses"',
+            "request_max_retries = 0",
+            "stream_max_retries = 0",
+        ]
+        if mcp:
+            command, args, env = self.mcp_server()
+            lines += [
+                "",
+                "[mcp_servers.pingsrv]",
+                f"command = {toml_string(command)}",
+                f"args = [{', '.join(toml_string(a) for a in args)}]",
+                "env = { " + ", ".join(f"{k} = {toml_string(v)}" for k, v in env.items()) + " }",
+                "startup_timeout_sec = 60",
+                "tool_timeout_sec = 60",
+                # approval_policy = never refuses an MCP call unless its tools are approved.
+                'default_tools_approval_mode = "approve"',
+                # Wait for the server before the first request (else Codex waits ~1 s and
+                # sends the request without its tools).
+                "required = true",
+            ]
+        (self.codex_home / "config.toml").write_text("\n".join(lines) + "\n")
+        if hooks:
+            entries: dict[str, list[dict[str, Any]]] = {}
+            for event, text in hooks.items():
+                entry: dict[str, Any] = {"hooks": [{"type": "command", "command": self.hook_command(event, text), "timeout": 30}]}
+                if event in ("PreToolUse", "PostToolUse"):
+                    entry["matcher"] = ".*"
+                entries[event] = [entry]
+            (self.codex_home / "hooks.json").write_text(json.dumps({"hooks": entries}))
+
+    def exec(self, prompt: str, *, trust_hooks: bool = False) -> subprocess.CompletedProcess[str]:
+        """``codex exec --json PROMPT`` (hooks run only when trusted: ``trust_hooks`` adds
+        ``--dangerously-bypass-hook-trust``)."""
+        return self.run(["exec", "--json", "--skip-git-repo-check", *OFFLINE_FLAGS, *(["--dangerously-bypass-hook-trust"] if trust_hooks else []), prompt])
+
+    def resume(self, thread_id: str, prompt: str) -> subprocess.CompletedProcess[str]:
+        """``codex exec resume --json THREAD_ID PROMPT``."""
+        return self.run(["exec", "resume", "--json", "--skip-git-repo-check", *OFFLINE_FLAGS, thread_id, prompt])
+
+    def rollouts(self) -> list[Path]:
+        """The session files ("rollouts") Codex wrote."""
+        return sorted((self.codex_home / "sessions").rglob("rollout-*.jsonl"))
+
+
+def events_of(result: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    """The ``exec --json`` events of a finished run (asserting it exited 0)."""
+    assert result.returncode == 0, f"codex exited {result.returncode}\n{result.stderr[-3000:]}"
+    return json_lines(result.stdout)
+
+
+def thread_id(events: list[dict[str, Any]]) -> str:
+    return str(next(e["thread_id"] for e in events if e.get("type") == "thread.started"))
+
+
+def agent_texts(events: list[dict[str, Any]]) -> list[str]:
+    return [e["item"]["text"] for e in events if e.get("type") == "item.completed" and e["item"].get("type") == "agent_message"]

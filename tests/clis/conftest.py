@@ -1,0 +1,25 @@
+"""The agent-CLI kits (Codex, Gemini CLI, OpenCode, Qwen Code): each pinned real CLI in an
+isolated world talking only to a fake model on 127.0.0.1.
+
+A CLI's tests skip when it is not installed, unless ``ROOST_REQUIRE_<CLI>=1`` (CODEX,
+GEMINI, OPENCODE, QWEN; CI sets them), where a missing one fails them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.append(str(Path(__file__).resolve().parent))
+
+from codexkit import CodexKit, codex_bin  # noqa: E402
+
+
+@pytest.fixture
+def codex(tmp_path):
+    kit = CodexKit(tmp_path, codex_bin())
+    yield kit
+    if kit.fake is not None:
+        kit.fake.stop()
