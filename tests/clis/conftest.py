@@ -23,3 +23,13 @@ def codex(tmp_path):
     yield kit
     if kit.fake is not None:
         kit.fake.stop()
+
+
+@pytest.fixture
+def gemini(tmp_path):
+    from geminikit import GeminiKit, gemini_bin
+
+    kit = GeminiKit(tmp_path, gemini_bin())
+    yield kit
+    if kit.fake is not None:
+        kit.fake.stop()
