@@ -3,9 +3,9 @@
 #
 #   scripts/install-opencode.sh
 #
-# `npm ci` in tests/opencode: exactly the locked opencode-ai, whose native (bun) binary comes
-# in the optional dependency opencode-linux-x64 (or the one for this platform). Skips the
-# install when the locked version is already there. The tests find it at
+# `npm install --no-save` in tests/opencode (see install-pinned.sh): exactly the locked
+# opencode-ai, whose native (bun) binary comes in the optional dependency opencode-linux-x64
+# (or the one for this platform). Skips the install when the locked version is already there. The tests find it at
 # tests/opencode/node_modules/.bin/opencode (or $ROOST_OPENCODE_BIN).
 set -euo pipefail
-exec "$(dirname "${BASH_SOURCE[0]}")/install-pinned.sh" opencode opencode-ai opencode "OpenCode"
+exec "$(dirname "${BASH_SOURCE[0]}")/install-pinned.sh" opencode opencode-ai opencode "OpenCode" install
