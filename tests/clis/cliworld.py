@@ -91,15 +91,17 @@ class CliWorld:
         """The messages the MCP server's ``ping`` was called with."""
         return self.ping_log.read_text().splitlines() if self.ping_log.exists() else []
 
-    def run(self, args: list[str], *, timeout: float = RUN_TIMEOUT) -> subprocess.CompletedProcess[str]:
-        """Run the CLI with ARGS in the work folder, stdin closed, in its own process group,
-        which is killed afterwards whatever happened (nothing a run starts outlives it)."""
+    def run(self, args: list[str], *, stdin: str | None = None, timeout: float = RUN_TIMEOUT) -> subprocess.CompletedProcess[str]:
+        """Run the CLI with ARGS in the work folder, STDIN written then closed (none: stdin
+        closed at once), in its own process group, which is killed afterwards whatever
+        happened (nothing a run starts outlives it)."""
         proc = subprocess.Popen(
-            [self.binary, *args], cwd=self.work, env=self.env, stdin=subprocess.DEVNULL,
+            [self.binary, *args], cwd=self.work, env=self.env,
+            stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         )
         try:
-            out, err = proc.communicate(timeout=timeout)
+            out, err = proc.communicate(stdin, timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate()

@@ -33,3 +33,13 @@ def gemini(tmp_path):
     yield kit
     if kit.fake is not None:
         kit.fake.stop()
+
+
+@pytest.fixture
+def opencode(tmp_path):
+    from opencodekit import OpenCodeKit, opencode_bin
+
+    kit = OpenCodeKit(tmp_path, opencode_bin())
+    yield kit
+    if kit.fake is not None:
+        kit.fake.stop()
