@@ -43,3 +43,13 @@ def opencode(tmp_path):
     yield kit
     if kit.fake is not None:
         kit.fake.stop()
+
+
+@pytest.fixture
+def qwen(tmp_path):
+    from qwenkit import QwenKit, qwen_bin
+
+    kit = QwenKit(tmp_path, qwen_bin())
+    yield kit
+    if kit.fake is not None:
+        kit.fake.stop()

@@ -1,0 +1,104 @@
+"""The pinned Qwen Code against the fake chat-completions API: what roost's Qwen Code host
+relies on (docs/hosts.md, "Other agent CLIs"): a headless prompt, an MCP tool (deferred:
+called through ``tool_call``) listed and called, resume by session id, hooks pushing text
+mid-turn and at turn end, usage and sessions."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from qwenkit import assistant_texts, events_of, session_id
+
+from fake_openai import content_text
+
+PING = {"run": [{"steps": [{"tool": "ping", "args": {"message": "hello"}}, {"say": "pinged"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]}}
+
+
+def scripted(fake):
+    """The requests the scenario answered (not Qwen Code's own side calls)."""
+    return [r for r in fake.requests() if not r["reply"].get("side")]
+
+
+def users(request):
+    return [m["content"] for m in request["chat"] if m["role"] == "user"]
+
+
+def test_headless_prompt_is_answered_with_usage_and_a_session_file(qwen):
+    fake = qwen.start_fake({"default": {"steps": [{"say": "ok: {input}"}]}})
+    qwen.configure()
+    events = events_of(qwen.prompt("hello there"))
+    assert assistant_texts(events) == ["ok: hello there"]
+    result = next(e for e in events if e["type"] == "result")
+    assert result["subtype"] == "success" and result["result"] == "ok: hello there"
+    assert result["usage"]["input_tokens"] == 10 and result["usage"]["output_tokens"] == 5
+    [request] = scripted(fake)
+    assert users(request) == ["hello there"] and request["body"]["stream"] is True
+    # The session: JSONL under ~/.qwen/projects/<cwd with / as ->/chats/<session id>.jsonl,
+    # assistant records carrying usageMetadata.
+    [chat] = qwen.chats()
+    sid = session_id(events)
+    assert chat.name == f"{sid}.jsonl" and chat.parent.parent.name == re.sub(r"[^A-Za-z0-9]", "-", str(qwen.work))
+    records = [json.loads(line) for line in chat.read_text().splitlines()]
+    answers = [r for r in records if r.get("type") == "assistant"]
+    assert answers[-1]["message"]["parts"] == [{"text": "ok: hello there"}]
+    assert answers[-1]["usageMetadata"]["promptTokenCount"] == 10
+    assert not fake.violations
+
+
+def test_mcp_tool_is_listed_called_and_its_result_reaches_the_next_request(qwen):
+    fake = qwen.start_fake(PING)
+    qwen.configure(mcp=True)
+    events = events_of(qwen.prompt("please ping"))
+    assert assistant_texts(events) == ["pinged"]
+    assert qwen.pings() == ["hello"]
+    first, second = scripted(fake)
+    # MCP tools are deferred: not in tools[], named in the conversation, called through
+    # the bridge tool tool_call.
+    tools = [t["function"]["name"] for t in first["body"]["tools"]]
+    assert "tool_call" in tools and not any(name.startswith("mcp__") for name in tools)
+    assert any("mcp__pingsrv__ping" in content_text(m.get("content")) for m in first["body"]["messages"])
+    call = second["body"]["messages"][-2]["tool_calls"][0]["function"]
+    assert call["name"] == "tool_call" and json.loads(call["arguments"]) == {"name": "mcp__pingsrv__ping", "arguments": {"message": "hello"}}
+    assert second["chat"][-1]["role"] == "tool" and "pong: hello" in content_text(second["chat"][-1]["content"])
+    assert not fake.violations
+
+
+def test_resume_by_session_id_carries_the_history(qwen):
+    fake = qwen.start_fake(PING)
+    qwen.configure(mcp=True)
+    first = events_of(qwen.prompt("please ping"))
+    sid = session_id(first)
+    again = events_of(qwen.prompt("and now?", resume=sid))
+    assert session_id(again) == sid
+    assert assistant_texts(again) == ["ok: and now?"]
+    last = scripted(fake)[-1]
+    assert [m["role"] for m in last["chat"] if m["role"] != "system"] == ["user", "assistant", "tool", "assistant", "user"]
+    assert users(last) == ["please ping", "and now?"]
+    assert len(qwen.chats()) == 1  # the resume appends to the same session file
+    assert not fake.violations
+
+
+def test_hooks_push_text_after_a_tool_and_at_turn_end(qwen):
+    fake = qwen.start_fake(PING)
+    qwen.configure(mcp=True, hooks={"PostToolUse": "MIDTURN-NOTE", "Stop": "TURNEND-NOTE"})
+    events = events_of(qwen.prompt("please ping"))
+    # Stop blocked once: its reason is a new user message, answered in the same -p run
+    # (stream-json glues that answer onto the one before it, in one text block).
+    assert assistant_texts(events) == ["pingedok: TURNEND-NOTE"]
+    first, second, third = scripted(fake)
+    # PostToolUse's additionalContext is appended to the tool result's text.
+    assert content_text(second["chat"][-1]["content"]).endswith("pong: hello\nMIDTURN-NOTE")
+    assert third["chat"][-1] == {"role": "user", "content": "TURNEND-NOTE"}
+    calls = qwen.hook_calls()
+    assert [c["argv_event"] for c in calls] == ["PostToolUse", "Stop", "Stop"]
+    assert calls[0]["transcript_path"] == str(qwen.chats()[0])
+    assert [c["stop_hook_active"] for c in calls[1:]] == [False, True]
+    # What roost must cope with: the Stop hook's text is not written to the session file
+    # (both answers are, back to back), so a resumed session no longer shows it.
+    records = [json.loads(line) for line in qwen.chats()[0].read_text().splitlines()]
+    said = [(r["type"], "".join(p.get("text", "") for p in r["message"]["parts"])) for r in records if r.get("type") in ("user", "assistant")]
+    assert said[-2:] == [("assistant", "pinged"), ("assistant", "ok: TURNEND-NOTE")]
+    assert not any("TURNEND-NOTE" in text for kind, text in said if kind == "user")
+    assert not fake.violations
