@@ -15,10 +15,16 @@ literal quotes.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
+import socket
 import sqlite3
 import subprocess
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +99,31 @@ class OpenCodeKit(CliWorld):
         """``opencode run --format json`` with TEXT on stdin (``-s SESSION`` first when given)."""
         return self.run(["run", *(["-s", session] if session else []), "--format", "json"], stdin=text)
 
+    @contextlib.contextmanager
+    def serve(self) -> Iterator[str]:
+        """``opencode serve`` on a free port of 127.0.0.1 (``--port 0`` is not "any port":
+        it listens on 4096), yielding its URL once it says it listens; its process group is
+        killed on the way out."""
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        proc = subprocess.Popen(
+            [self.binary, "serve", "--port", str(port), "--hostname", "127.0.0.1"], cwd=self.work, env=self.env,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True,
+        )
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:  # ends when the server exits
+                if "listening on" in line:
+                    break
+            else:
+                raise AssertionError(f"opencode serve exited {proc.wait()} before listening")
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
     def plugin_calls(self) -> list[dict[str, Any]]:
         if not self.plugin_log.exists():
             return []
@@ -101,6 +132,14 @@ class OpenCodeKit(CliWorld):
     def db(self) -> sqlite3.Connection:
         """OpenCode's store: SQLite at $XDG_DATA_HOME/opencode/opencode.db."""
         return sqlite3.connect(self.data_dir / "opencode.db")
+
+
+def post(url: str, body: dict[str, Any]) -> Any:
+    """POST JSON to an ``opencode serve`` endpoint (always with a timeout: a request sent
+    while the server starts can hang)."""
+    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=180) as response:
+        return json.loads(response.read() or b"null")
 
 
 def events_of(result: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:

@@ -13,6 +13,8 @@ from fake_chat import FakeChat
 from fake_gemini import FakeGemini
 from fake_responses import FakeResponses
 
+pytestmark = pytest.mark.smoke  # no CLI: the fast tier runs it
+
 PING = {"run": [{"steps": [{"tool": "ping", "args": {"message": "hi"}}, {"say": "pinged"}]}]}
 
 

@@ -5,9 +5,8 @@ the session store."""
 
 from __future__ import annotations
 
-import json
-
-from opencodekit import events_of, session_id, texts
+from conftest import wait_until
+from opencodekit import events_of, post, session_id, texts
 
 PING = {"run": [{"steps": [{"tool": "ping", "args": {"message": "hello"}}, {"say": "pinged"}]}],
         "default": {"steps": [{"say": "ok: {input}"}]}}
@@ -94,4 +93,21 @@ def test_plugin_pushes_text_mid_turn_and_at_turn_end(opencode):
     again = events_of(opencode.prompt("and now?", session=session_id(events)))
     assert texts(again) == ["ok: TURNEND-NOTE\nand now?"]
     assert users(scripted(fake)[-1])[-2:] == ["TURNEND-NOTE", "and now?"]
+    assert not fake.violations
+
+
+def test_under_serve_a_prompt_at_session_idle_starts_a_new_turn_at_once(opencode):
+    fake = opencode.start_fake(PING)
+    opencode.configure(mcp=True, plugin={"ROOST_TEST_ON_IDLE": "TURNEND-NOTE"})
+    with opencode.serve() as url:
+        session = post(f"{url}/session", {})["id"]
+        # The message call blocks until the turn ends and answers the assistant message.
+        reply = post(f"{url}/session/{session}/message", {"parts": [{"type": "text", "text": "please ping"}]})
+        assert reply["info"]["role"] == "assistant" and reply["info"]["tokens"]["input"] == 10
+        assert [p["text"] for p in reply["parts"] if p["type"] == "text"] == ["pinged"]
+        # session.idle -> client.session.prompt: a new turn, with nobody prompting.
+        turn_end = wait_until(lambda: [r for r in scripted(fake) if users(r)[-1:] == ["TURNEND-NOTE"]], 120,
+                              what="the model call for the message sent at session.idle")
+    assert turn_end[0]["reply"] == {"text": "ok: TURNEND-NOTE"}
+    assert users(turn_end[0]) == ["please ping", "TURNEND-NOTE"]
     assert not fake.violations
