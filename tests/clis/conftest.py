@@ -14,7 +14,7 @@ import pytest
 
 sys.path.append(str(Path(__file__).resolve().parent))
 
-from codexkit import CodexKit, codex_bin  # noqa: E402
+from codexkit import CodexKit, codex_bin
 
 
 @pytest.fixture

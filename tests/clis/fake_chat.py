@@ -18,12 +18,11 @@ chunks behind this folder's plumbing (``fakehttp``), with each CLI's tool names.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
-from fakehttp import FakeModelServer, Wire
 from fake_openai import answer, content_text, sse_chunks, tools_of
+from fakehttp import FakeModelServer, Wire
 
 SIDE_ANSWER = "Fake title"
 TITLE_MODEL = "fake-title"

@@ -24,8 +24,8 @@ import re
 import uuid
 from typing import Any
 
-from fakehttp import FakeModelServer, Wire
 from fake_openai import answer, check_frames
+from fakehttp import FakeModelServer, Wire
 
 _ENVELOPE = re.compile(r"<agent-message [^>\n]*>\n.*?\n</agent-message>", re.DOTALL)
 _HOOK_CONTEXT = re.compile(r"<hook_context>(.*?)</hook_context>", re.DOTALL)

@@ -26,9 +26,9 @@ from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parent.parent / "pi"))
 
-from fake_openai import ModelRefusal  # noqa: E402
+from fake_openai import ModelRefusal
 
-from roost_core.hosts.scripted import load_scenario  # noqa: E402
+from roost_core.hosts.scripted import load_scenario
 
 
 @dataclass
@@ -159,7 +159,7 @@ class FakeModelServer:
         self.server.shutdown()
         self.server.server_close()
 
-    def __enter__(self) -> FakeModelServer:  # noqa: PYI034
+    def __enter__(self) -> FakeModelServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

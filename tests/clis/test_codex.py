@@ -69,7 +69,7 @@ def test_hooks_push_text_after_a_tool_and_at_turn_end(codex):
     events = events_of(codex.exec("please ping", trust_hooks=True))
     # Stop blocked once: its reason is a new user input, answered in the same exec run.
     assert agent_texts(events) == ["pinged", "ok: TURNEND-NOTE"]
-    first, second, third = fake.requests()
+    _first, second, third = fake.requests()
     kinds = [(i.get("type", "message"), i.get("role")) for i in second["body"]["input"]]
     # PostToolUse's additionalContext: a developer message between the call and its output.
     at = kinds.index(("function_call", None))

@@ -74,7 +74,7 @@ def test_hooks_push_text_after_a_tool_and_at_turn_end(gemini):
     events = events_of(gemini.prompt("please ping"))
     # AfterAgent denied once: its reason is a new user prompt, answered in the same -p run.
     assert assistant_texts(events) == ["pinged", "ok: TURNEND-NOTE"]
-    first, second, third = [r for r in fake.requests() if not r["reply"].get("side")]
+    _first, second, third = [r for r in fake.requests() if not r["reply"].get("side")]
     # AfterTool's additionalContext rides in the tool's result, as <hook_context>.
     output = second["body"]["contents"][-1]["parts"][0]["functionResponse"]["response"]["output"]
     assert "pong: hello" in output and "<hook_context>MIDTURN-NOTE</hook_context>" in output

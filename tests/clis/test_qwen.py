@@ -8,9 +8,8 @@ from __future__ import annotations
 import json
 import re
 
-from qwenkit import assistant_texts, events_of, session_id
-
 from fake_openai import content_text
+from qwenkit import assistant_texts, events_of, session_id
 
 PING = {"run": [{"steps": [{"tool": "ping", "args": {"message": "hello"}}, {"say": "pinged"}]}],
         "default": {"steps": [{"say": "ok: {input}"}]}}
@@ -87,7 +86,7 @@ def test_hooks_push_text_after_a_tool_and_at_turn_end(qwen):
     # Stop blocked once: its reason is a new user message, answered in the same -p run
     # (stream-json glues that answer onto the one before it, in one text block).
     assert assistant_texts(events) == ["pingedok: TURNEND-NOTE"]
-    first, second, third = scripted(fake)
+    _first, second, third = scripted(fake)
     # PostToolUse's additionalContext is appended to the tool result's text.
     assert content_text(second["chat"][-1]["content"]).endswith("pong: hello\nMIDTURN-NOTE")
     assert third["chat"][-1] == {"role": "user", "content": "TURNEND-NOTE"}
