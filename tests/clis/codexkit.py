@@ -8,12 +8,16 @@ metrics); no login, the fake key comes from ``FAKE_API_KEY`` (``env_key``).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
-from cliworld import CliWorld, json_lines, require_cli
+from cliworld import RUN_TIMEOUT, CliWorld, json_lines, require_cli
 from fake_responses import FakeResponses
 
 OFFLINE_FLAGS = ["--disable", "plugins", "-c", "analytics.enabled=false"]
@@ -93,6 +97,47 @@ class CodexKit(CliWorld):
     def resume(self, thread_id: str, prompt: str) -> subprocess.CompletedProcess[str]:
         """``codex exec resume --json THREAD_ID PROMPT``."""
         return self.run(["exec", "resume", "--json", "--skip-git-repo-check", *OFFLINE_FLAGS, thread_id, prompt])
+
+    def trust_hooks(self) -> list[str]:
+        """Trust every configured hook for good, as Codex's own UI does, through
+        ``codex app-server`` (JSON-RPC, one object a line on stdio): ``initialize``, then
+        ``hooks/list`` for the work folder, then ``config/batchWrite`` of
+        ``hooks.state."KEY".trusted_hash = currentHash`` (written into config.toml).
+        Returns the keys trusted."""
+        proc = subprocess.Popen(
+            [self.binary, "app-server", *OFFLINE_FLAGS], cwd=self.work, env=self.env, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True,
+        )
+        # A server that stops answering must not hang the test: kill it after the bound.
+        watchdog = threading.Timer(RUN_TIMEOUT, lambda: os.killpg(proc.pid, signal.SIGKILL))
+        watchdog.start()
+        assert proc.stdin is not None and proc.stdout is not None
+        stdin, stdout = proc.stdin, proc.stdout
+
+        def call(number: int, method: str, params: dict[str, Any]) -> Any:
+            stdin.write(json.dumps({"jsonrpc": "2.0", "id": number, "method": method, "params": params}) + "\n")
+            stdin.flush()
+            for line in stdout:  # notifications come in between; the answer carries our id
+                message = json.loads(line)
+                if message.get("id") == number:
+                    assert "error" not in message, message
+                    return message["result"]
+            raise AssertionError(f"codex app-server ended before answering {method}")
+
+        try:
+            call(1, "initialize", {"clientInfo": {"name": "roost-tests", "version": "0"}})
+            stdin.write(json.dumps({"jsonrpc": "2.0", "method": "initialized"}) + "\n")
+            listed = call(2, "hooks/list", {"cwds": [str(self.work)]})
+            hooks = [hook for entry in listed["data"] for hook in entry["hooks"]]
+            edits = [{"keyPath": f'hooks.state."{hook["key"]}"', "value": {"trusted_hash": hook["currentHash"]}, "mergeStrategy": "upsert"}
+                     for hook in hooks]
+            call(3, "config/batchWrite", {"edits": edits})
+            return [hook["key"] for hook in hooks]
+        finally:
+            watchdog.cancel()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
     def rollouts(self) -> list[Path]:
         """The session files ("rollouts") Codex wrote."""

@@ -92,3 +92,18 @@ def test_hooks_do_not_run_unless_trusted(codex):
     assert agent_texts(events) == ["pinged"]
     assert codex.hook_calls() == []
     assert len(fake.requests()) == 2
+
+
+def test_hooks_trusted_for_good_through_the_app_server_run_without_the_bypass_flag(codex):
+    """How a user's own Codex can keep roost's hooks: trusted once (their hashes written
+    to config.toml), every later run uses them; editing a hook would need trust again."""
+    fake = codex.start_fake(PING)
+    codex.configure(mcp=True, hooks={"PostToolUse": "MIDTURN-NOTE", "Stop": "TURNEND-NOTE"})
+    keys = codex.trust_hooks()
+    assert sorted(k.rsplit(":", 3)[1] for k in keys) == ["post_tool_use", "stop"]
+    assert 'trusted_hash = "sha256:' in (codex.codex_home / "config.toml").read_text()
+    events = events_of(codex.exec("please ping"))
+    assert agent_texts(events) == ["pinged", "ok: TURNEND-NOTE"]
+    assert [c["argv_event"] for c in codex.hook_calls()] == ["PostToolUse", "Stop", "Stop"]
+    assert not [e for e in events if e.get("type") == "item.completed" and "bypass-hook-trust" in e["item"].get("message", "")]
+    assert not fake.violations
