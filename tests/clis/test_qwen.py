@@ -5,9 +5,21 @@ mid-turn and at turn end, usage and sessions."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
 
+import proctools
+import pytest
+from conftest import wait_until
 from fake_openai import content_text
 from qwenkit import assistant_texts, events_of, session_id
 
@@ -101,3 +113,75 @@ def test_hooks_push_text_after_a_tool_and_at_turn_end(qwen):
     assert said[-2:] == [("assistant", "pinged"), ("assistant", "ok: TURNEND-NOTE")]
     assert not any("TURNEND-NOTE" in text for kind, text in said if kind == "user")
     assert not fake.violations
+
+
+def test_a_process_the_session_started_pushes_into_an_idle_interactive_session(qwen, tmp_path):
+    """Qwen Code's own cross-session messages, as roost could use them (docs/hosts.md): an
+    interactive session registers itself and hands the processes it starts (its MCP
+    servers: where ``roost mcp`` would run) its socket and a child token; a frame sent with
+    that token is delivered without review and starts a turn at once, though the session
+    is idle."""
+    if shutil.which("tmux") is None:
+        if os.environ.get("ROOST_REQUIRE_TMUX") == "1" or os.environ.get("ROOST_REQUIRE_QWEN") == "1":
+            pytest.fail("tmux is not installed (apt-get install tmux)")
+        pytest.skip("tmux is not installed")
+    fake = qwen.start_fake({"default": {"steps": [{"say": "heard: {input}"}]}})
+    qwen.configure(mcp=True)
+    runtime = tmp_path / "run"
+    runtime.mkdir()
+    env = {**qwen.env, "XDG_RUNTIME_DIR": str(runtime), "TERM": "xterm-256color"}
+    server = f"roost-qwen-{os.getpid()}"
+    command = shlex.join(["env", "-i", *(f"{k}={v}" for k, v in env.items()), qwen.binary])
+    subprocess.run(["tmux", "-L", server, "new-session", "-d", "-x", "160", "-y", "50", "-c", str(qwen.work), command], check=True, timeout=30)
+    qwen_pid = None
+    try:
+        sessions = qwen.home / ".qwen" / "sessions"
+
+        def registered() -> dict[str, Any] | None:
+            # Written at start, then again with the socket once the session listens.
+            for path in sessions.glob("*.json") if sessions.exists() else []:
+                with contextlib.suppress(ValueError):
+                    found = json.loads(path.read_text())
+                    if found.get("ipcPath"):
+                        return dict(found)
+            return None
+
+        record = wait_until(registered, 90, what="the session's registry record with its socket")
+        qwen_pid = record["pid"]
+        assert record["kind"] == "tui" and record["ipcPath"].startswith(str(runtime))
+
+        def mcp_env() -> dict[str, str]:
+            for pid, _ in proctools.with_cmdline("mcp_ping.py"):
+                if proctools.parent(pid) == qwen_pid:
+                    pairs = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                    return dict(p.decode().split("=", 1) for p in pairs if b"=" in p)
+            return {}
+
+        child_env = wait_until(mcp_env, 90, what="the MCP server the session started")
+        assert child_env["QWEN_CODE_MESSAGING_SOCKET"] == record["ipcPath"]
+        token = child_env["QWEN_CODE_MESSAGING_TOKEN"]
+        assert token != record["ipcToken"]  # the child token, not the registry's
+        reply_path = str(runtime / "reply.sock")
+        with socket.socket(socket.AF_UNIX) as inbox:
+            inbox.bind(reply_path)
+            inbox.listen(1)
+            inbox.settimeout(60)
+            with socket.socket(socket.AF_UNIX) as out:
+                out.connect(record["ipcPath"])
+                frame = {"msgV": 1, "msgId": "probe-1", "type": "user", "from": reply_path, "fromName": "roost",
+                         "fromMode": "bypass", "toSessionId": record["sessionId"], "priority": "now",
+                         "message": {"role": "user", "content": "PUSHED-NOTE"}}
+                out.sendall(json.dumps({"msgV": 1, "type": "auth", "token": token}).encode() + b"\n" + json.dumps(frame).encode() + b"\n")
+                out.shutdown(socket.SHUT_WR)
+            conn, _ = inbox.accept()
+            with conn:
+                status = json.loads(conn.makefile().readline())
+        assert (status["action"], status["status"], status["origMsgId"]) == ("delivery_status", "delivered", "probe-1")
+        pushed = wait_until(lambda: [r for r in scripted(fake) if any("PUSHED-NOTE" in u for u in users(r))], 90, what="the model call for the pushed message")
+        text = users(pushed[0])[-1]
+        assert '<cross_session_message from="' in text and 'origin="own-process">\nPUSHED-NOTE\n</cross_session_message>' in text
+    finally:
+        subprocess.run(["tmux", "-L", server, "kill-server"], timeout=30, check=False)
+        if qwen_pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(qwen_pid, signal.SIGKILL)
