@@ -180,6 +180,11 @@ def test_a_process_the_session_started_pushes_into_an_idle_interactive_session(q
         pushed = wait_until(lambda: [r for r in scripted(fake) if any("PUSHED-NOTE" in u for u in users(r))], 90, what="the model call for the pushed message")
         text = users(pushed[0])[-1]
         assert '<cross_session_message from="' in text and 'origin="own-process">\nPUSHED-NOTE\n</cross_session_message>' in text
+        # The session file records it (a user record from the system, a notification):
+        # what roost would acknowledge from.
+        records = [json.loads(line) for line in qwen.chats()[0].read_text().splitlines()]
+        [kept] = [r for r in records if r.get("type") == "user" and "PUSHED-NOTE" in json.dumps(r.get("message"))]
+        assert (kept["provenance"], kept["subtype"]) == ("system", "notification")
     finally:
         subprocess.run(["tmux", "-L", server, "kill-server"], timeout=30, check=False)
         if qwen_pid is not None:
