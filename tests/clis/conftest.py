@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 sys.path.append(str(Path(__file__).resolve().parent))
-# The fakes here answer with the pi kit's scripted model (tests/pi/fake_openai.py).
+# The fakes here stand on tests/fakemodel.py and answer with the pi kit's scripted model
+# (tests/pi/fake_openai.py).
+sys.path.append(str(Path(__file__).resolve().parent.parent))
 sys.path.append(str(Path(__file__).resolve().parent.parent / "pi"))
 
 from codexkit import CodexKit, codex_bin

@@ -1,6 +1,7 @@
 """A fake OpenAI chat-completions API (``POST /v1/chat/completions``, SSE) for OpenCode and
 Qwen Code, which both speak it: ``tests/pi/fake_openai.py``'s scripted ``answer`` and SSE
-chunks behind this folder's plumbing (``fakehttp``), with each CLI's tool names.
+chunks on the fakes' shared plumbing (``clifake``, ``tests/fakemodel.py``), with each CLI's
+tool names.
 
 ``dialect`` says whose requests these are:
 
@@ -19,10 +20,12 @@ chunks behind this folder's plumbing (``fakehttp``), with each CLI's tool names.
 from __future__ import annotations
 
 import re
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from clifake import CliFake, Wire
 from fake_openai import answer, content_text, sse_chunks, tools_of
-from fakehttp import FakeModelServer, Wire
+from fakemodel import send_json
 
 SIDE_ANSWER = "Fake title"
 TITLE_MODEL = "fake-title"
@@ -64,11 +67,11 @@ def to_chat(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return chat
 
 
-class FakeChat(FakeModelServer):
+class FakeChat(CliFake):
     """The chat-completions fake for one CLI (``dialect``), with the MCP ``servers`` it has
     (OpenCode's names ``<server>_<tool>`` are told from built-in names by them)."""
 
-    api = "chat"
+
 
     def __init__(self, scenario: Any, log_path: Any, *, dialect: str, servers: tuple[str, ...] = ()) -> None:
         super().__init__(scenario, log_path)
@@ -79,8 +82,9 @@ class FakeChat(FakeModelServer):
     def base_url(self) -> str:
         return f"{self.origin}/v1"
 
-    def get(self, path: str) -> Wire:
-        return Wire(json={"object": "list", "data": [{"id": "fake-model", "object": "model"}, {"id": TITLE_MODEL, "object": "model"}]})
+    def get(self, handler: BaseHTTPRequestHandler) -> None:
+        """The model list (``GET /v1/models``)."""
+        send_json(handler, 200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}, {"id": TITLE_MODEL, "object": "model"}]})
 
     def answer(self, path: str, body: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         if not path.startswith("/v1/chat/completions"):

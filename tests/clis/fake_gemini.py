@@ -24,8 +24,8 @@ import re
 import uuid
 from typing import Any
 
+from clifake import CliFake, Wire
 from fake_openai import answer, check_frames
-from fakehttp import FakeModelServer, Wire
 
 _ENVELOPE = re.compile(r"<agent-message [^>\n]*>\n.*?\n</agent-message>", re.DOTALL)
 _HOOK_CONTEXT = re.compile(r"<hook_context>(.*?)</hook_context>", re.DOTALL)
@@ -78,10 +78,10 @@ def offered_tools(body: dict[str, Any]) -> dict[str, str]:
     return offered
 
 
-class FakeGemini(FakeModelServer):
+class FakeGemini(CliFake):
     """The Gemini API fake."""
 
-    api = "gemini"
+
 
     def answer(self, path: str, body: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         if ":streamGenerateContent" not in path and ":generateContent" not in path:

@@ -24,8 +24,8 @@ import re
 import uuid
 from typing import Any
 
+from clifake import CliFake, Wire
 from fake_openai import answer, check_frames
-from fakehttp import FakeModelServer, Wire
 
 _HOOK_PROMPT = re.compile(r"<hook_prompt[^>]*>(.*?)</hook_prompt>", re.DOTALL)
 _ENVELOPE = re.compile(r"<agent-message [^>\n]*>\n.*?\n</agent-message>", re.DOTALL)
@@ -101,10 +101,10 @@ def offered_tools(body: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
     return offered
 
 
-class FakeResponses(FakeModelServer):
+class FakeResponses(CliFake):
     """The Responses API fake (Codex ``model_providers.X.base_url`` = :attr:`base_url`)."""
 
-    api = "responses"
+
 
     @property
     def base_url(self) -> str:
