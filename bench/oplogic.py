@@ -8,7 +8,7 @@ thread's CPU time (``time.thread_time``) around the daemon's own calls only, per
 the best of ``--repeat`` runs:
 
 * a send from one foreground peer to another, decoded from its line, with its answer
-  (``FrameDecoder.feed`` + ``accept_frame``);
+  (``Dispatcher.decoder`` + ``Dispatcher.accept``; ``accept_frame`` before issue 41);
 * a send to a job whose worker is connected (queue item, deliver event, journal record);
 * that worker's ack of it;
 * the commit that makes them durable, with the answers it sends (the journal's flush).
@@ -39,17 +39,12 @@ def measure(messages: int, clock: Callable[[], float] = time.thread_time) -> dic
     import anyio
     import psutil
 
+    from roost_core.daemon import dispatch
     from roost_core.daemon.connection import Connection
     from roost_core.daemon.core import Daemon
-    from roost_core.daemon.dispatch import accept_frame, handle_frame
     from roost_core.paths import resolve_paths
     from roost_core.plugins import make_plugin_manager
     from roost_core.protocol import FrameDecoder, encode
-
-    try:
-        from roost_core.daemon.dispatch import request_decoder
-    except ImportError:  # an older checkout (the "before" of a comparison)
-        request_decoder = None
     from roost_core.testing import make_config
 
     home = tempfile.mkdtemp(prefix="rb-oplogic-")
@@ -64,6 +59,18 @@ def measure(messages: int, clock: Callable[[], float] = time.thread_time) -> dic
         daemon = Daemon(paths, config, make_plugin_manager(config), durable=False)
         daemon.load()
         try:
+            dispatcher = getattr(daemon, "dispatcher", None)
+            if dispatcher is not None:  # one dispatcher over the daemon's routes (issue 41)
+                accept_frame = lambda _daemon, conn, request: dispatcher.accept(conn, request)  # noqa: E731
+
+                async def handle_frame(_daemon: Any, conn: Any, frame: dict[str, Any]) -> None:
+                    await dispatcher.run(conn, dispatcher.request_of(frame))
+
+                decoder = dispatcher.decoder()
+            else:  # an older checkout (the "before" of a comparison)
+                accept_frame, handle_frame = dispatch.accept_frame, dispatch.handle_frame
+                request_decoder = getattr(dispatch, "request_decoder", None)
+                decoder = request_decoder() if request_decoder is not None else FrameDecoder()
             conns = [Connection.detached(n, pid=os.getpid(), uid=os.getuid()) for n in range(3)]
             sender, receiver, worker = conns
             await handle_frame(daemon, sender, {"id": 0, "op": "peer_register", "pid": os.getpid(), "name": "sender", "sessionId": "s-1"})
@@ -72,8 +79,6 @@ def measure(messages: int, clock: Callable[[], float] = time.thread_time) -> dic
             peer_id = receiver.take_sent()[0]["result"]["id"]
             for conn in conns:
                 conn.take_sent()
-            # The daemon's own reader of request lines (its wire layer's), when it has one.
-            decoder = request_decoder() if request_decoder is not None else FrameDecoder()
             totals = {"send to a foreground peer": 0.0, "send to a job": 0.0, "the job's ack": 0.0, "the commit and its answers": 0.0}
             for n in range(messages):
                 line = encode({"id": n, "op": "send", "to": peer_id, "message": SEND_TEXT})

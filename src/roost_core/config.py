@@ -74,7 +74,7 @@ class Config:
     agent_tree_tokens: int | None = None
     agent_tree_cost: float | None = None
     disabled_plugins: tuple[str, ...] = ()
-    #: None: ``roost start`` picks ``pi`` when it is installed (see ``JobOps.default_host``).
+    #: None: ``roost start`` picks ``pi`` when it is installed (see ``JobMaker.default_host``).
     default_host: str | None = None
     #: Hosts an agent may name for a child (``roost_spawn``'s ``host``); empty: none, the
     #: child runs its parent's host and the tool has no ``host`` parameter.

@@ -450,7 +450,7 @@ class QueueModel(RuleBasedStateMachine):
             line = self.buffer[0]
             self.daemon.journal._write(line[: len(line) // 2])
         os.close(self.daemon.journal._fd)
-        self.daemon.journal = None
+        self.daemon.persistence.journal = None
         self.buffer, self.buffered_items = [], []
         self.restore()
 

@@ -26,10 +26,10 @@ import pytest
 from roost_core import identity, locks, platform
 from roost_core.daemon.connection import Connection, Flusher
 from roost_core.daemon.core import Daemon
-from roost_core.daemon.dispatch import accept_frame, handle_frame
 from roost_core.daemon.jobs import Job
 from roost_core.paths import Paths, resolve_paths
 from roost_core.plugins import make_plugin_manager
+from roost_core.protocol import encode
 from roost_core.store import JobFiles
 from roost_core.testing import make_config
 
@@ -84,6 +84,17 @@ async def registered(daemon: Daemon, number: int, name: str) -> tuple[Connection
     (answer,) = conn.take_sent()
     assert answer["ok"], answer
     return conn, answer["result"]["id"]
+
+
+def accept_frame(daemon: Daemon, conn: Connection, frame: dict[str, Any]) -> bool:
+    """The request line of ``frame`` read and done as the wire does a line: True when it
+    needed no wait (``Dispatcher.accept``)."""
+    return daemon.dispatcher.accept(conn, daemon.dispatcher.decode(encode(frame)[:-1]))
+
+
+async def handle_frame(daemon: Daemon, conn: Connection, frame: dict[str, Any]) -> None:
+    """The request line of ``frame`` read and done as the connection's lane does it."""
+    await daemon.dispatcher.run(conn, daemon.dispatcher.decode(encode(frame)[:-1]))
 
 
 def send(to: str, text: str, request_id: Any) -> dict[str, Any]:
@@ -168,8 +179,8 @@ def test_answers_leave_in_request_order_whatever_waits_for_the_disk(tmp_path):
 
 
 def test_an_op_that_waits_is_left_to_the_connections_task(tmp_path):
-    """``accept_frame`` does only what needs no wait: ``peers`` (an op without an accept
-    step) is refused there, untouched, and done by ``handle_frame``."""
+    """``Dispatcher.accept`` does only what needs no wait: ``peers`` (an op without an
+    accept step) is refused there, untouched, and done by ``Dispatcher.run``."""
 
     async def story(daemon: Daemon, _jobs: list[str]) -> None:
         alice, _ = await registered(daemon, 1, "alice")
@@ -287,21 +298,21 @@ def test_a_changed_job_record_is_a_value_of_the_op_logic_written_once_per_pass(t
             return JobFiles(daemon.paths.jobs_dir, durable=False).load_all().get(job_id)
 
         kept.summary = "first"
-        daemon.save(kept)
+        daemon.registry.save(kept)
         kept.summary = "second"
-        daemon.save(kept)
+        daemon.registry.save(kept)
         removed.summary = "never written"
-        daemon.save(removed)
+        daemon.registry.save(removed)
         assert on_disk(kept.id)["summary"] is None, "a change is written by write_records, not by the op"
-        assert list(daemon.dirty) == [kept.id, removed.id]
+        assert list(daemon.registry.dirty) == [kept.id, removed.id]
         daemon.jobs.pop(removed.id)
-        daemon.job_files.delete(removed.id)
-        daemon.write_records()
+        daemon.registry.job_files.delete(removed.id)
+        daemon.registry.write_records()
         assert on_disk(kept.id)["summary"] == "second" and on_disk(kept.id)["updated"] == kept.updated
         assert on_disk(removed.id) is None, "a removed job's record came back"
-        assert daemon.dirty == {}
+        assert daemon.registry.dirty == {}
         kept.summary = "third"
-        daemon.save(kept)
+        daemon.registry.save(kept)
         await anyio.lowlevel.checkpoint()  # the loop's next pass
         assert on_disk(kept.id)["summary"] == "third"
 
@@ -337,7 +348,7 @@ def test_the_flusher_writes_the_records_before_any_byte_of_a_pass_leaves(tmp_pat
         assert early == [b""], "bytes left before the records were written"
         assert JobFiles(daemon.paths.jobs_dir, durable=False).load_all()[job_id]["state"] == "stopped"
         daemon.jobs[job_id].summary = "said at the close"
-        daemon.save(daemon.jobs[job_id])
+        daemon.registry.save(daemon.jobs[job_id])
         conn.send({"event": "bye"})
         conn.close()
         assert json.loads(await loop.sock_recv(theirs, 1 << 16)) == {"event": "bye"}
@@ -444,7 +455,7 @@ def test_a_foreground_receivers_item_leaves_before_the_senders_answer_and_the_pa
 
         def before_write() -> None:
             hooks.append("records written")
-            daemon.write_records()
+            daemon.registry.write_records()
 
         flusher = Flusher(loop, before_write=before_write)
         sockets = {"alice": await attached(alice, flusher), "bob": await attached(bob, flusher)}
@@ -496,24 +507,24 @@ def test_an_adopted_workers_exit_is_noticed_at_once_with_no_liveness_polling(tmp
         job = daemon.jobs[jobs[0]]
         adopt(job, worker)
         exited = asyncio.Event()
-        handle = daemon.exits.on_exit
+        handle = daemon.workers.exits.on_exit
 
         def on_exit(key: str, pid: int) -> None:
             handle(key, pid)
             exited.set()
 
-        daemon.exits.on_exit = on_exit
-        daemon.check_worker(job, daemon.clock())  # the monitor's first round: checked once, watched
-        assert job.id in daemon.exits and job.worker_pid == worker.pid
+        daemon.workers.exits.on_exit = on_exit
+        daemon.workers.check_worker(job, daemon.clock())  # the monitor's first round: checked once, watched
+        assert job.id in daemon.workers.exits and job.worker_pid == worker.pid
         polls: list[tuple[Any, ...]] = []
         monkeypatch.setattr(locks, "is_alive", lambda *args: polls.append(args) or True)
         for _ in range(5):  # the monitor's next rounds
-            daemon.check_worker(job, daemon.clock())
+            daemon.workers.check_worker(job, daemon.clock())
         worker.kill()
         with anyio.fail_after(30):
             await exited.wait()
         assert polls == []
-        assert job.worker_pid is None and job.id not in daemon.exits
+        assert job.worker_pid is None and job.id not in daemon.workers.exits
 
     run(tmp_path, story, jobs=1)
 
@@ -522,12 +533,12 @@ def test_without_pidfds_the_monitor_checks_an_adopted_workers_liveness(tmp_path,
     async def story(daemon: Daemon, jobs: list[str]) -> None:
         job = daemon.jobs[jobs[0]]
         adopt(job, worker)
-        daemon.exits.supported = False  # as on a kernel without pidfds
-        daemon.check_worker(job, daemon.clock())
-        assert job.worker_pid == worker.pid and len(daemon.exits) == 0
+        daemon.workers.exits.supported = False  # as on a kernel without pidfds
+        daemon.workers.check_worker(job, daemon.clock())
+        assert job.worker_pid == worker.pid and len(daemon.workers.exits) == 0
         worker.kill()
         worker.wait()
-        daemon.check_worker(job, daemon.clock())
+        daemon.workers.check_worker(job, daemon.clock())
         assert job.worker_pid is None
 
     run(tmp_path, story, jobs=1)

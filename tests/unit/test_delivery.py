@@ -18,11 +18,11 @@ import anyio
 import pytest
 from recording_journal import RecordingJournal
 
-from roost_core.daemon.base import apply_journal_record
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.delivery import Mailroom, Pending
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
+from roost_core.daemon.persistence import apply_journal_record
 from roost_core.daemon.receipts import MessageQuotes, Receipts
 from roost_core.protocol import BAD_ARGS, NOT_STORED, QUEUE_FULL, ProtocolError
 from roost_core.queue import MAX_AGENT_ITEMS, MAX_UNDURABLE_SEQS

@@ -18,9 +18,11 @@ from typing import Any
 import pytest
 
 from roost_core import hookspecs, protocol
+from roost_core.daemon.agentrows import AgentRows
 from roost_core.daemon.core import Daemon
-from roost_core.daemon.dispatch import OPS
+from roost_core.daemon.dispatch import Route
 from roost_core.daemon.jobs import Job
+from roost_core.daemon.optable import OPS
 from roost_core.daemon.tables import PeerTables
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -232,11 +234,25 @@ def test_each_op_documents_every_field_with_type_required_and_limit(documented_o
         assert limit == expected, f"{op}.{name}: max"
 
 
+@pytest.fixture(scope="module")
+def routes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Route]:
+    """The daemon's table of routes (each op's handler), as a daemon on a throwaway home
+    builds it."""
+    from roost_core.paths import resolve_paths
+    from roost_core.plugins import make_plugin_manager
+    from roost_core.testing import make_config
+
+    paths = resolve_paths({"ROOST_HOME": str(tmp_path_factory.mktemp("home"))})
+    paths.ensure()
+    config = make_config({})
+    return Daemon(paths, config, make_plugin_manager(config), durable=False).dispatcher.routes
+
+
 @pytest.mark.parametrize("op", list(OPS))
-def test_each_op_documents_its_result_fields(documented_ops, op: str) -> None:
+def test_each_op_documents_its_result_fields(documented_ops, routes, op: str) -> None:
     documented = bullets_after(documented_ops.get(op, ""), "Result")
     assert documented, f"{op}: no **Result:** list"
-    returned = returned_dict_keys(getattr(Daemon, OPS[op].handler))
+    returned = returned_dict_keys(routes[op].handle)
     if returned is not None:  # the handler returns dict literals: the doc names exactly their keys
         assert set(documented) == returned, f"{op}: result fields differ"
 
@@ -277,7 +293,7 @@ def test_the_rows_list_every_field(protocol_doc: str) -> None:
     rows = subsections(section(protocol_doc, "Rows").replace("### Job row", "### `job`").replace("### Agent row", "### `agent`").replace("### Peer row", "### `peer`").replace("### Receipt", "### `receipt`"))
     expected = {
         "job": largest_dict_keys(Job.row) | {"parent"},  # op_jobs adds the live parent
-        "agent": largest_dict_keys(Daemon.agent_rows),
+        "agent": largest_dict_keys(AgentRows.rows),
         "peer": largest_dict_keys(PeerTables.peer_row),
         "receipt": largest_dict_keys(Receipt.to_json),
     }

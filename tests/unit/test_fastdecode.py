@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roost_core.daemon.dispatch import FAST, OPS, request_decoder
+from roost_core.daemon.dispatch import FAST, Dispatcher, Route
+from roost_core.daemon.optable import OPS
 from roost_core.protocol import ProtocolError, decode_line, request_envelope
 
 
@@ -94,12 +95,21 @@ def test_a_duplicated_field_is_read_as_its_last_value_both_ways():
     assert fast(line) == general(line) == ("request", (1, "send", {"to": "b", "message": "hi"}))
 
 
-def test_the_daemon_reads_whole_lines_in_one_step_and_holds_a_partial_one():
-    decoder = request_decoder()
+async def _nothing(_conn: Any, _args: dict[str, Any]) -> dict[str, Any]:
+    return {}
+
+
+def test_the_daemon_reads_whole_lines_into_requests_in_one_step_and_holds_a_partial_one():
+    routes = {name: Route(name, op, _nothing, accept=(lambda _conn, _args: {}) if op.accept else None) for name, op in OPS.items()}
+    decoder = Dispatcher(routes, ledger=None).decoder()  # type: ignore[arg-type]
     first, second = decoder.feed(b'{"id":1,"op":"ack","seq":2}\n{"id":2,"op":"peers"}\n{"id":3,"op"')
-    assert FAST.ops[type(first)][0] == "ack" and second == {"id": 2, "op": "peers"}
+    assert (first.id, first.route.name, first.args, first.error) == (1, "ack", {"seq": 2}, None)
+    assert (second.id, second.route.name, second.args, second.error) == (2, "peers", {}, None)
     (third,) = decoder.feed(b':"ack","seq":4}\n')
-    assert (third.id, third.seq) == (3, 4)
+    assert (third.id, third.route.name, third.args) == (3, "ack", {"seq": 4})
+    (unknown, refused) = decoder.feed(b'{"id":4,"op":"nope"}\n{"id":5,"op":"ack","seq":-1}\n')
+    assert (unknown.id, unknown.route, unknown.error.code) == (4, None, "unknown_op")
+    assert (refused.id, refused.route.name, refused.args, refused.error.code) == (5, "ack", None, "bad_args")
 
 
 JSON_VALUES = st.recursive(

@@ -7,9 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from roost_core import policy
-from roost_core.daemon.base import DaemonBase
-from roost_core.daemon.budgets import tree_of
+from roost_core.daemon.budgets import Budgets, tree_of
 from roost_core.daemon.jobs import Job
+from roost_core.daemon.registry import Registry
+from roost_core.daemon.sending import SendDesk, deliver_to
+from roost_core.daemon.tables import PeerTables
+from roost_core.daemon.tasks import Tasks
 from roost_core.names import shown
 from roost_core.protocol import ProtocolError
 from roost_core.records import OutgoingItem, PeerInfo, Refusal
@@ -20,9 +23,18 @@ DAEMON_PEER = PeerInfo(id="roost", name="roost", kind="daemon", state="connected
 DAEMON_RELATION = "system"
 
 
-class BudgetOps(DaemonBase):
+class BudgetNotices:
     """The daemon's side of budgets: what it does once a tree's budget is spent. The
-    sums and the plugin's answers are ``self.budgets`` (:class:`Budgets`, no I/O)."""
+    sums and the plugin's answers are ``budgets`` (:class:`Budgets`, no I/O)."""
+
+    def __init__(self, pm: Any, registry: Registry, budgets: Budgets, tables: PeerTables, desk: SendDesk, tasks: Tasks) -> None:
+        self.pm = pm
+        self.registry = registry
+        self.jobs = registry.jobs
+        self.budgets = budgets
+        self.tables = tables
+        self.desk = desk
+        self.tasks = tasks
 
     def note_usage(self, job: Job, usage: Any) -> None:
         """The worker reported its session's total spending (idempotent: a total, not a
@@ -47,12 +59,12 @@ class BudgetOps(DaemonBase):
         for member in members:
             member.budget_told = True
             if member is not job:
-                self.save(member)
-        self.soon(self.tell_budget_spent, tree, refusal)
+                self.registry.save(member)
+        self.tasks.soon(self.tell_budget_spent, tree, refusal)
 
     async def tell_budget_spent(self, tree: str, refusal: Refusal) -> None:
         """Each job of the tree that is in a run gets a notice; the root gets a report."""
-        table = self.peer_table()
+        table = self.tables.peer_table()
         root = table.holders.get(tree) if not tree.startswith("peer:") else table.holder_of(tree[len("peer:"):])
         told: list[str] = []
         for holder in list(table.holders.values()):
@@ -74,6 +86,6 @@ class BudgetOps(DaemonBase):
         """An item from the daemon itself to ``target`` (never wakes a job of a spent tree)."""
         item = OutgoingItem(sender=DAEMON_PEER, target=target, text=text, kind=kind, relation=DAEMON_RELATION)
         try:
-            return await self.deliver_to(target, item, policy.frame_item(self.pm, item))
+            return await deliver_to(self.desk, target, item, policy.frame_item(self.pm, item))
         except ProtocolError:
             return None  # a full queue: the tree's views still show it spent

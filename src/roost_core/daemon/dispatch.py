@@ -1,19 +1,30 @@
-"""How one request is done and answered in request order, by the table of ops
-(:mod:`~roost_core.daemon.optable`: handler, argument schema, who may call it). No I/O:
-requests come in as decoded frames, answers leave through :meth:`Connection.send`
-(``daemon.wire`` reads and writes the socket).
+"""One path for every request: read in one step, done by the one table of routes, answered
+in request order. No I/O: lines come in from ``daemon.wire``, answers leave through
+:meth:`Connection.send`.
+
+The table (:class:`Route` per op) is built once, when the daemon is assembled: each op of
+:data:`~roost_core.daemon.optable.OPS` with the service method that does it. A request
+line becomes a :class:`Request` in one step (:meth:`Dispatcher.decode`: the op's
+arguments read and checked, in C for the ops done with no wait, by
+:mod:`~roost_core.daemon.fastdecode`). Then one of two things happens to it, in the
+order the requests came: an op done with no wait (``send``, ``ack``: every message's path)
+is done at once by :meth:`Dispatcher.accept`; any other, or any request behind one that
+waits, goes to the connection's lane, which :meth:`Dispatcher.run` works through.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol, cast
 
+import msgspec
+
+from roost_core.daemon.callers import caller_of
 from roost_core.daemon.connection import Connection
-from roost_core.daemon.core import Daemon
-from roost_core.daemon.delivery import Pending
+from roost_core.daemon.delivery import HeldPush, Pending
 from roost_core.daemon.fastdecode import FastDecoder
+from roost_core.daemon.ledger import AnswerLedger
 from roost_core.daemon.optable import OPS, Op
 from roost_core.protocol import (
     INTERNAL,
@@ -32,6 +43,40 @@ log = logging.getLogger("roost.daemon")
 #: for those answers (bounds what a client that never reads answers can make us hold).
 MAX_PIPELINED = 256
 
+#: An op's handler: the connection and the checked arguments in, the result out.
+Handler = Callable[[Connection, dict[str, Any]], Awaitable[dict[str, Any]]]
+#: An op done with no wait: its result, or one that waits for a commit (``Pending``), or a
+#: foreground push held for the answer's record (``HeldPush``, keyed sends).
+Acceptor = Callable[[Connection, dict[str, Any]], "dict[str, Any] | Pending | HeldPush"]
+
+
+class Route(msgspec.Struct, frozen=True):
+    """An op and the service methods that do it: ``handle`` (awaited), ``accept`` (done
+    with no wait, for an op whose ``Op.accept`` is set) and ``after`` (run once the
+    answer is queued: what must follow it on the connection)."""
+
+    name: str
+    op: Op
+    handle: Handler
+    accept: Acceptor | None = None
+    after: Callable[[Connection], None] | None = None
+
+
+class Request(msgspec.Struct):
+    """One request line, read: its id, its route, and its checked arguments, or the error
+    to answer it with (a bad line, an unknown op, arguments that fail their checks).
+    (A msgspec struct: one is made per request, in C.)"""
+
+    id: Any
+    route: Route | None
+    args: dict[str, Any] | None
+    error: ProtocolError | None = None
+
+
+def refused(exc: ProtocolError) -> Request:
+    """A line that is no request (bad JSON, too long): answered ``exc``, id null."""
+    return Request(None, None, None, exc)
+
 
 def _request_id(frame: dict[str, Any]) -> Any:
     """The id to answer an invalid request with (None when it has no usable one)."""
@@ -39,141 +84,163 @@ def _request_id(frame: dict[str, Any]) -> Any:
     return request_id if isinstance(request_id, (int, str)) and not isinstance(request_id, bool) else None
 
 
-def _checked(conn: Connection, name: str, op: Op | None, frame: dict[str, Any]) -> dict[str, Any]:
-    """The request's arguments, once the op exists, this connection may call it, and
-    they are valid (else the ``ProtocolError`` to answer)."""
-    if op is None:
-        raise ProtocolError(UNKNOWN_OP, f"unknown op {name!r}")
-    _allowed(conn, name, op)
-    return op.check(frame)
-
-
-def _allowed(conn: Connection, name: str, op: Op) -> None:
+def _allowed(conn: Connection, route: Route) -> None:
     """Refuse an op this connection may not call (``unauthorized``)."""
-    if op.who == "worker" and conn.job is None:
-        raise ProtocolError(UNAUTHORIZED, f"{name} is for an authenticated worker connection")
-    if op.who == "bound" and not conn.bound:
-        raise ProtocolError(UNAUTHORIZED, f"{name} needs a bound connection (peer_register or worker hello)")
+    who = route.op.who
+    if who == "worker" and conn.job is None:
+        raise ProtocolError(UNAUTHORIZED, f"{route.name} is for an authenticated worker connection")
+    if who == "bound" and not conn.bound:
+        raise ProtocolError(UNAUTHORIZED, f"{route.name} needs a bound connection (peer_register or worker hello)")
 
 
-#: Reads the requests of the ops with an ``accept`` method (every message's path) in one
-#: step; the daemon reads every request line with it (:func:`request_decoder`).
-FAST = FastDecoder({name: op.schema for name, op in OPS.items() if op.accept is not None})
-#: A request read by FAST -> its op's name and its op.
-FAST_OPS: dict[type, tuple[str, Op]] = {struct: (name, OPS[name]) for struct, (name, _checks) in FAST.ops.items()}
+#: Reads the requests of the ops done with no wait (every message's path) in one step.
+FAST = FastDecoder({name: op.schema for name, op in OPS.items() if op.accept})
 
 
-def request_decoder() -> FrameDecoder:
-    """What the daemon reads a connection's bytes with: whole request lines, each a frame
-    dict, a ``ProtocolError``, or a request of :data:`FAST`."""
-    return FrameDecoder(decode=FAST)
+class RequestReader(Protocol):
+    """Reads a connection's bytes: whole lines, each a :class:`Request` (or the
+    ``ProtocolError`` of a line too long); a partial line is held for the next bytes."""
+
+    def feed(self, data: bytes) -> list[Request | ProtocolError]: ...
 
 
-def accept_frame(daemon: Daemon, conn: Connection, frame: Any) -> bool:
-    """Do a request that needs no wait, now, and answer it in request order; False, and
-    nothing done, when it needs one (an op without an ``accept`` method, or a client with
-    :data:`MAX_PIPELINED` answers waiting): it goes to :func:`handle_frame` then."""
-    op: Op | None
-    fast = FAST_OPS.get(type(frame))
-    if fast is not None:
-        # Read and checked in one step (FAST; every message's path): its op has an
-        # accept method.
-        if conn.pending >= MAX_PIPELINED:
-            return False
-        request_id = frame.id
-        name, op = fast
-        try:
-            _allowed(conn, name, op)
-            args = FAST.args(frame)
-        except ProtocolError as exc:
-            conn.answer(error(request_id, exc))
-            return True
-    elif isinstance(frame, ProtocolError):
-        conn.answer(error(None, frame))
-        return True
-    else:
+class Dispatcher:
+    """Does requests by ``routes`` (one per op of ``OPS``, built once); a keyed request
+    through ``ledger``, which answers a key asked before with its first answer."""
+
+    def __init__(self, routes: dict[str, Route], ledger: AnswerLedger) -> None:
+        if set(routes) != set(OPS):
+            raise ValueError(f"routes and ops differ: {sorted(set(routes) ^ set(OPS))}")
+        for name, route in routes.items():
+            if (route.accept is not None) != route.op.accept:
+                raise ValueError(f"op {name}: an accept method goes with Op.accept, and only with it")
+        self.routes = routes
+        self.ledger = ledger
+        #: A request read by FAST -> its route.
+        self.fast_routes: dict[type, Route] = {struct: routes[name] for struct, (name, _checks) in FAST.ops.items()}
+
+    def decoder(self) -> RequestReader:
+        """What a connection's bytes are read with (:class:`RequestReader`): the
+        protocol's line splitter, each line read by :meth:`decode`."""
+        return cast(RequestReader, FrameDecoder(decode=self.decode))  # type: ignore[arg-type]
+
+    def decode(self, line: bytes) -> Request:
+        """One request line, read and its arguments checked, in one step."""
+        frame = FAST(line)
+        route = self.fast_routes.get(type(frame))
+        if route is not None:
+            try:
+                return Request(frame.id, route, FAST.args(frame))
+            except ProtocolError as exc:
+                return Request(frame.id, route, None, exc)
+        if isinstance(frame, ProtocolError):
+            return Request(None, None, None, frame)
+        return self.request_of(frame)
+
+    def request_of(self, frame: dict[str, Any]) -> Request:
+        """A request from a frame read the general way."""
         request_id = _request_id(frame)
         try:
             request_id, name = request_envelope(frame)
-            op = OPS.get(name)
-            if op is not None and (op.accept is None or conn.pending >= MAX_PIPELINED):
-                return False
-            args = _checked(conn, name, op, frame)
         except ProtocolError as exc:
-            conn.answer(error(request_id, exc))
+            return Request(request_id, None, None, exc)
+        route = self.routes.get(name)
+        if route is None:
+            return Request(request_id, None, None, ProtocolError(UNKNOWN_OP, f"unknown op {name!r}"))
+        try:
+            return Request(request_id, route, route.op.check(frame))
+        except ProtocolError as exc:
+            return Request(request_id, route, None, exc)
+
+    def accept(self, conn: Connection, request: Request | ProtocolError) -> bool:
+        """Do a request that needs no wait, now, and answer it in request order; False,
+        and nothing done, when it needs one (an op that awaits, or a client with
+        :data:`MAX_PIPELINED` answers waiting): it goes to the lane (:meth:`run`)."""
+        if type(request) is not Request:
+            request = refused(request)  # type: ignore[arg-type]
+        route = request.route
+        if route is None:
+            assert request.error is not None
+            conn.answer(error(request.id, request.error))
             return True
-    assert op is not None and op.accept is not None
-    try:
-        answer = _accept(daemon, conn, name, op, args)
-        if isinstance(answer, Pending):
-            _answer_when_durable(conn, request_id, answer)
-        else:
-            conn.answer(ok(request_id, answer))
-    except ProtocolError as exc:
-        conn.answer(error(request_id, exc))
-    except Exception as exc:  # an op bug answers `internal`, the daemon stays up
-        log.exception("op failed")
-        conn.answer(error(request_id, ProtocolError(INTERNAL, f"internal error: {type(exc).__name__}")))
-    return True
-
-
-async def handle_frame(daemon: Daemon, conn: Connection, frame: dict[str, Any] | ProtocolError) -> None:
-    """Do one request and answer it.
-
-    Requests of one connection take effect in the order they came, and are answered in
-    that order: an op with an ``accept`` method runs at once and, if its result waits for
-    a journal commit, is answered from that commit's callback while the next requests go
-    on (consecutive sends of one client share a commit); any other op first waits until
-    those answers are out."""
-    if isinstance(frame, ProtocolError):
-        await conn.drained()
-        conn.send(error(None, frame))
-        return
-    if not isinstance(frame, dict):
-        frame = FAST.as_frame(frame)
-    request_id = _request_id(frame)
-    try:
-        request_id, name = request_envelope(frame)
-        op = OPS.get(name)
-        args = _checked(conn, name, op, frame)
-        assert op is not None
-        if op.accept is not None:
-            if conn.pending >= MAX_PIPELINED:
-                await conn.drained()
-            answer = _accept(daemon, conn, name, op, args)
+        if route.accept is None or conn.pending >= MAX_PIPELINED:
+            return False
+        request_id = request.id
+        try:
+            _allowed(conn, route)
+            if request.error is not None:
+                raise request.error
+            assert request.args is not None
+            answer = self._accept(conn, route, request.args)
             if isinstance(answer, Pending):
                 _answer_when_durable(conn, request_id, answer)
+            else:
+                conn.answer(ok(request_id, answer))
+        except ProtocolError as exc:
+            conn.answer(error(request_id, exc))
+        except Exception as exc:  # an op bug answers `internal`, the daemon stays up
+            log.exception("op failed")
+            conn.answer(error(request_id, ProtocolError(INTERNAL, f"internal error: {type(exc).__name__}")))
+        return True
+
+    async def run(self, conn: Connection, request: Request | ProtocolError) -> None:
+        """Do one request of the lane and answer it.
+
+        Requests of one connection take effect in the order they came, and are answered
+        in that order: an op done with no wait runs at once and, if its result waits for
+        a journal commit, is answered from that commit's callback while the next requests
+        go on (consecutive sends of one client share a commit); any other op first waits
+        until those answers are out."""
+        if type(request) is not Request:
+            request = refused(request)  # type: ignore[arg-type]
+        request_id = request.id
+        route = request.route
+        try:
+            if route is None:
+                assert request.error is not None
+                raise request.error
+            _allowed(conn, route)
+            if request.error is not None:
+                raise request.error
+            args = request.args
+            assert args is not None
+            if route.accept is not None:
+                if conn.pending >= MAX_PIPELINED:
+                    await conn.drained()
+                answer = self._accept(conn, route, args)
+                if isinstance(answer, Pending):
+                    _answer_when_durable(conn, request_id, answer)
+                    return
+                await conn.drained()
+                conn.send(ok(request_id, answer))
                 return
             await conn.drained()
-            conn.send(ok(request_id, answer))
-            return
-        await conn.drained()
-        handler: Callable[[Connection, dict[str, Any]], Awaitable[dict[str, Any]]] = getattr(daemon, op.handler)
-        key = args.get("key") if op.keyed else None
+            handle = route.handle
+            key = args.get("key") if route.op.keyed else None
+            if key is None:
+                result = await handle(conn, args)
+            else:
+                result = await self.ledger.run(caller_of(conn), route.name, key, lambda: handle(conn, args))
+            conn.send(ok(request_id, result))
+            if route.after is not None:
+                route.after(conn)
+        except ProtocolError as exc:
+            await conn.drained()
+            conn.send(error(request_id, exc))
+        except Exception as exc:  # an op bug answers `internal`, the daemon stays up
+            log.exception("op failed")
+            await conn.drained()
+            conn.send(error(request_id, ProtocolError(INTERNAL, f"internal error: {type(exc).__name__}")))
+
+    def _accept(self, conn: Connection, route: Route, args: dict[str, Any]) -> dict[str, Any] | Pending:
+        """Do an op done with no wait; a keyed one through the ledger, which answers a key
+        asked before with its first answer."""
+        accept = route.accept
+        assert accept is not None
+        key = args.get("key") if route.op.keyed else None
         if key is None:
-            result = await handler(conn, args)
-        else:
-            result = await daemon.ledger.run(daemon.caller_of(conn), name, key, lambda: handler(conn, args))
-        conn.send(ok(request_id, result))
-        if op.after:
-            getattr(daemon, op.after)(conn)
-    except ProtocolError as exc:
-        await conn.drained()
-        conn.send(error(request_id, exc))
-    except Exception as exc:  # an op bug answers `internal`, the daemon stays up
-        log.exception("op failed")
-        await conn.drained()
-        conn.send(error(request_id, ProtocolError(INTERNAL, f"internal error: {type(exc).__name__}")))
-
-
-def _accept(daemon: Daemon, conn: Connection, name: str, op: Op, args: dict[str, Any]) -> dict[str, Any] | Pending:
-    """Do an op with an ``accept`` method; a keyed one through the ledger, which answers a
-    key asked before with its first answer."""
-    do: Callable[[Connection, dict[str, Any]], dict[str, Any] | Pending] = getattr(daemon, op.accept)  # type: ignore[arg-type]
-    key = args.get("key") if op.keyed else None
-    if key is None:
-        return do(conn, args)
-    return daemon.ledger.accept(daemon.caller_of(conn), name, key, lambda: do(conn, args))
+            return accept(conn, args)  # type: ignore[return-value]
+        return self.ledger.accept(caller_of(conn), route.name, key, lambda: accept(conn, args))
 
 
 def _answer_when_durable(conn: Connection, request_id: Any, answer: Pending) -> None:
@@ -197,10 +264,10 @@ def _answer_batch(conn: Connection, batch: list[tuple[Any, Callable[[], dict[str
     try:
         for request_id, finish in batch:
             try:
-                conn.send({"id": request_id, "ok": True, "result": finish()})  # (protocol.ok, inlined)
+                conn.send(ok(request_id, finish()))
             except ProtocolError as exc:
                 conn.send(error(request_id, exc))
-            except Exception as exc:  # as in handle_frame
+            except Exception as exc:  # as in Dispatcher.run
                 log.exception("op failed")
                 conn.send(error(request_id, ProtocolError(INTERNAL, f"internal error: {type(exc).__name__}")))
     finally:

@@ -10,10 +10,14 @@ from typing import Any
 import attrs
 
 from roost_core import faults, identity, policy
-from roost_core.daemon.base import REPORT_CHARS, DaemonBase
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.ledger import message_id_for
+from roost_core.daemon.registry import Registry
+from roost_core.daemon.sending import SendDesk, deliver_to
+from roost_core.daemon.tables import PeerTables
+from roost_core.daemon.tasks import Clock, Tasks
+from roost_core.daemon.watches import Watches
 from roost_core.protocol import (
     BAD_ARGS,
     NOT_STORED,
@@ -32,8 +36,40 @@ from roost_core.records import (
 
 log = logging.getLogger("roost.daemon")
 
+REPORT_CHARS = 6000
 
-class HandbackOps(DaemonBase):
+
+class Handback:
+    """Reports of spawned children to their parents (see the module docstring). It is
+    the workers' :class:`~roost_core.daemon.workers.ExitListener`: a run a worker's exit
+    cut short reports too."""
+
+    def __init__(self, pm: Any, registry: Registry, tables: PeerTables, desk: SendDesk, watches: Watches, clock: Clock, tasks: Tasks) -> None:
+        self.pm = pm
+        self.registry = registry
+        self.jobs = registry.jobs
+        self.foreground = registry.foreground
+        self.tables = tables
+        self.desk = desk
+        self.watches = watches
+        self.clock = clock
+        self.tasks = tasks
+        #: Reports kept because the journal or the parent's queue could not take them:
+        #: routed again by the monitor (once the journal writes again).
+        self.reports_to_retry = False
+
+    def run_restarted(self, job: Job) -> None:
+        """The worker of ``job`` died in a run and was started again: the run that died is
+        not run again, and its parent hears of it now, if that run reports."""
+        self.tasks.soon(self.report_crashed_run, job)
+
+    def run_lost(self, job: Job, reason: str) -> None:
+        """The worker of ``job`` died in a run (``crashed``) or was given up on
+        (``gave_up``): a parent must not wait for a report that cannot come."""
+        self.tasks.soon(self.report_ended, job, reason)
+        # Not "ended": a watcher, too, must not take a crashed job for a gone one.
+        self.watches.fire(job, "crashed")
+
     async def op_handback(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         """A worker's run settled: decide (handback plugin) whether it reports, and route it."""
         job = conn.job
@@ -98,21 +134,21 @@ class HandbackOps(DaemonBase):
         job.summary = next((line.strip()[:200] for line in (run.result or run.question or "").splitlines() if line.strip()), None)
         job.crashes = 0
         job.idle_since = self.clock()
-        self.save(job)
-        self.fire_watches(job, "asks" if run.state == "needs_input" else "settled")
+        self.registry.save(job)
+        self.watches.fire(job, "asks" if run.state == "needs_input" else "settled")
 
     def mark_handed_back(self, job: Job, run_key: int | None) -> None:
         if run_key is not None:
             job.handback_run = max(job.handback_run, run_key)
-        self.save(job)
+        self.registry.save(job)
 
     def report_candidates(self, job: Job) -> ReportCandidates:
-        table = self.peer_table()
+        table = self.tables.peer_table()
         if job.parent_session is not None:
             holder = table.holders.get(job.parent_session)
         else:
             holder = table.holder_of(job.parent_peer or "")
-        session_job = self.tree_record(job.parent_session)
+        session_job = self.tables.tree_record(job.parent_session)
         return ReportCandidates(
             parent_session=job.parent_session,
             parent_peer=job.parent_peer,
@@ -126,7 +162,7 @@ class HandbackOps(DaemonBase):
             report = attrs.evolve(report, id=identity.new_message_id())
         route = policy.route_report(self.pm, report, self.report_candidates(job))
         if route.action in ("deliver", "queue") and route.target is not None:
-            table = self.peer_table()
+            table = self.tables.peer_table()
             target = table.holder_of(route.target) if route.action == "deliver" else None
             if route.action == "queue" and route.target in self.jobs:
                 target = self.jobs[route.target].peer_info()
@@ -143,7 +179,7 @@ class HandbackOps(DaemonBase):
                     broadcast_chain=job.run_broadcast_chain,
                 )
                 try:
-                    result = await self.deliver_to(target, item, policy.frame_item(self.pm, item), trace=job.run_trace, wake=route.wake)
+                    result = await deliver_to(self.desk, target, item, policy.frame_item(self.pm, item), trace=job.run_trace, wake=route.wake)
                 except ProtocolError as exc:
                     if exc.code == TOO_LARGE:
                         # Only a plugin's report format makes one this large (a result is
@@ -167,8 +203,8 @@ class HandbackOps(DaemonBase):
                 if result["result"] != "not running":
                     if job.undelivered_report is not None:
                         job.undelivered_report = None
-                        self.kept_reports.pop(job.id, None)
-                        self.save(job)
+                        self.registry.kept_reports.pop(job.id, None)
+                        self.registry.save(job)
                     outcome: str = result["result"]
                     return outcome
         if route.action == "drop":
@@ -178,19 +214,13 @@ class HandbackOps(DaemonBase):
     def keep_report(self, job: Job, report: Report) -> str:
         """Keep ``report`` on ``job`` (the child) until it can be routed."""
         job.undelivered_report = kept_report(report)
-        self.kept_reports[job.id] = None
-        self.save(job)
+        self.registry.kept_reports[job.id] = None
+        self.registry.save(job)
         return "kept"
-
-    def jobs_keeping_reports(self) -> list[Job]:
-        """The jobs that keep a report, in the order they were loaded or kept it."""
-        for job_id in [job_id for job_id in self.kept_reports if job_id not in self.jobs]:
-            del self.kept_reports[job_id]  # removed since
-        return [self.jobs[job_id] for job_id in self.kept_reports]
 
     async def retry_undelivered(self, *, session: str | None = None, peer_id: str | None = None) -> None:
         """A peer for ``session`` registered, or a job for it started: retry kept reports."""
-        for job in self.jobs_keeping_reports():
+        for job in self.registry.jobs_keeping_reports():
             kept = job.undelivered_report
             if kept is None:
                 continue
@@ -202,7 +232,7 @@ class HandbackOps(DaemonBase):
 
     async def retry_all_undelivered(self) -> None:
         """Route again every kept report (after the disk or a parent's queue had no room)."""
-        for job in self.jobs_keeping_reports():
+        for job in self.registry.jobs_keeping_reports():
             kept = job.undelivered_report
             if kept is not None and job.id in self.jobs:
                 await self.route_report(job, Report(child=job.peer_info(), **kept))

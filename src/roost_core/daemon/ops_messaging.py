@@ -9,13 +9,28 @@ from pathlib import Path
 from typing import Any
 
 from roost_core import identity, locks, policy
+from roost_core.config import Config
 from roost_core.daemon import changes
-from roost_core.daemon.base import DaemonBase, check_scenario, check_session_path
+from roost_core.daemon.budgets import Budgets
+from roost_core.daemon.callers import chain_of_caller, sender_info
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.delivery import HeldPush, Pending, settle
+from roost_core.daemon.handback import Handback
+from roost_core.daemon.hostset import HostSet
+from roost_core.daemon.jobmaker import JobMaker, check_scenario, check_session_path
 from roost_core.daemon.jobs import Job
+from roost_core.daemon.ledger import AnswerLedger
 from roost_core.daemon.peers import ForegroundPeer
-from roost_core.daemon.tools import CallerServices, run_tool, tool_call
+from roost_core.daemon.receipts import Receipts
+from roost_core.daemon.registry import Registry
+from roost_core.daemon.sending import SendDesk
+from roost_core.daemon.tables import PeerTables
+from roost_core.daemon.tasks import Clock, Tasks
+from roost_core.daemon.tools import CallerServices, ToolBox, run_tool, tool_call
+from roost_core.daemon.watch import Watchers
+from roost_core.daemon.watches import Watches
+from roost_core.daemon.workers import Workers
+from roost_core.paths import Paths
 from roost_core.protocol import (
     BAD_ARGS,
     CONFLICT,
@@ -34,9 +49,59 @@ from roost_core.records import (
 from roost_core.transcript import read_entries
 
 
-class MessagingOps(DaemonBase):
+class Messaging:
+    """The ops of agent messaging (see the module docstring)."""
+
+    def __init__(
+        self,
+        paths: Paths,
+        config: Config,
+        pm: Any,
+        *,
+        registry: Registry,
+        tables: PeerTables,
+        budgets: Budgets,
+        desk: SendDesk,
+        receipts: Receipts,
+        ledger: AnswerLedger,
+        unpushed: dict[str, list[tuple[Any, dict[str, Any]]]],
+        tools: ToolBox,
+        hosts: HostSet,
+        watchers: Watchers,
+        watches: Watches,
+        handback: Handback,
+        workers: Workers,
+        maker: JobMaker,
+        tasks: Tasks,
+        clock: Clock,
+    ) -> None:
+        self.paths = paths
+        self.config = config
+        self.pm = pm
+        self.registry = registry
+        self.jobs = registry.jobs
+        self.foreground = registry.foreground
+        self.tables = tables
+        self.budgets = budgets
+        self.desk = desk
+        self.receipts = receipts
+        self.ledger = ledger
+        #: Keyed sends to foreground peers that the last daemon answered ``delivered`` and
+        #: no peer acked: peer id -> (ledger slot, deliver event), pushed again when the
+        #: peer registers (it drops one it holds by its message id).
+        self.unpushed = unpushed
+        self.tools = tools
+        self.hosts = hosts
+        self.watchers = watchers
+        self.watches = watches
+        self.handback = handback
+        self.workers = workers
+        self.maker = maker
+        self.tasks = tasks
+        self.clock = clock
+
     async def op_tools(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
-        return {"tools": self.tool_list()}
+        return {"tools": self.tools.listed()}
 
     async def op_tool_call(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         """Run an agent tool for a bound session: its declaration's ``run`` (see
@@ -48,11 +113,11 @@ class MessagingOps(DaemonBase):
             conn.job.run_hops = max(conn.job.run_hops, args["hops"])
         if conn.job is not None and args.get("broadcastChain"):
             conn.job.run_broadcast_chain = True
-        tool = self.agent_tools().get(name)
+        tool = self.tools.by_name().get(name)
         if tool is None:
             raise ProtocolError(NOT_FOUND, f"no agent tool {name!r}")
         try:
-            call = tool_call(tool, self.sender_info(conn), params, CallerServices(self, conn, args.get("key")))
+            call = tool_call(tool, sender_info(self.tables, conn), params, CallerServices(self, conn, args.get("key")))
             data = await run_tool(tool, call)
             # Plugins get data of their own: an op's result may hold rows the daemon keeps.
             copied = decode_answer(encode(data))
@@ -114,11 +179,11 @@ class MessagingOps(DaemonBase):
         peer.host = args.get("host") if args.get("host") in self.hosts else None
         peer.conn = conn
         conn.peer = peer
-        self.watch.touch()
+        self.watchers.touch()
         return {
             "id": peer.id,
             "name": peer.name,
-            "tools": self.tool_list(),
+            "tools": self.tools.listed(),
         }
 
     def after_register(self, conn: Connection) -> None:
@@ -136,18 +201,17 @@ class MessagingOps(DaemonBase):
                 peer.in_flight[item.seq] = line
                 peer.recorded[item.seq] = slot
                 conn.send(line)
-            self.soon(lambda: self.retry_undelivered(session=peer.session, peer_id=peer.id))
+            self.tasks.soon(lambda: self.handback.retry_undelivered(session=peer.session, peer_id=peer.id))
 
     def peer_disconnected(self, conn: Connection) -> None:
-        self.watch.discard(conn)
-        self.watch.touch()
+        self.watchers.discard(conn)
+        self.watchers.touch()
         if conn.peer is not None and conn.peer.conn is conn:
             conn.peer.conn = None
             self.put_back_reports(conn.peer)
             # A foreground session ends with its connection: its watchers hear it, and
             # its own watches end with it.
-            self.fire_watches(conn.peer, "ended")
-            self.drop_watches_of(conn.peer.id)
+            self.watches.ended(conn.peer)
         if conn.job is not None and conn.job.conn is conn:
             conn.job.conn = None
         if conn.warm is not None and conn.warm.conn is conn:
@@ -164,19 +228,15 @@ class MessagingOps(DaemonBase):
             if child is None or child.undelivered_report is not None:
                 continue  # removed since, or it keeps a newer report
             child.undelivered_report = report
-            self.kept_reports[child.id] = None
-            self.save(child)
+            self.registry.kept_reports[child.id] = None
+            self.registry.save(child)
         peer.reports_in_flight.clear()
 
     async def op_peers(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
-        sender = self.sender_info(conn)
-        listed = self.listed_for(sender)
-        watch = self.add_watch(conn, sender, args["watch"]) if args.get("watch") else None
+        sender = sender_info(self.tables, conn)
+        listed = self.tables.listed_for(sender)
+        watch = self.watches.add_watch(conn, sender, args["watch"]) if args.get("watch") else None
         return {"self": {"id": sender.id, "name": sender.name}, "peers": listed, "sent": self.receipts.sent_by(sender.id), "watch": watch}
-
-    def listed_for(self, sender: PeerInfo) -> list[dict[str, Any]]:
-        """:meth:`PeerTables.listed_for <roost_core.daemon.tables.PeerTables.listed_for>`."""
-        return self.tables.listed_for(sender)
 
     async def op_send(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         return await settle(self.accept_send(conn, args))
@@ -185,24 +245,24 @@ class MessagingOps(DaemonBase):
         """``send`` with no wait: everything up to the journal now, the result once the
         item is durable (so a client's pipelined sends share one commit). The op's logic
         is the send desk's (:class:`~roost_core.daemon.sending.SendDesk`, no I/O)."""
-        return self.desk.send(self.sender_info(conn), conn.job, args)
+        return self.desk.send(sender_info(self.tables, conn), conn.job, args)
 
     async def op_spawn(self, conn: Connection, args: dict[str, Any], *, via_tool: bool = False) -> dict[str, Any]:
         """Start a child job of the calling session, linked into its tree. Through the
         ``roost_spawn`` tool (``via_tool``) a ``host`` is the agent's choice, which the
         limits plugin checks against ``agentSpawnHosts``."""
-        sender = self.sender_info(conn)
-        request_key = self.request_key(conn, args)
-        made = await self.job_of_request(request_key)
+        sender = sender_info(self.tables, conn)
+        request_key = self.maker.request_key(conn, args)
+        made = await self.maker.job_of_request(request_key)
         if made is not None:
             return {"id": made.id, "name": made.name, "report": "a report will arrive by itself when it finishes"}
         self.budgets.check(sender)
-        parent_job = conn.job if conn.job is not None else self.tree_record(sender.session)
+        parent_job = conn.job if conn.job is not None else self.tables.tree_record(sender.session)
         own_host = conn.job.host if conn.job is not None else conn.peer.host if conn.peer is not None else None
         # A spawner without a host of its own (the Python foreground API) keeps the
-        # scripted default it always had; `roost start` is stricter (JobOps.default_host).
+        # scripted default it always had; `roost start` is stricter (JobMaker.default_host).
         host = args.get("host") or own_host or self.config.default_host or "scripted"
-        self.check_host(host, "spawn")
+        self.hosts.check(host, "spawn")
         cwd = args.get("cwd") or sender.cwd or str(self.paths.home)
         if not os.path.isabs(cwd) or not Path(cwd).is_dir():
             raise ProtocolError(BAD_ARGS, f"spawn: cwd {cwd!r} is not an existing absolute directory")
@@ -214,7 +274,7 @@ class MessagingOps(DaemonBase):
         check_scenario(host, scenario, cwd)
         root = sender.root_session or sender.session or f"peer:{sender.id}"
         depth = (parent_job.depth if parent_job is not None else 0) + 1
-        trace, hops = self.chain_of(conn)
+        trace, hops = chain_of_caller(conn)
         request = SpawnRequest(
             parent=sender,
             depth=depth,
@@ -228,14 +288,14 @@ class MessagingOps(DaemonBase):
         refusal = policy.check_spawn(self.pm, request, self.clock(), self.config)
         if refusal is not None:
             raise ProtocolError(refusal.code, refusal.message)
-        job = self.create_job(
+        job = self.maker.create_job(
             task=args["task"],
             # The rule `start` keeps: a chosen name that is taken is refused (name_taken,
             # naming a free one), so the model never holds a name that finds two jobs.
-            name=self.job_name(args.get("name"), args["task"]),
+            name=self.maker.job_name(args.get("name"), args["task"]),
             cwd=cwd,
             host=host,
-            slot=self.take_slot(host, cwd, model, thinking),
+            slot=self.workers.take_slot(host, cwd, model, thinking),
             scenario=scenario,
             model=model,
             thinking=thinking,
@@ -246,10 +306,10 @@ class MessagingOps(DaemonBase):
             spawned=True,
         )
         job.request_key = request_key
-        with self.slot_released_on_error(job):
-            self.add_job(job)
+        with self.workers.slot_released_on_error(job):
+            self.maker.add_job(job)
             policy.note_spawned(self.pm, request, self.clock())
-            await self.enqueue_task(job, args["task"], trace=trace or f"t-{job.id}-1", hops=hops + 1)
+            await self.maker.enqueue_task(job, args["task"], trace=trace or f"t-{job.id}-1", hops=hops + 1)
         return {"id": job.id, "name": job.name, "report": "a report will arrive by itself when it finishes"}
 
     def is_child_of(self, job: Job, parent: PeerInfo) -> bool:

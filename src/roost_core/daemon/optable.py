@@ -1,7 +1,8 @@
-"""The table of ops: each op's handler, argument schema, who may call it and how it is
-done. No I/O and no daemon: :mod:`~roost_core.daemon.dispatch` does requests by it, and
-the agent tools' services (:mod:`~roost_core.daemon.tools`) check an op's arguments by it,
-so every limit of an op is written once, here.
+"""The table of ops: each op's argument schema, who may call it and how it is done. No
+I/O and no daemon: the daemon pairs each op with the service method that does it
+(``Daemon.routes``), :mod:`~roost_core.daemon.dispatch` does requests by that, and the
+agent tools' services (:mod:`~roost_core.daemon.tools`) check an op's arguments by it, so
+every limit of an op is written once, here.
 """
 
 from __future__ import annotations
@@ -23,14 +24,13 @@ PATH = 4096
 
 @attrs.frozen
 class Op:
-    handler: str
     schema: dict[str, Field]
     #: "any" (CLI), "bound" (worker or foreground peer), "worker"
     who: str = "any"
-    after: str | None = None
-    #: A method that does the op with no wait and may return a ``Pending`` result: the
-    #: connection's next requests go on while it waits for its journal commit.
-    accept: str | None = None
+    #: The op is done with no wait (its route has an ``accept`` method, which may return a
+    #: ``Pending`` result): the connection's next requests go on while it waits for its
+    #: journal commit. Its requests are read in one step (``daemon.fastdecode``).
+    accept: bool = False
     #: The op changes something and takes a ``key``: asked again with the same key, it is
     #: answered with the first answer instead of done twice (``daemon.ledger``).
     keyed: bool = False
@@ -50,14 +50,12 @@ def _check_key(key: str) -> str | None:
 
 
 OPS: dict[str, Op] = {
-    "daemon_status": Op("op_daemon_status", {}),
-    "daemon_stop": Op("op_daemon_stop", {"jobs": Field(bool)}),
-    "plugins": Op("op_plugins", {}),
-    "tools": Op("op_tools", {}),
-    "test_clock": Op("op_test_clock", {"advance": Field(float, required=True, check=lambda v: None if v >= 0 else "must be >= 0")}),
-    "start": Op(
-        "op_start",
-        {
+    "daemon_status": Op({}),
+    "daemon_stop": Op({"jobs": Field(bool)}),
+    "plugins": Op({}),
+    "tools": Op({}),
+    "test_clock": Op({"advance": Field(float, required=True, check=lambda v: None if v >= 0 else "must be >= 0")}),
+    "start": Op({
             "task": Field(str, required=True, max_len=TEXT, max_bytes=MAX_TEXT_BYTES),
             "name": Field(str, max_len=NAME),
             "cwd": Field(str, max_len=PATH),
@@ -70,32 +68,25 @@ OPS: dict[str, Op] = {
         },
         keyed=True,
     ),
-    "jobs": Op("op_jobs", {}),
-    "agents": Op("op_agents", {}),
-    "watch": Op("op_watch", {}),
-    "dead": Op("op_dead", {}),
-    "reply": Op("op_reply", {"job": Field(str, required=True, max_len=NAME), "text": Field(str, required=True, max_len=TEXT, max_bytes=MAX_TEXT_BYTES), "restart": Field(bool)}, keyed=True),
-    "stop": Op("op_stop", {"job": Field(str, required=True, max_len=NAME)}),
-    "remove": Op("op_remove", {"job": Field(str, required=True, max_len=NAME)}),
-    "log": Op("op_log", {"job": Field(str, required=True, max_len=NAME), "entries": Field(bool)}),
-    "worker_hello": Op(
-        "op_worker_hello",
-        {
+    "jobs": Op({}),
+    "agents": Op({}),
+    "watch": Op({}),
+    "dead": Op({}),
+    "reply": Op({"job": Field(str, required=True, max_len=NAME), "text": Field(str, required=True, max_len=TEXT, max_bytes=MAX_TEXT_BYTES), "restart": Field(bool)}, keyed=True),
+    "stop": Op({"job": Field(str, required=True, max_len=NAME)}),
+    "remove": Op({"job": Field(str, required=True, max_len=NAME)}),
+    "log": Op({"job": Field(str, required=True, max_len=NAME), "entries": Field(bool)}),
+    "worker_hello": Op({
             "job": Field(str, required=True, max_len=NAME),
             "token": Field(str, required=True, max_len=NAME),
             "pid": Field(int),
             "held": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
         },
-        after="after_hello",
     ),
-    "warm_hello": Op(
-        "op_warm_hello",
-        {"job": Field(str, required=True, max_len=NAME), "token": Field(str, required=True, max_len=NAME), "pid": Field(int)},
+    "warm_hello": Op({"job": Field(str, required=True, max_len=NAME), "token": Field(str, required=True, max_len=NAME), "pid": Field(int)},
     ),
-    "warm_ready": Op("op_warm_ready", {}),
-    "job_status": Op(
-        "op_job_status",
-        {
+    "warm_ready": Op({}),
+    "job_status": Op({
             "state": Field(str, check=lambda v: None if v in ("running", "idle", "needs_input", "done", "failed") else "is not a job state"),
             "status": Field((str, type(None)), max_len=NAME * 5),
             "summary": Field((str, type(None)), max_len=2000),
@@ -112,10 +103,8 @@ OPS: dict[str, Op] = {
         },
         who="worker",
     ),
-    "ack": Op("op_ack", {"seq": Field(int, required=True, check=lambda v: None if v >= 0 else "must be >= 0")}, who="bound", accept="accept_ack"),
-    "peer_register": Op(
-        "op_peer_register",
-        {
+    "ack": Op({"seq": Field(int, required=True, check=lambda v: None if v >= 0 else "must be >= 0")}, who="bound", accept=True),
+    "peer_register": Op({
             "session": Field((str, type(None)), max_len=PATH),
             "name": Field(str, max_len=NAME),
             "cwd": Field((str, type(None)), max_len=PATH),
@@ -124,12 +113,9 @@ OPS: dict[str, Op] = {
             "lastSeq": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
             "host": Field(str, max_len=NAME),
         },
-        after="after_register",
     ),
-    "peers": Op("op_peers", {"watch": Field(str, max_len=NAME)}, who="bound"),
-    "tool_call": Op(
-        "op_tool_call",
-        {
+    "peers": Op({"watch": Field(str, max_len=NAME)}, who="bound"),
+    "tool_call": Op({
             "name": Field(str, required=True, max_len=NAME),
             "args": Field(dict, required=True),
             "hops": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
@@ -138,9 +124,7 @@ OPS: dict[str, Op] = {
         who="bound",
         keyed=True,
     ),
-    "spawn": Op(
-        "op_spawn",
-        {
+    "spawn": Op({
             "task": Field(str, required=True, max_len=TEXT, max_bytes=MAX_TEXT_BYTES),
             "name": Field(str, max_len=NAME),
             "cwd": Field(str, max_len=PATH),
@@ -152,9 +136,7 @@ OPS: dict[str, Op] = {
         who="bound",
         keyed=True,
     ),
-    "handback": Op(
-        "op_handback",
-        {
+    "handback": Op({
             "result": Field((str, type(None)), max_len=TEXT),
             "state": Field(str, required=True, check=lambda v: None if v in ("done", "idle", "needs_input", "failed") else "is not a settled state"),
             "question": Field((str, type(None)), max_len=8000),
@@ -164,16 +146,14 @@ OPS: dict[str, Op] = {
         },
         who="worker",
     ),
-    "send": Op(
-        "op_send",
-        {
+    "send": Op({
             "to": Field(str, required=True, max_len=NAME),
             "message": Field(str, required=True, max_len=TEXT, max_bytes=MAX_TEXT_BYTES),
             "reply_to": Field(str, max_len=NAME),
             "urgent": Field(bool),
         },
         who="bound",
-        accept="accept_send",
+        accept=True,
         keyed=True,
     ),
 }

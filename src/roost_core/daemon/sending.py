@@ -17,7 +17,7 @@ from typing import Any
 from roost_core import identity, policy
 from roost_core.config import Config
 from roost_core.daemon.budgets import Budgets
-from roost_core.daemon.delivery import HeldPush, Mailroom, Pending
+from roost_core.daemon.delivery import HeldPush, Mailroom, Pending, settle
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.ledger import message_id_for
 from roost_core.daemon.peers import ForegroundPeer
@@ -235,3 +235,11 @@ class SendDesk:
         wake = wake and not self.budgets.spent(job.tree)
         return self.mailroom.to_job(job, target, item, content, delivery, answer, trace=trace, wake=wake)
 
+
+
+async def deliver_to(
+    desk: SendDesk, target: PeerInfo, item: OutgoingItem, content: str, *, trace: str | None = None, wake: bool = True
+) -> dict[str, Any]:
+    """Deliver an agent item the daemon makes (a report, a notice) to whoever holds
+    ``target``'s session now; the result once it is durable (:meth:`SendDesk.deliver`)."""
+    return await settle(desk.deliver(target, item, content, trace=trace, wake=wake))

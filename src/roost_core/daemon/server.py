@@ -100,10 +100,9 @@ async def serve(
             async with listener, anyio.create_task_group() as tg:
                 assert daemon.journal is not None
                 await tg.start(daemon.journal.run)
-                daemon.tg = tg
-                daemon.reconcile_workers()
+                daemon.start(tg)
                 tg.start_soon(daemon.monitor)
-                tg.start_soon(daemon.watch.run)
+                tg.start_soon(daemon.watchers.run)
                 accepting = anyio.CancelScope()
 
                 async def accept() -> None:
@@ -148,7 +147,7 @@ async def _accept_loop(daemon: Daemon, listener: Any) -> None:
     number = 0
     refuser = daemon.refuser
     # Job records an op changed, and dead letters it buried, are written before its
-    # answers leave (DaemonBase.before_output); the pass's journal records are handed
+    # answers leave (Daemon.before_output); the pass's journal records are handed
     # over before either.
     assert daemon.journal is not None
     flusher = Flusher(asyncio.get_running_loop(), before_write=daemon.before_output, commit=daemon.journal.hand_over_due)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from roost_core import policy
+from roost_core.daemon.callers import caller_of, sender_info
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.delivery import settle
 from roost_core.daemon.optable import OPS
@@ -46,6 +47,30 @@ def offered_tools(pm: Any, config: Any, hosts: Sequence[str] = ()) -> list[ToolD
     return tools
 
 
+class ToolBox:
+    """The agent tools, by name: every declaration the plugins contribute that can run
+    (:func:`offered_tools`), worked out again when the plugin set changes."""
+
+    def __init__(self, pm: Any, config: Any, hosts: Sequence[str]) -> None:
+        self.pm = pm
+        self.config = config
+        #: The names of the registered hosts (a tool may offer a choice of them).
+        self.hosts = tuple(hosts)
+        #: The agent tools as last worked out, with the plugin set's generation then.
+        self._tools: tuple[int | None, dict[str, ToolDef]] | None = None
+
+    def by_name(self) -> dict[str, ToolDef]:
+        """The tools that can run, by name."""
+        generation = getattr(self.pm, "generation", None)
+        if self._tools is None or self._tools[0] != generation or generation is None:
+            self._tools = (generation, {tool.name: tool for tool in offered_tools(self.pm, self.config, self.hosts)})
+        return self._tools[1]
+
+    def listed(self) -> list[dict[str, Any]]:
+        """The tools as every host shows them to the model (name, description, parameters)."""
+        return [tool.to_json() for tool in self.by_name().values()]
+
+
 async def run_tool(tool: ToolDef, call: ToolCall) -> dict[str, Any]:
     """Run one call; the data of its result (a tool's ``run`` may be plain or async)."""
     data = tool.run(call)
@@ -65,11 +90,12 @@ def tool_call(tool: ToolDef, caller: Any, args: Any, services: ToolServices) -> 
 
 class CallerServices(ToolServices):
     """:class:`~roost_core.records.ToolServices` for one call, as the session bound to
-    ``conn``. ``daemon`` is the daemon whose ops it does; ``key`` the call's request key,
+    ``conn``. ``messaging`` is the messaging service whose ops it does
+    (:class:`~roost_core.daemon.ops_messaging.Messaging`); ``key`` the call's request key,
     which a send or spawn keeps (asked again, the same message or the same child)."""
 
-    def __init__(self, daemon: Any, conn: Connection, key: str | None) -> None:
-        self.daemon = daemon
+    def __init__(self, messaging: Any, conn: Connection, key: str | None) -> None:
+        self.messaging = messaging
         self.conn = conn
         self.key = key
 
@@ -81,31 +107,31 @@ class CallerServices(ToolServices):
         return OPS[op].check(given)
 
     async def peers(self, watch: str | None = None) -> dict[str, Any]:
-        listed: dict[str, Any] = await self.daemon.op_peers(self.conn, self._args("peers", {"watch": watch}))
+        listed: dict[str, Any] = await self.messaging.op_peers(self.conn, self._args("peers", {"watch": watch}))
         return listed
 
     async def send(self, to: str, message: str, reply_to: str | None = None, urgent: bool | None = None) -> dict[str, Any]:
         args = self._args("send", {"to": to, "message": message, "reply_to": reply_to, "urgent": urgent})
         if self.key is None:
-            sent: dict[str, Any] = await self.daemon.op_send(self.conn, args)
+            sent: dict[str, Any] = await self.messaging.op_send(self.conn, args)
             return sent
         # Through the ledger, as the send op is: a foreground push waits for the answer's
         # record, and the send asked again finds its first answer.
-        daemon, conn = self.daemon, self.conn
-        return await settle(daemon.ledger.accept(daemon.caller_of(conn), "send", self.key, lambda: daemon.accept_send(conn, args)))
+        messaging, conn = self.messaging, self.conn
+        return await settle(messaging.ledger.accept(caller_of(conn), "send", self.key, lambda: messaging.accept_send(conn, args)))
 
     async def spawn(self, task: str, **fields: Any) -> dict[str, Any]:
         # Through a tool, a host is the agent's choice (checked by the limits plugin).
-        spawned: dict[str, Any] = await self.daemon.op_spawn(self.conn, self._args("spawn", {"task": task, **fields}), via_tool=True)
+        spawned: dict[str, Any] = await self.messaging.op_spawn(self.conn, self._args("spawn", {"task": task, **fields}), via_tool=True)
         return spawned
 
     async def transcript(self, peer: str, last: int = 20) -> list[TranscriptEntry]:
-        sender = self.daemon.sender_info(self.conn)
-        target, decision = self.daemon.tables.route(sender, peer)
+        tables = self.messaging.tables
+        target, decision = tables.route(sender_info(tables, self.conn), peer)
         if not decision.allowed:
             raise ProtocolError(UNREACHABLE, decision.reason or f"peer {target.id} is not reachable")
         if not target.session:
             raise ProtocolError(NOT_FOUND, f"{target.id} has no transcript")
-        read = transcript_reader(self.daemon.hosts.get(target.host or ""))  # the host's own format
+        read = transcript_reader(self.messaging.hosts.get(target.host or ""))  # the host's own format
         entries = [entry for raw in read_entries(target.session) for entry in read(raw)]
         return entries[-max(0, min(last, MAX_TRANSCRIPT_ENTRIES)) :] if last > 0 else []

@@ -1,10 +1,11 @@
 """The daemon's socket I/O, and nothing else: one asyncio ``Protocol`` per client
 connection, over the transport the loop (uvloop's, in C, when installed) reads and writes.
 
-Reads: the loop hands each read to :meth:`ClientProtocol.data_received`; every request
-that needs no wait (``dispatch.accept_frame``: a send, an ack) is done there and then. A
-request whose op awaits goes to the connection's lane, and one task (started only then)
-does the lane's requests in order; while the lane holds any, later requests join it, so
+Reads: the loop hands each read to :meth:`ClientProtocol.data_received`, which reads it
+into requests (``Dispatcher.decode``); every request that needs no wait
+(``Dispatcher.accept``: a send, an ack) is done there and then. A request whose op awaits
+goes to the connection's lane, and one task (started only then) does the lane's requests
+in order (``Dispatcher.run``); while the lane holds any, later requests join it, so
 none overtakes another. A lane of :data:`LANE_PAUSE` requests pauses reading until it is
 empty: the client waits in its own socket.
 
@@ -27,7 +28,6 @@ from typing import Any
 from roost_core import platform
 from roost_core.daemon.connection import Connection, Flusher
 from roost_core.daemon.core import Daemon
-from roost_core.daemon.dispatch import accept_frame, handle_frame, request_decoder
 from roost_core.protocol import UNAUTHORIZED, ProtocolError, error
 
 log = logging.getLogger("roost.daemon")
@@ -58,7 +58,8 @@ class ClientProtocol(asyncio.Protocol):
         self.conn = conn
         self.flusher = flusher
         self.transport: asyncio.Transport | None = None
-        self.decoder = request_decoder()
+        self.dispatcher = daemon.dispatcher
+        self.decoder = daemon.dispatcher.decoder()
         self.lane_running = False
         self.paused = False
         self.gone = False  # the transport is lost
@@ -83,7 +84,7 @@ class ClientProtocol(asyncio.Protocol):
             for frame in self.decoder.feed(data):
                 if conn.closed:
                     return
-                if conn.lane or not accept_frame(self.daemon, conn, frame):
+                if conn.lane or not self.dispatcher.accept(conn, frame):
                     conn.lane.append(frame)
                     self._start_lane()
             if len(conn.lane) >= LANE_PAUSE and not self.paused and self.transport is not None:
@@ -117,8 +118,8 @@ class ClientProtocol(asyncio.Protocol):
     def _start_lane(self) -> None:
         if not self.lane_running:
             self.lane_running = True
-            assert self.daemon.tg is not None
-            self.daemon.tg.start_soon(self._run_lane, name=f"roost connection {self.conn.number}")
+            assert self.daemon.tasks.tg is not None
+            self.daemon.tasks.tg.start_soon(self._run_lane, name=f"roost connection {self.conn.number}")
 
     async def _run_lane(self) -> None:
         conn = self.conn
@@ -126,7 +127,7 @@ class ClientProtocol(asyncio.Protocol):
             # The request stays in the lane while it is done, so none that comes meanwhile
             # is done before it.
             while conn.lane and not conn.closed:
-                await handle_frame(self.daemon, conn, conn.lane[0])
+                await self.dispatcher.run(conn, conn.lane[0])
                 del conn.lane[0]
         except Exception:  # the connection's boundary: log and drop this client only
             log.exception("connection %s failed", conn.number)

@@ -2,7 +2,7 @@
 outlives it", on the process table as :mod:`roost_core.platform` reads it.
 
 Only mechanism, no decisions: :mod:`roost_core.worker.supervisor` (in the worker) and the
-daemon's worker lifecycle (:meth:`roost_core.daemon.base.DaemonBase.worker_gone`) decide
+daemon's worker lifecycle (:meth:`roost_core.daemon.workers.Workers.worker_gone`) decide
 what to kill and when.
 
 Two ways to find a job's processes, one for each side:

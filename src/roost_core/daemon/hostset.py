@@ -1,0 +1,40 @@
+"""The hosts the daemon runs jobs on: the plugins' and the built-in ones, by name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roost_core.daemon.jobs import Job
+from roost_core.hosts import registered_hosts
+from roost_core.protocol import BAD_ARGS, NO_HOST, ProtocolError
+from roost_core.records import HostSpec
+
+
+class HostSet:
+    """Every host a job can run on, by name: what the plugins register, roost's own
+    included."""
+
+    def __init__(self, pm: Any) -> None:
+        self.specs: dict[str, HostSpec] = registered_hosts(pm)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.specs
+
+    def get(self, name: str) -> HostSpec | None:
+        return self.specs.get(name)
+
+    def check(self, host: str, op: str) -> None:
+        """Refuse a new job on ``host`` when no such host is registered (``bad_args``) or
+        it cannot run here (``no_host``: its ``unavailable`` says why, e.g. no pi
+        installed), before any job is made."""
+        spec = self.specs.get(host)
+        if spec is None:
+            raise ProtocolError(BAD_ARGS, f"{op}: unknown host {host!r} (known: {', '.join(sorted(self.specs))})")
+        why = spec.unavailable() if spec.unavailable is not None else None
+        if why:
+            raise ProtocolError(NO_HOST, f"{op}: host {host!r} cannot run here: {why}")
+
+    def takes_messages(self, job: Job) -> bool:
+        """Whether ``job``'s host takes agent messages (a shell job takes only replies)."""
+        spec = self.specs.get(job.host)
+        return spec.takes_messages if spec else False
