@@ -116,7 +116,7 @@ class Daemon:
         # The ops.
         self.job_ops = JobOps(
             paths, registry=self.registry, persistence=self.persistence, tables=self.tables, budgets=self.budgets, hosts=self.hosts,
-            maker=self.maker, workers=self.workers, receipts=self.receipts, agents=self.agents, watchers=self.watchers,
+            maker=self.maker, workers=self.workers, receipts=self.receipts, mailroom=self.mailroom, agents=self.agents, watchers=self.watchers,
             watches=self.watches, handback=self.handback,
         )
         self.worker_ops = WorkerOps(

@@ -8,8 +8,12 @@ of who receives it; what comes out are values: the events queued on connections
 the answer. Starting a worker for an item is the one effect it asks of its owner: it calls
 ``start(job)``, which the daemon answers by starting one (a test records the wish).
 
+Each item's life is the state machine of :mod:`~roost_core.daemon.itemlife`: the mailroom
+keeps a job item's stage (``Job.stages``) and steps it at every event (pushed, committed,
+acked, its ack committed, dropped); what a commit answers is that machine's output.
+
 It is the hot path of the daemon: one send is :meth:`to_peer` (a foreground receiver) or
-:meth:`to_job` then :meth:`outcome` (a job, once the commit is over), and one ack is
+:meth:`to_job` then :meth:`committed` (a job, once the commit is over), and one ack is
 :meth:`ack_job` or :meth:`ack_peer`. Each builds the item's record once: the queue item,
 and from it the ``deliver`` event, encoded once for a job's item: the same bytes are
 pushed to the worker and stored inside the item's journal record.
@@ -20,11 +24,12 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 
 from roost_core import faults
+from roost_core.daemon.itemlife import Committed, Event, Receiver, Stage, on_commit, step
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.receipts import MessageQuotes, Receipts
@@ -81,12 +86,34 @@ class HeldPush(msgspec.Struct):
     event: bytes = b""
 
 
+T = TypeVar("T")
+
+
+async def once_committed(commit: Commit, finish: Callable[[], T]) -> T:
+    """``finish()``, made once ``commit`` is over: in the commit's callbacks, in order
+    with every other answer of that commit (as the answers of pipelined requests are), not
+    whenever the awaiting task runs next; raises what ``finish`` raised."""
+    made: list[T] = []
+    failed: list[BaseException] = []
+
+    def make(_commit: Commit) -> None:
+        try:
+            made.append(finish())
+        except BaseException as exc:  # noqa: BLE001 - raised again in the awaiting task
+            failed.append(exc)
+
+    commit.when_done(make)
+    await commit.wait()
+    if failed:
+        raise failed[0]
+    return made[0]
+
+
 async def settle(answer: dict[str, Any] | Pending | HeldPush) -> dict[str, Any]:
     """An op's result, waiting for its commit if it is :class:`Pending` (a
     :class:`HeldPush` is pushed now)."""
     if isinstance(answer, Pending):
-        await answer.commit.wait()
-        return answer.finish()
+        return await once_committed(answer.commit, answer.finish)
     if isinstance(answer, HeldPush):
         answer.push()
         return answer.answer
@@ -129,6 +156,7 @@ class Mailroom:
         sender = item.sender
         conn = peer.conn
         if conn is None:
+            step(Stage.ACCEPTED, Event.DROP)
             self.receipts.record(sender.id, target.id, target.name, item.kind, "dead", reason="receiver not running", text=item.text)
             answer["result"] = "not running"
             return answer
@@ -138,6 +166,9 @@ class Mailroom:
         except ProtocolError as exc:
             self.receipts.record(sender.id, target.id, target.name, item.kind, "refused", reason=exc.code, text=item.text)
             raise
+        # Accepted and pushed at once: a foreground peer keeps it in ``in_flight`` (its
+        # stage's store) until it acks it.
+        step(Stage.ACCEPTED, Event.PUSH)
         seq = peer.seq = pushed.seq
         peer.in_flight[seq] = event
         peer.last_message = pushed.created
@@ -189,6 +220,8 @@ class Mailroom:
         # before it takes a seq (the receiver's decoder would discard it unseen).
         event = item.checked_event()
         job.queue.append(item)
+        stages = job.stages
+        stages[item.seq] = Stage.ACCEPTED
         # Push before the fsync (the receiver acks only what is in its transcript, and
         # the restart seq gap keeps a lost undurable seq from ever being reused), but
         # answer only once the item is durable.
@@ -197,16 +230,19 @@ class Mailroom:
             assert self.journal is not None
             conn = job.conn
             if conn is not None and job.sent == item.seq - 1 and self.journal.healthy and item.seq - job.queue.durable <= MAX_UNDURABLE_SEQS:
-                # The usual case, push_pending's in short (JobQueue.may_push, inlined): the
-                # worker has every earlier item, so this one alone goes (and has no receipt
-                # to move yet: that is made once it is durable).
+                # The usual case, push_pending's in short (the test of JobQueue.may_push
+                # written out here: it runs for every item): the worker has every earlier
+                # item, so this one alone goes (and has no receipt to move yet: that is
+                # made once it is durable).
                 conn.send(event)
                 job.sent = item.seq
+                stages[item.seq] = step(Stage.ACCEPTED, Event.PUSH)
             else:
                 self.push_pending(job)
             return self.journal.add_line(item_record(job.id, event))
         except Exception:
             job.queue.drop(item.seq)
+            stages.pop(item.seq, None)
             raise
 
     def push_pending(self, job: Job) -> None:
@@ -222,9 +258,11 @@ class Mailroom:
             return
         journal_ok = self.journal is None or self.journal.healthy
         queue = job.queue
+        stages = job.stages
         for item in queue.pending(after=job.sent):
             if not queue.may_push(item.seq, journal_ok):
                 break
+            stages[item.seq] = step(stages[item.seq], Event.PUSH)
             conn.send(item.encoded())
             job.sent = item.seq
             if item.is_agent_item:
@@ -236,25 +274,38 @@ class Mailroom:
         ``wake`` is False), ``started`` (a worker was started for it) or ``stopped``
         (kept; a stopped job is not woken). Raises ``not_stored``, the item dropped, if
         it is not durable."""
+        return self.committed(job, item, commit, wake=wake)[0]
+
+    def committed(self, job: Job, item: Item, commit: Commit, *, wake: bool = True) -> tuple[str, Committed]:
+        """``item``'s commit is over: its stage steps (:func:`itemlife.on_commit`), and
+        the daemon does what that says (push what was held back, start a worker). Returns
+        what the sender hears (:meth:`outcome`) and the machine's outputs."""
+        stages = job.stages
+        # (Not there: dropped with its job, removed while the commit was being written.)
+        stage = stages.get(item.seq, Stage.DEAD)
         if commit.error is not None:
+            stage = step(stage, Event.COMMIT_FAILED)
             job.queue.drop(item.seq)
+            if stage is Stage.DEAD:
+                stages.pop(item.seq, None)
+            else:
+                stages[item.seq] = stage
             raise not_stored(commit.error, "the message")
         queue = job.queue
-        if item.seq > queue.durable:  # (queue.mark_durable, inlined: every send's answer)
+        if item.seq > queue.durable:  # (queue.mark_durable written out: every send's answer)
             queue.durable = item.seq
         faults.point("daemon.after_persist_before_answer")
-        if job.conn is not None:
-            if job.sent < item.seq:
-                self.push_pending(job)  # held back while the journal failed, or past the bound
-            return "delivered"
-        if job.state == "stopped" and item.kind != "reply":
-            return "stopped"
-        if job.worker_pid is not None or not wake:
-            return "queued"
+        done = on_commit(stage, receiver_of(job, item, wake))
+        if done.stage is not Stage.DEAD:
+            stages[item.seq] = done.stage
+        if done.push:
+            self.push_pending(job)  # held back while the journal failed, or past the bound
+        if done.outcome != "start":
+            return done.outcome, done
         if job.crashes > MAX_CRASH_RESTARTS:
             job.crashes = 0
         # The item is stored: it is queued even when no worker can be started right now.
-        return "started" if self.start(job) else "queued"
+        return ("started" if self.start(job) else "queued"), done
 
     def ack_job(self, job: Job, seq: int) -> dict[str, Any] | Pending:
         """A worker's cumulative ack: the items up to ``seq`` leave the queue (their
@@ -264,24 +315,51 @@ class Mailroom:
         if seq > queue.reply_seq:
             raise ProtocolError(BAD_ARGS, f"ack: seq {seq} was never queued")
         done = queue.ack(seq)
+        stages = job.stages
         for item in done:
+            stages[item.seq] = step(stages[item.seq], Event.RECEIVER_ACK)
             if item.is_agent_item:
                 self.receipts.move(job.id, item.seq, "acknowledged")
-        result = {"acked": queue.acked}
+        acked = queue.acked
+        result = {"acked": acked}
         if not done:
             return result
         assert self.journal is not None
         try:
-            commit = self.journal.add({"op": "ack", "job": job.id, "seq": queue.acked})
+            commit = self.journal.add({"op": "ack", "job": job.id, "seq": acked})
         except JournalError as exc:
             raise not_stored(exc, "the ack") from exc
-        return Pending(commit, lambda: ack_stored(commit, result))
+        return Pending(commit, lambda: self.ack_stored(job, acked, commit, result))
+
+    def ack_stored(self, job: Job, acked: int, commit: Commit, result: dict[str, Any]) -> dict[str, Any]:
+        """An ack's answer once its record's commit is over: the items it covers are
+        settled (``acked``), and forgotten."""
+        if commit.error is not None:
+            # The items are in the transcript either way; a restart before the next stored
+            # ack only pushes them again, and the worker drops them.
+            raise not_stored(commit.error, "the ack")
+        stages = job.stages
+        for seq in [seq for seq in stages if seq <= acked]:
+            step(stages.pop(seq), Event.ACK_COMMIT)
+        return result
+
+    def drop_all(self, job: Job) -> list[Item]:
+        """``job`` is removed: every item it holds is dead (their receipts say so)."""
+        stages = job.stages
+        dropped = job.queue.clear()
+        for item in dropped:
+            step(stages[item.seq], Event.DROP)
+            if item.is_agent_item:
+                self.receipts.move(job.id, item.seq, "dead", "target removed")
+        stages.clear()
+        return dropped
 
     def ack_peer(self, peer: ForegroundPeer, seq: int) -> dict[str, Any]:
         """A foreground peer's cumulative ack: what it holds leaves ``in_flight``."""
         in_flight = peer.in_flight
         for key in [s for s in in_flight if s <= seq]:
             in_flight.pop(key)
+            step(Stage.PUSHED, Event.RECEIVER_ACK)  # in the transcript: nothing more to keep
             peer.reports_in_flight.pop(key, None)
             recorded = peer.recorded.pop(key, None)
             if recorded is not None and self.pushed is not None:
@@ -307,15 +385,11 @@ class QueuedAnswer(msgspec.Struct):
 
     def __call__(self) -> dict[str, Any]:
         job, queued, item, target, answer = self.job, self.queued, self.item, self.target, self.answer
-        outcome = self.mailroom.outcome(job, queued, self.commit, wake=self.wake)
+        outcome, done = self.mailroom.committed(job, queued, self.commit, wake=self.wake)
         job.last_message = time.time()
-        if queued.seq <= job.queue.acked:
-            # Pushed before the fsync, the worker acked it while it was being made
-            # durable (its ack found no receipt to move yet).
-            state = "acknowledged"
-        else:
-            state = "delivered" if outcome == "delivered" else "queued"
-        self.mailroom.receipts.record(item.sender.id, target.id, target.name, item.kind, state, seq=queued.seq, text=item.text)
+        # (``acknowledged`` when the worker acked it while it was being made durable:
+        # its ack found no receipt to move yet.)
+        self.mailroom.receipts.record(item.sender.id, target.id, target.name, item.kind, done.receipt, seq=queued.seq, text=item.text)
         answer["result"] = outcome
         answer["seq"] = queued.seq
         if job.dialog and outcome in ("delivered", "queued"):
@@ -323,13 +397,15 @@ class QueuedAnswer(msgspec.Struct):
         return answer
 
 
-def ack_stored(commit: Commit, result: dict[str, Any]) -> dict[str, Any]:
-    """An ack's answer once its record's commit is over."""
-    if commit.error is not None:
-        # The items are in the transcript either way; a restart before the next stored
-        # ack only pushes them again, and the worker drops them.
-        raise not_stored(commit.error, "the ack")
-    return result
+def receiver_of(job: Job, item: Item, wake: bool) -> Receiver:
+    """Where ``item``'s receiver is as its commit ends (:class:`itemlife.Receiver`)."""
+    if job.conn is not None:
+        return Receiver.CONNECTED
+    if job.state == "stopped" and item.kind != "reply":
+        return Receiver.STOPPED
+    if job.worker_pid is not None:
+        return Receiver.STARTING
+    return Receiver.ASLEEP if wake else Receiver.NOT_WOKEN
 
 
 def not_stored(exc: BaseException, what: str) -> ProtocolError:

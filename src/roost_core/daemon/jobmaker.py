@@ -15,7 +15,7 @@ from roost_core.daemon import changes
 from roost_core.daemon.budgets import Budgets
 from roost_core.daemon.callers import caller_of
 from roost_core.daemon.connection import Connection
-from roost_core.daemon.delivery import Mailroom
+from roost_core.daemon.delivery import Mailroom, once_committed
 from roost_core.daemon.hostset import HostSet
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.registry import Registry
@@ -202,9 +202,9 @@ class JobMaker:
             job.stopped_from = None
             self.registry.save(job)
         item = Item(job.queue.next_seq(), kind, content, **fields)
-        commit = self.mailroom.queue(job, item)
-        await commit.wait()
-        return item, self.mailroom.outcome(job, item, commit, wake=wake)
+        mailroom = self.mailroom
+        commit = mailroom.queue(job, item)
+        return item, await once_committed(commit, lambda: mailroom.outcome(job, item, commit, wake=wake))
 
     async def enqueue_task(self, job: Job, task: str, **fields: Any) -> None:
         """Queue a new job's task; if it cannot be stored, the job is taken back whole

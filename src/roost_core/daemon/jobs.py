@@ -94,6 +94,9 @@ class Job(NotesChanges):
     reaping: bool = False
     idle_since: float = attrs.field(factory=time.monotonic)
     sent: int = 0  # items pushed to the current worker connection (seq watermark)
+    #: Each item's stage (``daemon.itemlife``) by seq, from its acceptance until its ack
+    #: is durable (the mailroom steps them).
+    stages: dict[int, Any] = attrs.field(factory=dict)
     last_message: float | None = None
     #: ``peer_info`` as last made, with the ``accepts_messages`` it was made for;
     #: forgotten when a shown field moves (NotesChanges), so a peer table built again

@@ -14,7 +14,7 @@ from roost_core.daemon.agentrows import AgentRows
 from roost_core.daemon.budgets import Budgets
 from roost_core.daemon.callers import caller_of
 from roost_core.daemon.connection import Connection
-from roost_core.daemon.delivery import not_stored
+from roost_core.daemon.delivery import Mailroom, not_stored
 from roost_core.daemon.handback import Handback
 from roost_core.daemon.hostset import HostSet
 from roost_core.daemon.jobmaker import JobMaker, check_scenario
@@ -50,6 +50,7 @@ class JobOps:
         maker: JobMaker,
         workers: Workers,
         receipts: Receipts,
+        mailroom: Mailroom,
         agents: AgentRows,
         watchers: Watchers,
         watches: Watches,
@@ -65,6 +66,7 @@ class JobOps:
         self.maker = maker
         self.workers = workers
         self.receipts = receipts
+        self.mailroom = mailroom
         self.agents = agents
         self.watchers = watchers
         self.watches = watches
@@ -204,10 +206,7 @@ class JobOps:
         changes.changed()
         self.budgets.usage_changed()
         self.watches.ended(job)
-        dropped = job.queue.clear()
-        for item in dropped:
-            if item.is_agent_item:
-                self.receipts.move(job.id, item.seq, "dead", "target removed")
+        dropped = self.mailroom.drop_all(job)
         self.watchers.touch()
         journal = self.persistence.journal
         assert journal is not None

@@ -13,6 +13,7 @@ from typing import Any
 from roost_core import locks, platform, policy
 from roost_core.daemon import changes
 from roost_core.daemon.hostset import HostSet
+from roost_core.daemon.itemlife import Stage
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.ledger import AnswerLedger
 from roost_core.daemon.registry import Registry
@@ -112,6 +113,8 @@ class Persistence:
             if not clean:
                 self.resume_numbering(loaded)
             loaded.queue.durable = loaded.queue.reply_seq
+            # Every item read back is durable, and this daemon has pushed it nowhere yet.
+            loaded.stages = dict.fromkeys((item.seq for item in loaded.queue.items), Stage.JOURNALED)
             if loaded.undelivered_report is not None:
                 self.registry.kept_reports[loaded.id] = None
         changes.changed()
