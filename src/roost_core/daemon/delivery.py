@@ -291,9 +291,7 @@ class Mailroom:
             else:
                 stages[item.seq] = stage
             raise not_stored(commit.error, "the message")
-        queue = job.queue
-        if item.seq > queue.durable:  # (queue.mark_durable written out: every send's answer)
-            queue.durable = item.seq
+        job.queue.mark_durable(item.seq)
         faults.point("daemon.after_persist_before_answer")
         done = on_commit(stage, receiver_of(job, item, wake))
         if done.stage is not Stage.DEAD:
