@@ -55,7 +55,8 @@ OPS: dict[str, Op] = {
     "plugins": Op({}),
     "tools": Op({}),
     "test_clock": Op({"advance": Field(float, required=True, check=lambda v: None if v >= 0 else "must be >= 0")}),
-    "start": Op({
+    "start": Op(
+        {
             "task": Field(str, required=True, max_len=TEXT, max_bytes=MAX_TEXT_BYTES),
             "name": Field(str, max_len=NAME),
             "cwd": Field(str, max_len=PATH),
@@ -76,17 +77,18 @@ OPS: dict[str, Op] = {
     "stop": Op({"job": Field(str, required=True, max_len=NAME)}),
     "remove": Op({"job": Field(str, required=True, max_len=NAME)}),
     "log": Op({"job": Field(str, required=True, max_len=NAME), "entries": Field(bool)}),
-    "worker_hello": Op({
+    "worker_hello": Op(
+        {
             "job": Field(str, required=True, max_len=NAME),
             "token": Field(str, required=True, max_len=NAME),
             "pid": Field(int),
             "held": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
         },
     ),
-    "warm_hello": Op({"job": Field(str, required=True, max_len=NAME), "token": Field(str, required=True, max_len=NAME), "pid": Field(int)},
-    ),
+    "warm_hello": Op({"job": Field(str, required=True, max_len=NAME), "token": Field(str, required=True, max_len=NAME), "pid": Field(int)}),
     "warm_ready": Op({}),
-    "job_status": Op({
+    "job_status": Op(
+        {
             "state": Field(str, check=lambda v: None if v in ("running", "idle", "needs_input", "done", "failed") else "is not a job state"),
             "status": Field((str, type(None)), max_len=NAME * 5),
             "summary": Field((str, type(None)), max_len=2000),
@@ -104,7 +106,8 @@ OPS: dict[str, Op] = {
         who="worker",
     ),
     "ack": Op({"seq": Field(int, required=True, check=lambda v: None if v >= 0 else "must be >= 0")}, who="bound", accept=True),
-    "peer_register": Op({
+    "peer_register": Op(
+        {
             "session": Field((str, type(None)), max_len=PATH),
             "name": Field(str, max_len=NAME),
             "cwd": Field((str, type(None)), max_len=PATH),
@@ -115,7 +118,8 @@ OPS: dict[str, Op] = {
         },
     ),
     "peers": Op({"watch": Field(str, max_len=NAME)}, who="bound"),
-    "tool_call": Op({
+    "tool_call": Op(
+        {
             "name": Field(str, required=True, max_len=NAME),
             "args": Field(dict, required=True),
             "hops": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
@@ -124,7 +128,8 @@ OPS: dict[str, Op] = {
         who="bound",
         keyed=True,
     ),
-    "spawn": Op({
+    "spawn": Op(
+        {
             "task": Field(str, required=True, max_len=TEXT, max_bytes=MAX_TEXT_BYTES),
             "name": Field(str, max_len=NAME),
             "cwd": Field(str, max_len=PATH),
@@ -136,7 +141,8 @@ OPS: dict[str, Op] = {
         who="bound",
         keyed=True,
     ),
-    "handback": Op({
+    "handback": Op(
+        {
             "result": Field((str, type(None)), max_len=TEXT),
             "state": Field(str, required=True, check=lambda v: None if v in ("done", "idle", "needs_input", "failed") else "is not a settled state"),
             "question": Field((str, type(None)), max_len=8000),
@@ -146,7 +152,8 @@ OPS: dict[str, Op] = {
         },
         who="worker",
     ),
-    "send": Op({
+    "send": Op(
+        {
             "to": Field(str, required=True, max_len=NAME),
             "message": Field(str, required=True, max_len=TEXT, max_bytes=MAX_TEXT_BYTES),
             "reply_to": Field(str, max_len=NAME),
