@@ -419,6 +419,8 @@ def test_answers_waiting_for_a_pass_commit_leave_in_that_pass_write(tmp_path):
         (job_id,) = jobs
         loop = asyncio.get_running_loop()
         assert daemon.journal is not None
+        # The worker it starts is recorded, not made (a real one would outlive the test).
+        daemon.spawner = RecordingSpawner()  # type: ignore[assignment]
         async with anyio.create_task_group() as tg:
             await tg.start(daemon.journal.run)
             alice, _ = await registered(daemon, 1, "alice")
