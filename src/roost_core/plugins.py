@@ -154,6 +154,14 @@ def plugin_object(loaded: Any) -> object:
     return getattr(loaded, "plugin", loaded)
 
 
+def default_framer() -> Any:
+    """The default ``envelope`` plugin's ``roost_frame_item``: the one framer whose texts
+    the core does not check again at each send (:class:`roost_core.policy.CompiledHooks`'s
+    framing), because tests/plugins/test_envelope_rules.py proves it keeps the envelope's
+    rules for every item. Only the core names it; a plugin cannot make itself trusted."""
+    return importlib.import_module(DEFAULT_PLUGINS["envelope"]).roost_frame_item
+
+
 def load_entry_points(pm: RoostPluginManager) -> int:
     """Register every entry point of group ``roost`` that is neither blocked nor already
     registered (the defaults are also entry points of roost itself), one at a time.

@@ -285,3 +285,25 @@ def test_neutralise_draws_control_bidi_and_line_separators_as_escapes():
     text = "a\u202eb\u2066c\u2069d\u200ee\u200ff\u061cg\u2028h\u2029i\x85j\x1bk"
     assert envelope_rules.neutralise(text) == "a\\u202eb\\u2066c\\u2069d\\u200ee\\u200ff\\u061cg\\u2028h\\u2029i\\x85j\\x1bk"
     assert json.dumps(envelope_rules.neutralise("plain ascii")) == '"plain ascii"'
+
+
+def test_the_send_path_checks_every_framer_but_roosts_own_proven_one(monkeypatch):
+    # The daemon's compiled framing skips the check (and its probe framing) for roost's
+    # own framer alone, which the property test above proves keeps the rules; any other
+    # framer, alone or over the default, is checked on every item.
+    checked: list[str] = []
+    real_check = envelope_rules.check
+
+    def counting_check(text: str, probe_text: str) -> None:
+        checked.append(text)
+        real_check(text, probe_text)
+
+    monkeypatch.setattr(envelope_rules, "check", counting_check)
+    item = item_for("alice", "hello")
+    assert policy.CompiledHooks(make_manager(envelope)).frame_item(item) == envelope.roost_frame_item(item=item)
+    assert checked == []
+    assert policy.CompiledHooks(make_manager(envelope, json_envelope)).frame_item(item) == json_envelope.roost_frame_item(item=item)
+    assert len(checked) == 1
+    with pytest.raises(ProtocolError) as refused:
+        policy.CompiledHooks(make_manager(envelope, ("raw-from", NoNotice()))).frame_item(item)
+    assert refused.value.code == PLUGIN_ERROR

@@ -37,6 +37,10 @@ import attrs
 
 
 class Stage(enum.Enum):
+    # A member is its own key (members are singletons): the C hash of object, not
+    # Enum's Python one, which every transition's lookup would call twice.
+    __hash__ = object.__hash__
+
     ACCEPTED = "accepted"
     PUSHED = "pushed"
     JOURNALED = "journaled"
@@ -47,6 +51,10 @@ class Stage(enum.Enum):
 
 
 class Event(enum.Enum):
+    # A member is its own key (members are singletons): the C hash of object, not
+    # Enum's Python one, which every transition's lookup would call twice.
+    __hash__ = object.__hash__
+
     #: The item went out on the receiver's connection (again, after a reconnect).
     PUSH = "push"
     #: The commit that holds its record is over, written.
@@ -116,6 +124,11 @@ def step(stage: Stage, event: Event) -> Stage:
 
 class Receiver(enum.Enum):
     """Where a job item's receiver is when the item's commit ends."""
+
+    # A member is its own key (members are singletons): the C hash of object, not
+    # Enum's Python one, which every transition's lookup would call twice.
+    __hash__ = object.__hash__
+
 
     #: A worker connection takes pushes now.
     CONNECTED = "connected"
