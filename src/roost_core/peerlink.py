@@ -266,6 +266,9 @@ class PeerLink:
             except DaemonUnavailable:
                 if not keyed:
                     raise
+                # It may have taken effect before its answer was lost: the next ask says it
+                # is this key asked again (so a send is not refused queue_full).
+                args["again"] = True
             with anyio.fail_after(CLOSE_WAIT):
                 await client.closed.wait()
         raise AssertionError("unreachable")

@@ -252,9 +252,11 @@ class JobQueue:
         self.append(item)
         return item
 
-    def append(self, item: Item) -> None:
-        """Queue ``item``, made with the next seq (raises ``queue_full`` at the cap)."""
-        self.check_room(item.kind)
+    def append(self, item: Item, *, past_cap: bool = False) -> None:
+        """Queue ``item``, made with the next seq (raises ``queue_full`` at the cap, unless
+        ``past_cap``: a send asked again, whose first ask had room)."""
+        if not past_cap:
+            self.check_room(item.kind)
         if item.seq != self.reply_seq + 1:
             raise ValueError(f"item seq {item.seq} is not the next one ({self.reply_seq + 1})")
         # The newest seq: its place is the end.

@@ -21,7 +21,14 @@ import anyio.lowlevel
 import pytest
 from conftest import wait_until
 from fg import in_thread, run_async, session, taken
-from reliability.kit import received_messages, reports_in, transcript, user_texts
+from reliability.kit import (
+    received_messages,
+    reports_in,
+    tool_pairs,
+    tool_text_accepted,
+    transcript,
+    user_texts,
+)
 from reliability.test_crash_points import Story
 
 pytestmark = pytest.mark.timeout(180)
@@ -285,3 +292,74 @@ def test_a_send_to_a_foreground_peer_on_record_before_its_push_reaches_it_after_
     assert len(contents) == 2 and "on record, then the crash" in contents[0] and "after" in contents[1], contents
     written = [e for e in transcript(tmp_path / "receiver.jsonl") if e.get("type") == "custom_message"]
     assert len(written) == 2, written
+
+
+def test_a_send_asked_again_after_its_receiver_took_it_is_not_refused_queue_full(daemon_factory, write_config, tmp_path):
+    """The load test's rare ``unexpected`` message (a body in a job's transcript whose
+    sender was told it was refused), made on purpose.
+
+    Job ``sender`` sends ``hello`` to job ``receiver`` (``roost_send``); the daemon dies
+    once the item is durable, before the answer is on record. While the sender's worker
+    is slow to come back (stopped), the new daemon pushes the item, the receiver writes it
+    into its transcript and acks it, and other messages fill the receiver's queue. Then
+    the sender asks again with its key: no answer on record, no item held. It was refused
+    ``queue_full``, and the model was told ``hello`` was not sent, though the receiver has
+    it. A send asked again is taken past the cap (its first ask had room; the receiver
+    drops a second copy by its message id): the sender is told it was queued, and the
+    receiver holds ``hello`` once."""
+    write_config({"agentExternalMessages": True})
+    daemon = daemon_factory().start()
+    gates = {name: tmp_path / name for name in ("send", "take", "finish")}
+    receiver = daemon.start_job(
+        "receive",
+        name="receiver",
+        scenario={
+            # Waits (no boundary) until "take": then takes what was steered in meanwhile
+            # (hello) and waits again, so what comes next fills its queue.
+            "run": [{"match": "^receive", "steps": [{"wait_for": str(gates["take"])}, {"wait_for": str(gates["finish"])}, {"say": "done"}]}],
+            "default": {"steps": [{"say": "ok"}]},
+        },
+    )
+    sender = daemon.start_job(
+        "send",
+        name="sender",
+        scenario={"run": [{"match": "^send", "steps": [{"wait_for": str(gates["send"])}, {"send": {"to": receiver, "message": "hello"}}, {"say": "sent"}]}]},
+    )
+    point = "daemon.after_persist_before_answer"
+    wait_until(lambda: all(daemon.job(job)["state"] == "running" and daemon.record(job).get("worker_pid") for job in (sender, receiver)), what="both runs")
+    daemon.terminate()
+    daemon.env["ROOST_FAULTS"] = point
+    daemon.restart()
+    gates["send"].write_text("open")
+    wait_until(lambda: (daemon.paths.home / "faults" / point).exists(), what=f"{point} fired")
+    daemon.process.wait(20)
+    # A slow worker: it asks again only once the receiver took hello and its queue is full.
+    slow = daemon.record(sender)["worker_pid"]
+    os.kill(slow, signal.SIGSTOP)
+    try:
+        daemon.restart()
+        gates["take"].write_text("open")
+        wait_until(lambda: ("sender", "hello") in named(received_messages(daemon.entries(receiver)), sender) and daemon.job(receiver)["pending"] == 0, what="hello taken")
+
+        async def fill() -> None:
+            async with session(daemon, tmp_path, name="filler") as filler:
+                await filler.ensure_registered()
+                for n in range(20):
+                    result = await filler.call("send", to=receiver, message=f"filler-{n}")
+                    assert result["result"] in ("delivered", "queued"), result
+
+        run_async(fill)
+    finally:
+        os.kill(slow, signal.SIGCONT)
+    daemon.wait_job(sender, "done", "idle")
+    [(_args, told)] = tool_pairs(daemon.entries(sender))
+    gates["finish"].write_text("open")
+    daemon.wait_job(receiver, "done", "idle")
+    got = [body for who, body in received_messages(daemon.entries(receiver)) if who == sender]
+    assert got == ["hello"], got
+    assert told is not None and tool_text_accepted(told), f"the sender was told {told!r}, yet the receiver holds hello"
+
+
+def named(messages: list[tuple[str, str]], sender: str) -> list[tuple[str, str]]:
+    """``messages`` with ``sender``'s id shown as ``"sender"``."""
+    return [("sender" if who == sender else who, body) for who, body in messages]

@@ -186,6 +186,23 @@ def test_a_send_refused_by_a_full_queue_does_not_count_towards_the_rate(tmp_path
     assert t.refused(t.lead, "other", "now past it").code == "rate_limited"
 
 
+def test_a_send_asked_again_is_queued_past_the_cap_and_a_new_one_is_not(tmp_path):
+    """A send asked again (``again``, with its key) may have reached its receiver before a
+    crash the new daemon does not know of: refusing it ``queue_full`` would tell its sender
+    "not sent" about a message the receiver may hold. A new send, or ``again`` with no
+    key, is held to the cap."""
+    t = Desk(tmp_path)
+    worker = t.child("j-1", "worker")
+    for n in range(MAX_AGENT_ITEMS):
+        assert isinstance(t.send(t.lead, "worker", f"item {n}"), Pending)
+    assert t.refused(t.lead, "worker", "new", key="k-new").code == QUEUE_FULL
+    assert t.refused(t.lead, "worker", "no key", again=True).code == QUEUE_FULL
+    assert isinstance(t.send(t.lead, "worker", "asked again", key="k-1", again=True), Pending)
+    assert len(worker.queue.items) == MAX_AGENT_ITEMS + 1
+    # Past it once, still full for the next new send.
+    assert t.refused(t.lead, "worker", "another new", key="k-2").code == QUEUE_FULL
+
+
 class Quota:
     """A team's send limit: at most ``limit`` messages in all, counted when noted."""
 

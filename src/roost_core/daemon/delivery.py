@@ -182,13 +182,16 @@ class Mailroom:
         conn.push(event)
         return answer
 
-    def to_job(self, job: Job, target: PeerInfo, item: OutgoingItem, content: str, delivery: str, answer: dict[str, Any], *, trace: str | None, wake: bool) -> Pending:
+    def to_job(
+        self, job: Job, target: PeerInfo, item: OutgoingItem, content: str, delivery: str, answer: dict[str, Any], *, trace: str | None, wake: bool, past_cap: bool = False
+    ) -> Pending:
         """Queue ``item`` on ``job`` (pushed at once to a connected worker, its record to
         the journal); the sender's answer once the record's commit is over: what
-        :meth:`outcome` says, with the seq (raises ``queue_full`` at the cap)."""
+        :meth:`outcome` says, with the seq (raises ``queue_full`` at the cap, unless
+        ``past_cap``: see :meth:`SendDesk.send <roost_core.daemon.sending.SendDesk.send>`)."""
         queued = self.item_of(job.queue.next_seq(), item, content, delivery, trace)
         try:
-            commit = self.queue(job, queued)
+            commit = self.queue(job, queued, past_cap=past_cap)
         except ProtocolError as exc:
             sender = item.sender
             if exc.code == QUEUE_FULL:
@@ -210,16 +213,16 @@ class Mailroom:
             item.id, item.reply_to, item.scope, item.broadcast_chain, delivery, quote,
         )
 
-    def queue(self, job: Job, item: Item) -> Commit:
+    def queue(self, job: Job, item: Item, *, past_cap: bool = False) -> Commit:
         """Queue ``item`` (its seq the queue's next), push it to a connected worker and
         hand its record to the journal; the commit that will make it durable (raises
-        ``queue_full`` at the cap, ``too_large`` for an item longer than a frame:
-        nothing queued)."""
+        ``queue_full`` at the cap unless ``past_cap``, ``too_large`` for an item longer
+        than a frame: nothing queued)."""
         # The item's one encoding: its deliver event, pushed as it is and stored inside
         # its journal record. Made first: one longer than a frame is refused here,
         # before it takes a seq (the receiver's decoder would discard it unseen).
         event = item.checked_event()
-        job.queue.append(item)
+        job.queue.append(item, past_cap=past_cap)
         stages = job.stages
         stages[item.seq] = Stage.ACCEPTED
         # Push before the fsync (the receiver acks only what is in its transcript, and

@@ -117,7 +117,7 @@ class Messaging:
         if tool is None:
             raise ProtocolError(NOT_FOUND, f"no agent tool {name!r}")
         try:
-            call = tool_call(tool, sender_info(self.tables, conn), params, CallerServices(self, conn, args.get("key")))
+            call = tool_call(tool, sender_info(self.tables, conn), params, CallerServices(self, conn, args.get("key"), args.get("again", False)))
             data = await run_tool(tool, call)
             # Plugins get data of their own: an op's result may hold rows the daemon keeps.
             copied = decode_answer(encode(data))

@@ -38,9 +38,10 @@ class Op:
     check: Callable[[dict[str, Any]], dict[str, Any]] = attrs.field(init=False, eq=False, repr=False)
 
     def bind(self, name: str) -> Op:
-        """This op with its schema compiled for op ``name`` (a keyed op's with ``key``)."""
+        """This op with its schema compiled for op ``name`` (a keyed op's with ``key``, and
+        ``again``: the client asks again with that key, its first answer lost)."""
         if self.keyed:
-            object.__setattr__(self, "schema", {**self.schema, "key": Field(str, max_len=KEY_CHARS, check=_check_key)})
+            object.__setattr__(self, "schema", {**self.schema, "key": Field(str, max_len=KEY_CHARS, check=_check_key), "again": Field(bool)})
         object.__setattr__(self, "check", compile_args(self.schema, name))
         return self
 

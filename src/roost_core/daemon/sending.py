@@ -126,8 +126,21 @@ class SendDesk:
             # queued or counted, and the sender's receipt says so.
             self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=exc.code, text=text)
             raise
+        # Asked again (``again``): the first ask had room, and may have reached the
+        # receiver before the daemon that took it died (pushed before its fsync, or
+        # durable and acked before its answer was on record). A refusal now would tell
+        # the sender "not sent" about a message the receiver may hold; taken past the
+        # cap, a copy the receiver holds already is dropped there by its message id.
+        again = key is not None and args.get("again", False)
         answer = self.deliver(
-            target, outgoing, content, trace=trace, relation=relation, delivery=hooks.decide_delivery(outgoing, self.config), hold=key is not None
+            target,
+            outgoing,
+            content,
+            trace=trace,
+            relation=relation,
+            delivery=hooks.decide_delivery(outgoing, self.config),
+            hold=key is not None,
+            past_cap=again,
         )
         # Counted once taken (a full queue raised above: not counted), not once durable: a
         # send pipelined right behind this one is checked against it.
@@ -215,13 +228,15 @@ class SendDesk:
         relation: str | None = None,
         delivery: str | None = None,
         hold: bool = False,
+        past_cap: bool = False,
     ) -> dict[str, Any] | Pending | HeldPush:
         """Hand an agent item on, with no wait: pushed to a connected foreground peer (the
         result at once), or queued on the target job (a :class:`Pending` result, made once
         the item's commit is over). The result's ``relation`` is ``relation`` (the target
         as the sender sees it) when given, else the item's; ``delivery`` is the delivery
         plugin's answer for the item when the caller has asked it already. ``hold``: a
-        foreground push waits for the caller's record of the answer (:class:`HeldPush`)."""
+        foreground push waits for the caller's record of the answer (:class:`HeldPush`).
+        ``past_cap``: a job's item is queued even at the cap (a send asked again)."""
         answer = {"to": target.id, "name": target.name, "relation": relation or item.relation}
         if item.id is not None:
             answer["id"] = item.id
@@ -233,7 +248,7 @@ class SendDesk:
         # A tree whose budget is spent is not woken by agents: only running runs go on
         # (a user reply still starts one).
         wake = wake and not self.budgets.spent(job.tree)
-        return self.mailroom.to_job(job, target, item, content, delivery, answer, trace=trace, wake=wake)
+        return self.mailroom.to_job(job, target, item, content, delivery, answer, trace=trace, wake=wake, past_cap=past_cap)
 
 
 

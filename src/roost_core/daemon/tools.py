@@ -92,18 +92,22 @@ class CallerServices(ToolServices):
     """:class:`~roost_core.records.ToolServices` for one call, as the session bound to
     ``conn``. ``messaging`` is the messaging service whose ops it does
     (:class:`~roost_core.daemon.ops_messaging.Messaging`); ``key`` the call's request key,
-    which a send or spawn keeps (asked again, the same message or the same child)."""
+    which a send or spawn keeps (asked again, the same message or the same child);
+    ``again``: the call is that key asked again."""
 
-    def __init__(self, messaging: Any, conn: Connection, key: str | None) -> None:
+    def __init__(self, messaging: Any, conn: Connection, key: str | None, again: bool = False) -> None:
         self.messaging = messaging
         self.conn = conn
         self.key = key
+        self.again = again
 
     def _args(self, op: str, args: dict[str, Any]) -> dict[str, Any]:
         """``args`` as op ``op`` checks them (its limits, written once in the op table)."""
         given = {name: value for name, value in args.items() if value is not None}
         if self.key is not None and OPS[op].keyed:
             given["key"] = self.key
+            if self.again:
+                given["again"] = True
         return OPS[op].check(given)
 
     async def peers(self, watch: str | None = None) -> dict[str, Any]:

@@ -709,13 +709,17 @@ export default async function roost(pi: ExtensionAPI) {
 				// ask did (done once, never twice).
 				const key = randomUUID();
 				const deadline = Date.now() + REASK_MS;
+				// After a lost answer the daemon is told this is the key asked again (a
+				// send asked again is not refused queue_full: the first may have arrived).
+				let again = false;
 				for (let pause = 100; ; pause = Math.min(pause * 2, 2000)) {
 					try {
 						await ensurePeer(toolCtx);
 						followName(toolCtx);
-						return await link!.call("tool_call", { name: def.name, args, key });
+						return await link!.call("tool_call", { name: def.name, args, key, ...(again ? { again: true } : {}) });
 					} catch (err) {
 						if (!isConnectionLoss(err) || Date.now() >= deadline) throw err;
+						again = true;
 					}
 					await new Promise((resolve) => setTimeout(resolve, pause));
 				}
