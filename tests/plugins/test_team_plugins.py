@@ -31,10 +31,23 @@ def plan(pm, scope="children", *peers, chain=False):
     return pm.hook.roost_plan_broadcast(request=make_scope_request(LEAD, scope, *peers, broadcast_chain=chain), config=make_config())
 
 
-def test_children_are_the_live_children_only(roost_plugin_manager) -> None:
+def test_children_are_the_children_a_message_reaches_asleep_or_not(roost_plugin_manager) -> None:
     pm = roost_plugin_manager(broadcast)
     answer = plan(pm, "children", (KID_A, "child"), (KID_B, "child"), (KID_C, "child"), (UNCLE, "tree"))
-    assert [r.peer.id for r in answer.receivers] == ["c0000001"] and answer.refusal is None
+    # KID_B has no worker (hibernated): the item wakes it. KID_C is stopped: never.
+    assert [r.peer.id for r in answer.receivers] == ["c0000001", "c0000002"] and answer.refusal is None
+    crashed = make_child(LEAD, id="c0000004", name="kid-d", live=False, state="failed")
+    shell = make_child(LEAD, id="c0000005", name="kid-e", live=True, accepts_messages=False)
+    answer = plan(pm, "children", (crashed, "child"), (shell, "child"))
+    assert [r.peer.id for r in answer.receivers] == ["c0000004"]
+    assert plan(pm, "children", (KID_C, "child"), (shell, "child")).refusal.code == "empty_scope"
+
+
+def test_a_foreground_peer_receives_only_while_connected(roost_plugin_manager) -> None:
+    pm = roost_plugin_manager(broadcast)
+    gone = make_peer(id="f0000002", name="gone", kind="foreground", state="not running", live=False)
+    answer = plan(pm, "tree", (LEAD, "parent"), (gone, "sibling"))
+    assert [r.peer.id for r in answer.receivers] == ["f1234567"]
 
 
 def test_tree_takes_every_relation_but_external(roost_plugin_manager) -> None:

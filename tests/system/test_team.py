@@ -69,11 +69,50 @@ def test_a_broadcast_to_children_reaches_each_child_once_and_cannot_chain(daemon
                 assert refused.startswith("error (broadcast_chain)")
             # Nothing reached anyone else: the lead got no message back.
             assert [e for e in lead.delivered if e["kind"] == "message"] == []
-            # A refused scope never queues anything: no live siblings for the lead.
+            # A refused scope never queues anything: the lead has no siblings.
             ok, text, _ = await send(lead, "*siblings", "anyone?")
             assert not ok and text.startswith("error (empty_scope)")
             ok, text, _ = await send(lead, "*cousins", "anyone?")
             assert not ok and text.startswith("error (unknown_scope)")
+
+    run_async(story)
+
+
+def test_a_broadcast_wakes_hibernated_children_and_skips_stopped_ones(daemon_factory, write_config, tmp_path):
+    # Children hibernate as soon as they settle; each woken child tries to pass the
+    # broadcast on to its siblings (the chain rule refuses it).
+    write_config({"hibernateAfterSeconds": 0})
+    daemon = daemon_factory().start()
+    echo = {"run": [{"steps": [{"say": "ready"}]}], "default": {"steps": [{"send": {"to": "*siblings", "message": "pass it on"}}, {"say": "tried"}]}}
+
+    def asleep(kid: str) -> bool:
+        row = daemon.job(kid)
+        return not row["live"] and row["state"] != "running" and row["pending"] == 0
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kids = [await spawn(lead, "start", f"kid-{n}", scenario=echo) for n in range(3)]
+            for kid in kids:
+                await in_thread(wait_until, lambda kid=kid: asleep(kid), what="the child hibernated")
+            stopped = kids[2]
+            daemon.call("stop", job=stopped)
+            await in_thread(daemon.wait_job, stopped, "stopped")
+            ok, text, data = await send(lead, "*children", "status, please")
+            assert ok, text
+            # The two sleeping children are woken for it, as a direct send wakes them;
+            # the stopped one is never a receiver.
+            assert sorted(row["to"] for row in data["sent"]) == sorted(kids[:2])
+            assert {row["result"] for row in data["sent"]} == {"started"}
+            for kid in kids[:2]:
+                await in_thread(wait_until, lambda kid=kid: tool_results(daemon.entries(kid), "roost_send"), what="the woken child ran")
+                entries = daemon.entries(kid)
+                (item,) = agent_items(entries)
+                assert item["details"]["scope"] == "children" and envelope_of(item)["body"] == "status, please"
+                # Woken by a broadcast, it is still in a broadcast's chain.
+                (refused,) = tool_results(entries, "roost_send")
+                assert refused.startswith("error (broadcast_chain)")
+            assert agent_items(daemon.entries(stopped)) == []
+            assert daemon.job(stopped)["state"] == "stopped" and not daemon.job(stopped)["live"]
 
     run_async(story)
 

@@ -20,7 +20,7 @@ AGENTS_DESCRIPTION = (
     "do not poll: watch a peer to be told once when it settles, asks or ends."
 )
 SEND_DESCRIPTION = (
-    "Message another agent session; to *children, *siblings or *tree reaches each live one. "
+    "Message another agent session; to *children, *siblings or *tree reaches each one not stopped. "
     "urgent true: before their next model call; false: after their current run. "
     "Answer agent messages with roost_send and reply_to; do not poll: replies arrive by themselves."
 )
