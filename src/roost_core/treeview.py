@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from roost_core.names import shown_rows
+from roost_core.peerstate import label
 
 STATE_ORDER = ("running", "needs_input", "idle", "done", "failed", "stopped", "connected", "not running")
 
@@ -35,7 +36,7 @@ def _line(row: dict[str, Any], indent: str, meta: str = "", root: bool = False) 
     detail = " ".join((detail or "").split())  # one line: a question may span several
     live = "●" if row.get("live") else "○"
     host = f" [{row['host']}]" if row.get("host") else ""
-    text = f"{indent}{live} {row['name'][:28]} ({row['id']}){host}  {row['state']}"
+    text = f"{indent}{live} {row['name'][:28]} ({row['id']}){host}  {label(row['state'], row.get('activity'))}"
     if meta:
         text += f"  {meta}"
     spent = usage_text(row.get("usage"))

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from roost_core.names import shown, shown_rows
+from roost_core.peerstate import label
 
 GROUPS = ("dir", "state")
 #: Width of the fixed columns right of the name: relation, state, queued, last message.
@@ -226,7 +227,7 @@ def plain_lines(rows: list[dict[str, Any]], group: str, selected: dict[str, Any]
         row = value
         live = "●" if row.get("live") else "○"
         host = f" [{row['host']}]" if row.get("host") else ""
-        text = f"{indent}{live} {row['name'][:28]} ({row['id']}){host}  {row['state']}"
+        text = f"{indent}{live} {row['name'][:28]} ({row['id']}){host}  {label(row['state'], row.get('activity'))}"
         if meta:
             text += f"  {meta}"
         if seen_from is not None:
@@ -476,11 +477,11 @@ class View:
             return [Text("─" * width, style="dim")] + [Text("")] * (DETAIL_LINES - 1)
         head = f"─ {row['name']} ({row['id']}) · {row['kind']}/{row.get('host') or '?'} · {row.get('cwd') or '?'} "
         lines = [Text(head + "─" * max(0, width - len(head)), style="dim")]
-        facts = [f"state {row.get('state')}"]
+        facts = [f"state {label(str(row.get('state')), row.get('activity'))}"]
+        if row.get("onMessage"):
+            facts.append(str(row["onMessage"]))
         if row.get("status"):
             facts.append(f"status {row['status']}")
-        if row.get("dialog"):
-            facts.append("in a dialog")
         facts.append(f"queued {row.get('pending') or 0}")
         facts.append(f"last message {last_message(row.get('lastMessage'))}")
         from roost_core.treeview import tree_text, usage_text

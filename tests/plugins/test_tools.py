@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from roost_core.peerstate import ON_MESSAGE
 from roost_core.records import ToolDef, ToolResult
 from roost_core.testing import make_config
 from roost_plugins import tools
@@ -139,6 +140,29 @@ def test_agents_listing(pm) -> None:
         "f0000001  main  [parent]  needs_input (dialog)\n"
         "    question: Which branch?"
     )
+
+
+def test_agents_listing_says_what_each_peer_does_and_what_a_message_does(pm) -> None:
+    def peer(id, name, state, activity, status=None):
+        return {"id": id, "name": name, "relation": "child", "state": state, "status": status, "summary": None, "question": None,
+                "activity": activity, "onMessage": ON_MESSAGE[activity]}
+
+    peers = [
+        peer("c0000001", "a", "running", "running", status="tests"),
+        peer("c0000002", "b", "done", "idle"),
+        peer("c0000003", "c", "done", "hibernated"),
+        peer("c0000004", "d", "failed", "crashed"),
+        peer("c0000005", "e", "needs_input", "dialog"),
+        peer("c0000006", "f", "stopped", "ended"),
+    ]
+    assert formatted(pm, "roost_agents", data={"peers": peers}).splitlines() == [
+        "c0000001  a  [child]  running (tests): a message reaches it in this run",
+        "c0000002  b  [child]  done: a message starts a run",
+        "c0000003  c  [child]  done, hibernated: a message wakes it",
+        "c0000004  d  [child]  failed, crashed: a message restarts it",
+        "c0000005  e  [child]  needs_input, dialog: a message waits until the user answers its dialog",
+        "c0000006  f  [child]  stopped: a message does not wake it (the user may restart it)",
+    ]
 
 
 def test_agents_empty(pm) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from roost_core import peerstate
 from roost_core.daemon.budgets import Budgets, tree_of
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
-from roost_core.daemon.tables import PeerTables
+from roost_core.daemon.tables import PeerTables, activity_of
 
 
 class AgentRows:
@@ -36,6 +37,7 @@ class AgentRows:
                 usage = self.budgets.usage(tree)
                 refusal = self.budgets.refusal(tree)
                 trees[tree] = {"tokens": usage.tokens, "cost": usage.cost, "spent": refusal is not None, "reason": refusal.message if refusal else None}
+            activity = activity_of(peer, job)
             rows.append(
                 {
                     "id": peer.id,
@@ -52,6 +54,8 @@ class AgentRows:
                     "summary": peer.summary,
                     "question": peer.question,
                     "dialog": bool(job and job.dialog),
+                    "activity": activity,
+                    "onMessage": peerstate.ON_MESSAGE[activity],
                     "parentSession": peer.parent_session,
                     "rootSession": peer.root_session,
                     "parent": parent.id if parent is not None else None,

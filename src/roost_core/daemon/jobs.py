@@ -28,7 +28,7 @@ class Job(NotesChanges):
     note every change (:mod:`~roost_core.daemon.changes`), so the daemon's peer table is
     built again after any of them moves."""
 
-    shown: ClassVar[frozenset[str]] = frozenset({"name", "host", "cwd", "session", "state", "status", "summary", "question", "parent_session", "parent_peer", "root_session", "worker_pid", "dialog"})
+    shown: ClassVar[frozenset[str]] = frozenset({"name", "host", "cwd", "session", "state", "status", "summary", "question", "parent_session", "parent_peer", "root_session", "worker_pid", "dialog", "crashes"})
 
     id: str
     name: str

@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from roost_core import policy, routing
+from roost_core import peerstate, policy, routing
 from roost_core.config import Config
 from roost_core.daemon import changes
 from roost_core.daemon.jobs import Job
@@ -224,6 +224,7 @@ class PeerTables:
     def peer_row(self, peer: PeerInfo, relation: str | None) -> dict[str, Any]:
         """The row ``peers`` lists for ``peer``, with ``relation`` as the sender sees it."""
         job = self.jobs.get(peer.id) if peer.kind == "job" else None
+        activity = activity_of(peer, job)
         return {
             "id": peer.id,
             "name": peer.name,
@@ -236,6 +237,8 @@ class PeerTables:
             "cwd": peer.cwd,
             "live": peer.live,
             "dialog": bool(job and job.dialog),
+            "activity": activity,
+            "onMessage": peerstate.ON_MESSAGE[activity],
         }
 
     def parent_holder(self, peer: PeerInfo | Job, table: routing.PeerTable) -> PeerInfo | None:
@@ -253,6 +256,21 @@ class PeerTables:
             return None
         holder = self.parent_holder(job, self.peer_table())
         return holder if holder is not None and holder.live else None
+
+
+def activity_of(peer: PeerInfo, job: Job | None) -> str:
+    """What ``peer`` is doing (:mod:`roost_core.peerstate`); ``job`` is its record when it
+    is a job (None for one removed while it was being listed)."""
+    if peer.kind == "foreground":
+        return peerstate.foreground_activity(peer.live)
+    return peerstate.job_activity(
+        state=peer.state,
+        live=peer.live,
+        dialog=bool(job and job.dialog),
+        crashes=job.crashes if job else 0,
+        spawned=job.spawned if job else peer.parent_session is not None or peer.parent_peer is not None,
+        accepts_messages=peer.accepts_messages,
+    )
 
 
 @attrs.frozen

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from roost_core import hookimpl
 from roost_core.names import shown
+from roost_core.peerstate import label
 from roost_core.records import ToolDef
 
 if TYPE_CHECKING:
@@ -89,16 +90,22 @@ def _watch_line(watch: dict[str, Any] | None) -> list[str]:
     return [f"not watching {who}: nothing under way (state {watch.get('state')})"]
 
 
+def _activity_text(peer: dict[str, Any]) -> str:
+    """What a peer is doing and what a message will do to it (``done, hibernated: a
+    message wakes it``), with the status line."""
+    text = label(str(peer.get("state", "?")), peer.get("activity"))
+    if peer.get("status"):
+        text += f" ({peer['status']})"
+    return f"{text}: {peer['onMessage']}" if peer.get("onMessage") else text
+
+
 def _agents_text(data: dict[str, Any]) -> str:
     peers = data.get("peers") or []
     if not peers:
         return "\n".join(["no reachable agent sessions", *_sent_lines(data), *_watch_line(data.get("watch"))])
     lines = []
     for peer in peers:
-        state = peer.get("state", "?")
-        if peer.get("status"):
-            state += f" ({peer['status']})"
-        line = f"{peer.get('id', '?')}  {_name(peer.get('name', '?'))}  [{peer.get('relation', '?')}]  {state}"
+        line = f"{peer.get('id', '?')}  {_name(peer.get('name', '?'))}  [{peer.get('relation', '?')}]  {_activity_text(peer)}"
         if peer.get("summary"):
             line += f" — {peer['summary']}"
         lines.append(line)
