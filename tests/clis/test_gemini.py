@@ -64,7 +64,12 @@ def test_resume_by_session_id_carries_the_history(gemini):
     assert chat[0] == {"role": "user", "content": "please ping"} and chat[-1] == {"role": "user", "content": "and now?"}
     assert any(m["role"] == "tool" and "pong: hello" in m["content"] for m in chat)
     assert {"role": "assistant", "content": "pinged"} in chat
-    assert len(gemini.chats()) == 1  # the resume appends to the same session file
+    # Every session file written is this session's: a file is named after the minute it was
+    # started and the id's first eight characters, so a resume that runs in a later minute
+    # than the first run starts a second file of the same session (docs/hosts.md).
+    files = gemini.chats()
+    assert files and all(path.name.endswith(f"-{sid[:8]}.jsonl") for path in files), files
+    assert {json.loads(path.read_text().splitlines()[0])["sessionId"] for path in files} == {sid}
     assert not fake.violations
 
 
