@@ -75,3 +75,19 @@ def send(handler: BaseHTTPRequestHandler, wire: Wire) -> None:
     if wire.done:
         frames.append(b"data: [DONE]\n\n")
     send_stream(handler, frames)
+
+
+#: The scenario most CLI tests run: ``run`` calls the MCP tool ``ping``, then says
+#: "pinged"; any other prompt is echoed.
+PING = {"run": [{"steps": [{"tool": "ping", "args": {"message": "hello"}}, {"say": "pinged"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]}}
+
+
+def scripted(fake: FakeModelServer) -> list[dict[str, Any]]:
+    """The requests the scenario answered (not a CLI's own side calls: titles, summaries)."""
+    return [r for r in fake.requests() if not r["reply"].get("side")]
+
+
+def users(request: dict[str, Any]) -> list[Any]:
+    """The user messages of a logged request's chat, in order."""
+    return [m["content"] for m in request["chat"] if m["role"] == "user"]

@@ -21,39 +21,34 @@ sys.path.append(str(Path(__file__).resolve().parent.parent / "pi"))
 from codexkit import CodexKit, codex_bin
 
 
-@pytest.fixture
-def codex(tmp_path):
-    kit = CodexKit(tmp_path, codex_bin())
+def kept_until_done(kit):
+    """Yield ``kit`` to the test, then stop its fake model server if the test started one."""
     yield kit
     if kit.fake is not None:
         kit.fake.stop()
+
+
+@pytest.fixture
+def codex(tmp_path):
+    yield from kept_until_done(CodexKit(tmp_path, codex_bin()))
 
 
 @pytest.fixture
 def gemini(tmp_path):
     from geminikit import GeminiKit, gemini_bin
 
-    kit = GeminiKit(tmp_path, gemini_bin())
-    yield kit
-    if kit.fake is not None:
-        kit.fake.stop()
+    yield from kept_until_done(GeminiKit(tmp_path, gemini_bin()))
 
 
 @pytest.fixture
 def opencode(tmp_path):
     from opencodekit import OpenCodeKit, opencode_bin
 
-    kit = OpenCodeKit(tmp_path, opencode_bin())
-    yield kit
-    if kit.fake is not None:
-        kit.fake.stop()
+    yield from kept_until_done(OpenCodeKit(tmp_path, opencode_bin()))
 
 
 @pytest.fixture
 def qwen(tmp_path):
     from qwenkit import QwenKit, qwen_bin
 
-    kit = QwenKit(tmp_path, qwen_bin())
-    yield kit
-    if kit.fake is not None:
-        kit.fake.stop()
+    yield from kept_until_done(QwenKit(tmp_path, qwen_bin()))

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 
+from clifake import PING
 from codexkit import agent_texts, events_of, thread_id
-
-PING = {"run": [{"steps": [{"tool": "ping", "args": {"message": "hello"}}, {"say": "pinged"}]}],
-        "default": {"steps": [{"say": "ok: {input}"}]}}
 
 
 def test_headless_prompt_is_answered_with_usage_and_a_rollout(codex):

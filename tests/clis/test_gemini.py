@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 
+from clifake import PING, scripted
 from geminikit import assistant_texts, events_of, session_id
-
-PING = {"run": [{"steps": [{"tool": "ping", "args": {"message": "hello"}}, {"say": "pinged"}]}],
-        "default": {"steps": [{"say": "ok: {input}"}]}}
 
 
 def test_headless_prompt_is_answered_with_usage_and_a_session_file(gemini):
@@ -19,9 +17,9 @@ def test_headless_prompt_is_answered_with_usage_and_a_session_file(gemini):
     assert assistant_texts(events) == ["ok: hello there"]
     result = next(e for e in events if e["type"] == "result")
     assert result["status"] == "success" and result["stats"]["input_tokens"] == 100 and result["stats"]["output_tokens"] == 10
-    scripted = [r for r in fake.requests() if not r["reply"].get("side")]
-    assert [r["chat"] for r in scripted] == [[{"role": "user", "content": "hello there"}]]
-    assert ":streamGenerateContent" in scripted[0]["path"]
+    answered = scripted(fake)
+    assert [r["chat"] for r in answered] == [[{"role": "user", "content": "hello there"}]]
+    assert ":streamGenerateContent" in answered[0]["path"]
     # The session: JSONL under ~/.gemini/tmp/<project>/chats/, named by the id's first 8
     # characters; a header line, then messages ("gemini" ones with their tokens) and
     # {"$set": ...} patches.
@@ -41,7 +39,7 @@ def test_mcp_tool_is_listed_called_and_its_result_reaches_the_next_request(gemin
     events = events_of(gemini.prompt("please ping"))
     assert assistant_texts(events) == ["pinged"]
     assert gemini.pings() == ["hello"]
-    first, second = [r for r in fake.requests() if not r["reply"].get("side")]
+    first, second = scripted(fake)
     names = [d["name"] for group in first["body"]["tools"] for d in group.get("functionDeclarations", [])]
     assert "mcp_pingsrv_ping" in names  # MCP tools are mcp_<server>_<tool>
     [use] = [e for e in events if e["type"] == "tool_use"]
@@ -59,7 +57,7 @@ def test_resume_by_session_id_carries_the_history(gemini):
     again = events_of(gemini.prompt("and now?", resume=sid))
     assert session_id(again) == sid
     assert assistant_texts(again) == ["ok: and now?"]
-    last = [r for r in fake.requests() if not r["reply"].get("side")][-1]
+    last = scripted(fake)[-1]
     chat = last["chat"]
     assert chat[0] == {"role": "user", "content": "please ping"} and chat[-1] == {"role": "user", "content": "and now?"}
     assert any(m["role"] == "tool" and "pong: hello" in m["content"] for m in chat)
@@ -79,7 +77,7 @@ def test_hooks_push_text_after_a_tool_and_at_turn_end(gemini):
     events = events_of(gemini.prompt("please ping"))
     # AfterAgent denied once: its reason is a new user prompt, answered in the same -p run.
     assert assistant_texts(events) == ["pinged", "ok: TURNEND-NOTE"]
-    _first, second, third = [r for r in fake.requests() if not r["reply"].get("side")]
+    _first, second, third = scripted(fake)
     # AfterTool's additionalContext rides in the tool's result, as <hook_context>.
     output = second["body"]["contents"][-1]["parts"][0]["functionResponse"]["response"]["output"]
     assert "pong: hello" in output and "<hook_context>MIDTURN-NOTE</hook_context>" in output

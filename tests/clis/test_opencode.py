@@ -5,20 +5,9 @@ the session store."""
 
 from __future__ import annotations
 
+from clifake import PING, scripted, users
 from conftest import wait_until
 from opencodekit import events_of, post, session_id, texts
-
-PING = {"run": [{"steps": [{"tool": "ping", "args": {"message": "hello"}}, {"say": "pinged"}]}],
-        "default": {"steps": [{"say": "ok: {input}"}]}}
-
-
-def scripted(fake):
-    """The requests the scenario answered (not OpenCode's title requests)."""
-    return [r for r in fake.requests() if not r["reply"].get("side")]
-
-
-def users(request):
-    return [m["content"] for m in request["chat"] if m["role"] == "user"]
 
 
 def test_headless_prompt_is_answered_with_usage_and_a_session_row(opencode):

@@ -19,21 +19,10 @@ from typing import Any
 
 import proctools
 import pytest
+from clifake import PING, scripted, users
 from conftest import wait_until
 from fake_openai import content_text
 from qwenkit import assistant_texts, events_of, session_id
-
-PING = {"run": [{"steps": [{"tool": "ping", "args": {"message": "hello"}}, {"say": "pinged"}]}],
-        "default": {"steps": [{"say": "ok: {input}"}]}}
-
-
-def scripted(fake):
-    """The requests the scenario answered (not Qwen Code's own side calls)."""
-    return [r for r in fake.requests() if not r["reply"].get("side")]
-
-
-def users(request):
-    return [m["content"] for m in request["chat"] if m["role"] == "user"]
 
 
 def test_headless_prompt_is_answered_with_usage_and_a_session_file(qwen):
