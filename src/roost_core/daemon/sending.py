@@ -93,7 +93,8 @@ class SendDesk:
         message_id = identity.new_message_id() if key is None else message_id_for(sender.id, key)
         if to.startswith(SCOPE_MARK):
             return self.broadcast(sender, job, to[len(SCOPE_MARK):], text, reply_to, args.get("urgent"), message_id)
-        target, decision = self.tables.route(sender, to)
+        hooks = self.hooks.current()
+        target, decision = self.tables.route(sender, to, hooks)
         if not decision.allowed:
             self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason="unreachable", text=text)
             raise ProtocolError(UNREACHABLE, decision.reason or f"peer {target.id} is not reachable")
@@ -107,7 +108,6 @@ class SendDesk:
         if not target.accepts_messages:
             self.receipts.record(sender.id, target.id, target.name, "message", "refused", reason=NOT_ACCEPTED, text=text)
             raise ProtocolError(NOT_ACCEPTED, f"{target.id} is a {target.host} job; it takes no messages")
-        hooks = self.hooks.current()
         now = self.clock()
         refusal = hooks.check_send(outgoing, now, self.config)
         if refusal is not None:

@@ -182,12 +182,15 @@ class PeerTables:
         decide, config = self.hooks.current().decide_reach, self.config
         return [decide(sender, target, addressed_by, config) for target in targets]
 
-    def route(self, sender: PeerInfo, to: str) -> tuple[PeerInfo, ReachDecision]:
+    def route(self, sender: PeerInfo, to: str, hooks: policy.CompiledHooks | None = None) -> tuple[PeerInfo, ReachDecision]:
         """The peer ``to`` names for ``sender``, and the reach decision for it: an id wins
         over a name, and a name is matched among the peers the sender may reach. Kept,
         as pure reach decisions are, until the peer table changes (a ``to`` that names no
-        one raises, and is looked up again next time); made anew for any other."""
-        hooks = self.hooks.current()
+        one raises, and is looked up again next time); made anew for any other. ``hooks``:
+        the plugin set's :meth:`~roost_core.policy.PluginHooks.current`, when the caller
+        has them already (a send asks them once)."""
+        if hooks is None:
+            hooks = self.hooks.current()
         if hooks is not self._kept_for and not self._keeping(hooks):
             return self._make_route(sender, to)
         return self._routes.get((sender.id, to), self._make_route, sender, to)
