@@ -241,6 +241,14 @@ class HostSpec:
     transcripts render (none for a line that shows nothing); ``transcript_seqs(path)`` is
     the queue seqs a session file holds (what the daemon reads of a worker that died with
     it). ``command`` is the host's ``roost NAME ...`` command (:class:`HostCommand`).
+
+    ``scenario``, for a host that plays a script instead of asking a model (``scripted``),
+    is called in the daemon as ``scenario(given, cwd, parent)`` at every ``start``
+    (``parent`` None) and ``spawn`` (``parent``: the spawning job's scenario and the
+    child's model, a pair), before the job is made: it returns the scenario the job runs
+    (``given``, or a child's own when none was given) or raises ``ValueError`` saying why
+    it cannot be played (the request is refused ``bad_args``, so no worker dies at start
+    again and again). Without it, a ``scenario`` argument is kept as it is.
     """
 
     name: str
@@ -251,6 +259,7 @@ class HostSpec:
     transcript_entries: Any = None
     transcript_seqs: Any = None
     command: HostCommand | None = None
+    scenario: Any = None
 
 
 # --------------------------------------------------------------------------- spawn and hand-back

@@ -34,6 +34,18 @@ class HostSet:
         if why:
             raise ProtocolError(NO_HOST, f"{op}: host {host!r} cannot run here: {why}")
 
+    def scenario(self, host: str, given: Any, cwd: str, parent: tuple[Any, str | None] | None) -> Any:
+        """The scenario a new job on ``host`` runs: its host's choice
+        (:attr:`HostSpec.scenario`, refused ``bad_args`` when it cannot be played), or
+        ``given`` for a host that takes none."""
+        spec = self.specs.get(host)
+        if spec is None or spec.scenario is None:
+            return given
+        try:
+            return spec.scenario(given, cwd, parent)
+        except ValueError as exc:
+            raise ProtocolError(BAD_ARGS, f"scenario: {exc}") from exc
+
     def takes_messages(self, job: Job) -> bool:
         """Whether ``job``'s host takes agent messages (a shell job takes only replies)."""
         spec = self.specs.get(job.host)

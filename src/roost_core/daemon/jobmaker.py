@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
 from typing import Any
 
 from roost_core import identity, locks, names, policy
@@ -248,21 +247,6 @@ class JobMaker:
 def default_name(task: str) -> str:
     """The name of a job started with none: the task's first words (one line)."""
     return derived_name(" ".join(task.split()[:6])[:40])
-
-
-def check_scenario(host: str, scenario: Any, cwd: str) -> None:
-    """Refuse a scenario the scripted host could not load (its worker would die at start,
-    again and again); a relative path is read from the job's cwd, as the worker will."""
-    if host != "scripted" or scenario is None:
-        return
-    from roost_core.hosts.scripted import ScenarioError, load_scenario
-
-    if isinstance(scenario, str) and not os.path.isabs(scenario) and (Path(cwd) / scenario).is_file():
-        scenario = str(Path(cwd) / scenario)
-    try:
-        load_scenario(scenario)
-    except ScenarioError as exc:
-        raise ProtocolError(BAD_ARGS, f"scenario: {exc}") from exc
 
 
 def check_session_path(session: str) -> str:

@@ -17,7 +17,7 @@ from roost_core.daemon.connection import Connection
 from roost_core.daemon.delivery import Mailroom, not_stored
 from roost_core.daemon.handback import Handback
 from roost_core.daemon.hostset import HostSet
-from roost_core.daemon.jobmaker import JobMaker, check_scenario
+from roost_core.daemon.jobmaker import JobMaker
 from roost_core.daemon.ledger import message_id_for
 from roost_core.daemon.persistence import Persistence
 from roost_core.daemon.receipts import Receipts
@@ -88,7 +88,7 @@ class JobOps:
             log.warning("start in %s: %s", cwd, warning)
         host = args.get("host") or self.maker.default_host(project)
         self.hosts.check(host, "start")
-        check_scenario(host, args.get("scenario"), cwd)
+        scenario = self.hosts.scenario(host, args.get("scenario"), cwd, None)
         session = args.get("session")
         if session is not None:
             session = self.maker.adoptable_session(session)
@@ -99,7 +99,7 @@ class JobOps:
             name=self.maker.job_name(args.get("name"), task, chosen=session is None),
             cwd=cwd,
             host=host,
-            scenario=args.get("scenario"),
+            scenario=scenario,
             model=model,
             thinking=thinking,
             # A job that continues a session file is never warm: a slot has its own.

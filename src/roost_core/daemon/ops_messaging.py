@@ -17,7 +17,7 @@ from roost_core.daemon.connection import Connection
 from roost_core.daemon.delivery import HeldPush, Pending, settle
 from roost_core.daemon.handback import Handback
 from roost_core.daemon.hostset import HostSet
-from roost_core.daemon.jobmaker import JobMaker, check_scenario, check_session_path
+from roost_core.daemon.jobmaker import JobMaker, check_session_path
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.ledger import AnswerLedger
 from roost_core.daemon.peers import ForegroundPeer
@@ -268,10 +268,8 @@ class Messaging:
             raise ProtocolError(BAD_ARGS, f"spawn: cwd {cwd!r} is not an existing absolute directory")
         model = args.get("model") or (conn.job.model if conn.job is not None else None)
         thinking = args.get("thinking") or (conn.job.thinking if conn.job is not None else None)
-        scenario = args.get("scenario")
-        if scenario is None and host == "scripted":
-            scenario = child_scenario(conn.job.scenario if conn.job is not None else None, model)
-        check_scenario(host, scenario, cwd)
+        parent_scenario = conn.job.scenario if conn.job is not None else None
+        scenario = self.hosts.scenario(host, args.get("scenario"), cwd, (parent_scenario, model))
         root = sender.root_session or sender.session or f"peer:{sender.id}"
         depth = (parent_job.depth if parent_job is not None else 0) + 1
         trace, hops = chain_of_caller(conn)
@@ -317,18 +315,5 @@ class Messaging:
             return True
         return job.parent_peer == parent.id
 
-
-
-def child_scenario(parent_scenario: Any, model: str | None) -> Any:
-    """A scripted child's scenario: the parent scenario's ``models[model]`` table, a
-    bundled scenario named ``model``, or the default (None)."""
-    if isinstance(parent_scenario, dict) and model:
-        models = parent_scenario.get("models")
-        if isinstance(models, dict) and isinstance(models.get(model), dict):
-            return models[model]
-    from roost_core.hosts.scripted import SCENARIO_DIR
-
-    # A model that names no bundled scenario (a real model's name) gets the default one.
-    return model if model and (SCENARIO_DIR / f"{model}.toml").is_file() else None
 
 
