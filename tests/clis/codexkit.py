@@ -139,6 +139,18 @@ class CodexKit(CliWorld):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
 
+    def join_roost(self, env: dict[str, str]) -> None:
+        """Make a roost test's environment (``roost_env``: the daemon, its workers and the
+        ``roost`` commands) this Codex world's: its HOME and CODEX_HOME, the fake key,
+        no OpenAI variables, and the pinned Codex for ``--host codex`` (offline flags in
+        ``ROOST_CODEX_ARGS``)."""
+        for key in [k for k in env if k.startswith(("OPENAI_", "CODEX_"))]:
+            env.pop(key)
+        env.update({key: self.env[key] for key in ("HOME", "TMPDIR", "NO_PROXY", "CODEX_HOME", "FAKE_API_KEY")})
+        env.update({"ROOST_CODEX_BIN": self.binary, "ROOST_CODEX_ARGS": " ".join(OFFLINE_FLAGS)})
+        env["PATH"] = os.pathsep.join([self.env["PATH"], env.get("PATH", "")])
+        self.env = env
+
     def rollouts(self) -> list[Path]:
         """The session files ("rollouts") Codex wrote."""
         return sorted((self.codex_home / "sessions").rglob("rollout-*.jsonl"))

@@ -34,6 +34,15 @@ def codex(tmp_path):
 
 
 @pytest.fixture
+def codex_roost(tmp_path, roost_env):
+    """A Codex world joined to the test's roost environment (``roost_env``): the daemon
+    started from ``daemon_factory`` runs ``--host codex`` jobs on the pinned Codex."""
+    kit = CodexKit(tmp_path, codex_bin())
+    kit.join_roost(roost_env)
+    yield from kept_until_done(kit)
+
+
+@pytest.fixture
 def gemini(tmp_path):
     from geminikit import GeminiKit, gemini_bin
 

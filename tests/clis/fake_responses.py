@@ -28,6 +28,7 @@ from clifake import CliFake, Wire
 from fake_openai import answer, check_frames
 
 _HOOK_PROMPT = re.compile(r"<hook_prompt[^>]*>(.*?)</hook_prompt>", re.DOTALL)
+_MARKER = re.compile(r"\A\[roost seq(?: \d+)+\]\n")
 _ENVELOPE = re.compile(r"<agent-message [^>\n]*>\n.*?\n</agent-message>", re.DOTALL)
 #: User-role messages Codex writes itself (not the user's input).
 _CODEX_OWN = ("<environment_context>", "<user_instructions>", "<skills", "# AGENTS.md", "<permissions")
@@ -42,13 +43,18 @@ def text_of(content: Any) -> str:
 
 
 def user_inputs(text: str) -> list[str]:
-    """The inputs one user message holds, as a model would read them."""
-    if "<agent-message" in text:
-        check_frames(text)
-        return _ENVELOPE.findall(text)
+    """The inputs one user message holds, as a model would read them (roost's marker
+    line ``[roost seq N]``, bookkeeping that names the items it hands over, is not one)."""
     hook = _HOOK_PROMPT.search(text)
     if hook:
-        return [hook[1].strip()]
+        text = hook[1].strip()
+    text = _MARKER.sub("", text, count=1)
+    if "<agent-message" in text:
+        check_frames(text)
+        words = _ENVELOPE.sub("", text).strip()  # a user reply given with agent items
+        return [*([words] if words else []), *_ENVELOPE.findall(text)]
+    if hook:
+        return [text]
     if text.lstrip().startswith(_CODEX_OWN):
         return []
     return [text] if text.strip() else []

@@ -1,0 +1,117 @@
+"""Background Codex jobs (host ``codex``): the pinned Codex CLI under a roost worker,
+``codex exec --json`` then ``codex exec resume`` on the same thread, against the fake
+Responses API on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from conftest import wait_until
+from fg import in_thread, run_async, send, session, spawn
+from pikit import roost_bin
+
+from roost_core.claude import marked_seqs
+from roost_core.policy import NO_USER_AUTHORITY
+
+AUTHORITY_LINE = NO_USER_AUTHORITY.splitlines()[0]
+
+
+def rollout_lines(path: str | Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def handed(lines: list[dict]) -> list[tuple[str, list[int], str]]:
+    """roost's hand-overs in a rollout: (role, seqs, text) of each user or developer
+    message that starts with the marker (a blocked stop's reason unwrapped)."""
+    from roost_plugins.codex.transcript import handed_text
+
+    found = []
+    for line in lines:
+        payload = line.get("payload") or {}
+        if line.get("type") != "response_item":
+            continue
+        text = handed_text(payload)
+        if text and marked_seqs(text):
+            found.append((payload["role"], marked_seqs(text), text))
+    return found
+
+
+def roost(kit, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([roost_bin(), *args], env=kit.env, capture_output=True, text=True, timeout=120)
+
+
+def test_a_codex_job_runs_its_task_in_codex_s_own_session_with_the_roost_tools(codex_roost, daemon_factory):
+    fake = codex_roost.start_fake({"default": {"steps": [{"agents": {}}, {"say": "Done: {input}"}]}})
+    codex_roost.configure()
+    daemon = daemon_factory().start()
+    started = roost(codex_roost, "start", "--host", "codex", "--name", "builder", "--cwd", str(codex_roost.work), "build the thing")
+    assert started.returncode == 0, started.stderr
+    job = next(row["id"] for row in daemon.call("jobs")["jobs"] if row["name"] == "builder")
+    row = daemon.wait_job(job, timeout=120)
+    assert row["state"] == "done", row
+    assert row["summary"] == "Done: build the thing"
+    # The job's session is Codex's own rollout (named by the thread id), linked from
+    # roost's sessions folder: `codex resume THREAD` finds the same conversation.
+    session_file = daemon.record(job)["session"]
+    [rollout] = codex_roost.rollouts()
+    assert os.path.realpath(session_file) == str(rollout)
+    assert [(role, seqs) for role, seqs, _ in handed(rollout_lines(rollout))] == [("user", [1])]
+    # The roost tools are the MCP namespace mcp__roost, and they ran through the worker.
+    first = fake.requests()[0]["body"]
+    namespaces = {t["name"]: {i["name"] for i in t["tools"]} for t in first["tools"] if t.get("type") == "namespace"}
+    assert {"roost_agents", "roost_send", "roost_spawn"} <= namespaces["mcp__roost"]
+    tool_output = json.dumps(next(i["output"] for i in fake.requests()[1]["body"]["input"] if i.get("type") == "function_call_output"))
+    assert "no reachable agent sessions" in tool_output, tool_output  # the daemon's answer: it is alone
+    # Usage counts toward the tree: the thread's tokens, as Codex's token_count sums them.
+    assert daemon.job(job)["usage"]["tokens"] == 110 * len(fake.requests()), daemon.job(job)
+    shown = roost(codex_roost, "log", job)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == "› you: build the thing", lines
+    assert lines[-1] == "assistant: Done: build the thing", lines
+    assert not any("[roost seq" in line or "environment_context" in line for line in lines), lines
+    assert not fake.violations
+
+
+def test_a_codex_child_reports_to_its_parent_and_its_answer_resumes_the_thread(codex_roost, daemon_factory, tmp_path):
+    scenario = {
+        "run": [{"match": "paint", "steps": [{"agents": {}}, {"say": "Which colour, red or blue?"}]}],
+        "default": {"steps": [{"say": "painted it {input}"}]},
+    }
+    fake = codex_roost.start_fake(scenario)
+    codex_roost.configure()
+    daemon = daemon_factory().start()
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "paint the shed", "painter", host="codex")
+            await lead.wait_for_delivery(1, timeout=120)
+            ok, text, _data = await send(lead, kid, "blue")
+            assert ok, text
+            await lead.wait_for_delivery(2, timeout=120)
+            await in_thread(daemon.wait_job, kid, timeout=60)
+            return kid, list(lead.delivered)
+
+    kid, delivered = run_async(story)
+    # The child's roost tools see its parent.
+    tool_output = json.dumps(next(i["output"] for r in fake.requests() for i in r["body"]["input"] if i.get("type") == "function_call_output"))
+    assert "lead" in tool_output and "[parent]" in tool_output, tool_output
+    # Each report reached the parent once, framed as the child's.
+    assert [d["kind"] for d in delivered] == ["report", "report"]
+    assert "Which colour, red or blue?" in delivered[0]["content"]
+    assert "painted it" in delivered[1]["content"] and "blue" in delivered[1]["content"]
+    assert all(d["fromName"] == "painter" and d["relation"] == "child" for d in delivered)
+    assert all(AUTHORITY_LINE in d["content"] for d in delivered)
+    # The answer resumed the same thread: one rollout, the answer handed over once.
+    [rollout] = codex_roost.rollouts()
+    hand = handed(rollout_lines(rollout))
+    assert [role for role, _, _ in hand] == ["user", "user"]
+    assert "blue" in hand[1][2] and 'relation="parent"' in hand[1][2]
+    assert len({seq for _, seqs, _ in hand for seq in seqs}) == 2
+    last = fake.requests()[-1]
+    assert last["reply"]["text"].startswith("painted it") and last["chat"][0]["content"] == "paint the shed"
+    assert daemon.job(kid)["pending"] == 0
+    assert not fake.violations
