@@ -115,3 +115,101 @@ def test_a_codex_child_reports_to_its_parent_and_its_answer_resumes_the_thread(c
     assert last["reply"]["text"].startswith("painted it") and last["chat"][0]["content"] == "paint the shed"
     assert daemon.job(kid)["pending"] == 0
     assert not fake.violations
+
+
+# ---------------------------------------------------------------------------- mid-turn, restarts, stops
+
+import proctools  # noqa: E402
+
+
+def slow_scenario(gate: Path) -> dict:
+    """``slow ...`` runs a tool that waits for ``gate``, then answers; anything else is echoed."""
+    return {
+        "run": [{"match": "slow", "steps": [{"wait_for": str(gate), "timeout": 120}, {"say": "after the tool"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    }
+
+
+def test_a_message_sent_during_a_slow_tool_arrives_mid_turn_after_the_tool(codex_roost, daemon_factory, tmp_path):
+    gate = tmp_path / "gate"
+    fake = codex_roost.start_fake(slow_scenario(gate))
+    codex_roost.configure()
+    daemon = daemon_factory().start()
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "do the slow thing", "slowpoke", host="codex")
+            await in_thread(wait_until, lambda: len(fake.requests()) >= 1, 120, what="the first model call")
+            ok, text, data = await send(lead, kid, "also check the docs")
+            assert ok and data["result"] == "delivered", text
+            gate.write_text("go")
+            await lead.wait_for_delivery(1, timeout=120)
+            await in_thread(daemon.wait_job, kid, timeout=60)
+            return kid, list(lead.delivered)
+
+    kid, delivered = run_async(story)
+    [rollout] = codex_roost.rollouts()
+    hand = handed(rollout_lines(rollout))
+    # The task was the prompt; the message came once, as PostToolUse's context (a
+    # developer message after the tool call, in the same turn), never as a prompt.
+    assert [(role, len(seqs)) for role, seqs, _ in hand] == [("user", 1), ("developer", 1)], hand
+    assert "also check the docs" in hand[1][2] and AUTHORITY_LINE in hand[1][2]
+    second = fake.requests()[1]
+    kinds = [i.get("type", "message") + ":" + str(i.get("role")) for i in second["body"]["input"]]
+    at = kinds.index("function_call:None")
+    assert kinds[at + 1:at + 3] == ["message:developer", "function_call_output:None"], kinds
+    # One exec run: the model answered after the tool with the message in view, and the
+    # report reached the parent once.
+    assert second["reply"]["text"] == "after the tool" and len(fake.requests()) == 2
+    assert [d["kind"] for d in delivered] == ["report"] and "after the tool" in delivered[0]["content"]
+    assert daemon.job(kid)["pending"] == 0
+    assert not fake.violations
+
+
+def test_kill9_of_the_worker_mid_run_ends_codex_and_the_next_worker_takes_nothing_twice(codex_roost, daemon_factory, tmp_path):
+    gate = tmp_path / "gate"  # never opened: the tool waits until the kill
+    fake = codex_roost.start_fake(slow_scenario(gate))
+    codex_roost.configure()
+    daemon = daemon_factory().start()
+    job = daemon.start_job("a slow task", host="codex", cwd=str(codex_roost.work))
+    wait_until(lambda: len(fake.requests()) >= 1 and codex_roost.rollouts(), 120, what="the tool call")
+    row = wait_until(lambda: (r := daemon.job(job))["hostPid"] and r, what="codex's pid")
+    worker = proctools.proc(row["workerPid"])
+    assert worker is not None
+    everything = proctools.tree(worker[0])
+    assert any("roost_core.mcp" in proctools.cmdline(p[0]) for p in everything), "no roost MCP server under the worker"
+    proctools.kill9(worker[0])
+    wait_until(lambda: not any(proctools.alive(p) for p in everything), 60, what="the worker, codex and its tool gone")
+    # The run failed with its worker; the task is acknowledged (the rollout holds it), so
+    # the new worker the daemon started does not run it again.
+    row = daemon.wait_job(job, "failed", timeout=60)
+    assert "worker died" in (row["error"] or "") and row["pending"] == 0, row
+    assert row["workerPid"] != worker[0]
+    # The next item resumes the same thread.
+    daemon.call("reply", job=job, text="carry on")
+    row = daemon.wait_job(job, "done", timeout=120)
+    assert row["summary"] == fake.requests()[-1]["reply"]["text"]
+    [rollout] = codex_roost.rollouts()
+    assert [seqs for _, seqs, _ in handed(rollout_lines(rollout))] == [[1], [2]]
+    last = fake.requests()[-1]
+    assert [m["content"] for m in last["chat"] if m["role"] == "user"] == ["a slow task", "carry on"]
+    log = (daemon.paths.jobs_dir / f"{job}.log").read_text()
+    assert log.count("starting codex") == 2 and " resume " in log
+    assert not fake.violations
+
+
+def test_a_stopped_job_ends_codex_and_its_tool_at_once(codex_roost, daemon_factory, tmp_path):
+    gate = tmp_path / "gate"  # never opened
+    fake = codex_roost.start_fake(slow_scenario(gate))
+    codex_roost.configure()
+    daemon = daemon_factory().start()
+    job = daemon.start_job("a slow task", host="codex", cwd=str(codex_roost.work))
+    wait_until(lambda: len(fake.requests()) >= 1, 120, what="the tool call")
+    row = wait_until(lambda: (r := daemon.job(job))["hostPid"] and r, what="codex's pid")
+    codex = proctools.proc(row["hostPid"])
+    assert codex is not None
+    everything = proctools.tree(codex[0])
+    stopped = roost(codex_roost, "stop", job)
+    assert stopped.returncode == 0, stopped.stderr
+    daemon.wait_job(job, "stopped", timeout=30)
+    wait_until(lambda: not any(proctools.alive(p) for p in everything), 30, what="codex and its tool gone")

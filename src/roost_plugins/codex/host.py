@@ -283,7 +283,9 @@ class CodexHost(ProcessHost):
         self.pending.update({item.seq: item for item in items})
         self.replied = self.replied or any(item.kind == "reply" for item in items)
         self.errors, self.turn_done, self.last_text = [], False, ""
-        process = await self.start_process(self.argv(items_text(items)), {})
+        assert self.bridge is not None
+        # The hooks Codex runs find the bridge in its environment.
+        process = await self.start_process(self.argv(items_text(items)), {BRIDGE_ENV: str(self.bridge.path)})
         # Codex appends piped stdin to the prompt: it gets none.
         with contextlib.suppress(Exception):
             await process.stdin.aclose()
