@@ -9,7 +9,11 @@ The session is keyed, in this order, on:
 2. Claude Code's own transcript, when the client is Claude Code: its hooks tell the server
    the session's ``transcript_path`` (and ``CLAUDE_CODE_SESSION_ID`` names it before the
    first hook); a ``/clear`` or ``/resume`` moves the peer to the new session;
-3. otherwise no session: a random id the server keeps, so the peer keeps its id across
+3. another agent CLI's session file, when ``roost mcp`` is told which host the client is
+   (``ROOST_MCP_HOST``, set by that host's install command in the server's environment):
+   its hooks name the file (``transcript_path``) as Claude Code's do, and the host's own
+   ``transcript_seqs`` reads which items it holds;
+4. otherwise no session: a random id the server keeps, so the peer keeps its id across
    daemon reconnects for as long as the client runs.
 
 It joins lazily, on the first roost tool call, and keeps one daemon connection from then
@@ -26,6 +30,7 @@ import glob
 import logging
 import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +61,23 @@ def find_claude_transcript(session_id: str, env: dict[str, str] | None = None) -
     return found[0] if found else None
 
 
+class HostSeqs:
+    """A session file read with its host's ``transcript_seqs`` (the same face as
+    :class:`TranscriptSeqs`: ``scan()`` and ``seqs``)."""
+
+    def __init__(self, path: str, read: Callable[[str], set[int]]) -> None:
+        self.path = path
+        self.read = read
+        self.seqs: set[int] = set()
+
+    def scan(self) -> set[int]:
+        try:
+            self.seqs = set(self.read(self.path))
+        except (OSError, ValueError):
+            pass  # not written yet, or a line being written: the next scan sees it
+        return self.seqs
+
+
 class McpPeer(LinkedPeer):
     """The MCP client's session as a foreground peer (see the module docstring)."""
 
@@ -69,8 +91,14 @@ class McpPeer(LinkedPeer):
         session: str | None = None,
         claude: bool = False,
         claude_session_id: str | None = None,
+        host: str | None = None,
+        read_seqs: Callable[[str], set[int]] | None = None,
     ) -> None:
         super().__init__(paths, name)
+        #: The host the client runs when it is another agent CLI (``ROOST_MCP_HOST``), and
+        #: how its session file says which items it holds.
+        self.host = host
+        self.read_seqs = read_seqs
         self.cwd = cwd
         self.client_pid = client_pid
         self.claude = claude
@@ -80,7 +108,7 @@ class McpPeer(LinkedPeer):
         self.ephemeral_id = uuid.uuid4().hex
         self.queue = ReplyQueue()
         self.queue.start(set())
-        self.transcript: TranscriptSeqs | None = None
+        self.transcript: TranscriptSeqs | HostSeqs | None = None
         self.lock: locks.WriterLock | None = None
         #: Items handed to Claude Code whose seq its transcript does not show yet.
         self.handed: dict[int, Item] = {}
@@ -114,6 +142,9 @@ class McpPeer(LinkedPeer):
         self.lock.acquire()
         if self.claude and self.claude_session_id:
             self.transcript = TranscriptSeqs(session, self.claude_session_id)
+            self.transcript.scan()
+        elif self.read_seqs is not None and self.claude_session_id:
+            self.transcript = HostSeqs(session, self.read_seqs)
             self.transcript.scan()
 
     def release(self) -> None:
@@ -158,6 +189,8 @@ class McpPeer(LinkedPeer):
             args["sessionId"] = session_id
         if self.claude:
             args["host"] = "claude"
+        elif self.host:
+            args["host"] = self.host
         result = await self.peer_register(client, args)
         if self.transcript is not None:
             self.queue.start(set(self.transcript.seqs))

@@ -9,9 +9,11 @@ Two modes, chosen by the environment:
 
 - **foreground** (a user's MCP client): the client's session is a roost peer
   (:class:`roost_core.mcp.peer.McpPeer`). When the client is Claude Code the server also
-  answers its hooks (``roost claude hook``) over a private socket, so items are pushed.
-- **job** (``ROOST_CLAUDE_BRIDGE`` set: a background Claude Code job): the tools run
-  through the job's worker over that bridge; the worker holds the job's identity.
+  answers its hooks (``roost claude hook``) over a private socket, so items are pushed;
+  so it does for another agent CLI whose install named its host (``ROOST_MCP_HOST``).
+- **job** (``ROOST_CLAUDE_BRIDGE`` set: a background job of a host that runs an agent
+  CLI, Claude Code or Codex): the tools run through the job's worker over that bridge;
+  the worker holds the job's identity.
 """
 
 from __future__ import annotations
@@ -114,6 +116,22 @@ def daemon_tools(paths: Any) -> list[dict[str, Any]]:
         return list(conn.call("tools").get("tools") or [])
 
 
+#: Names the host an MCP client runs when it is another agent CLI with hooks (a host's
+#: install command sets it in the server's environment): the hook bridge is served for it,
+#: and its session file is read with that host's ``transcript_seqs``.
+HOST_ENV = "ROOST_MCP_HOST"
+
+
+def host_seqs_reader(host: str) -> Any:
+    """The ``transcript_seqs`` of the registered host ``host`` (None: no such host, or it
+    writes roost's own format)."""
+    from roost_core.hosts import registered_hosts
+    from roost_core.plugins import make_plugin_manager
+
+    spec = registered_hosts(make_plugin_manager()).get(host)
+    return spec.transcript_seqs if spec is not None else None
+
+
 async def run_foreground(args: argparse.Namespace) -> None:
     from roost_core.mcp.peer import McpPeer
     from roost_core.paths import resolve_paths
@@ -126,8 +144,11 @@ async def run_foreground(args: argparse.Namespace) -> None:
     cwd = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     name = args.name or os.environ.get("ROOST_NAME") or Path(cwd).name or "mcp"
     tools = await anyio.to_thread.run_sync(daemon_tools, paths)
+    host = None if claude else os.environ.get(HOST_ENV) or None
+    read_seqs = host_seqs_reader(host) if host else None
 
-    async with McpPeer(paths, name=name, cwd=cwd, client_pid=client_pid, session=session, claude=claude, claude_session_id=claude_session_id) as peer:
+    async with McpPeer(paths, name=name, cwd=cwd, client_pid=client_pid, session=session, claude=claude,
+                       claude_session_id=claude_session_id, host=host, read_seqs=read_seqs) as peer:
 
         async def list_tools() -> list[dict[str, Any]]:
             return [*(peer.tools or tools), INBOX_TOOL]
@@ -139,7 +160,7 @@ async def run_foreground(args: argparse.Namespace) -> None:
 
         server = build_server(list_tools, call_tool)
         async with anyio.create_task_group() as tg:
-            if claude:
+            if claude or host:
                 await start_hook_bridge(tg, peer, paths, client_pid)
             await serve_stdio(server)
             tg.cancel_scope.cancel()
