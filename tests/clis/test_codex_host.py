@@ -117,7 +117,7 @@ def test_a_codex_child_reports_to_its_parent_and_its_answer_resumes_the_thread(c
     assert not fake.violations
 
 
-# ---------------------------------------------------------------------------- mid-turn, restarts, stops
+# ------------------------------------------------------------ mid-turn, restarts, stops
 
 import proctools  # noqa: E402
 
@@ -213,3 +213,102 @@ def test_a_stopped_job_ends_codex_and_its_tool_at_once(codex_roost, daemon_facto
     assert stopped.returncode == 0, stopped.stderr
     daemon.wait_job(job, "stopped", timeout=30)
     wait_until(lambda: not any(proctools.alive(p) for p in everything), 30, what="codex and its tool gone")
+
+
+# ---------------------------------------------------------------------------- the user's own Codex
+
+import tomllib  # noqa: E402
+
+
+def test_install_adds_roost_beside_the_user_s_settings_and_uninstall_takes_only_roost_out(codex_roost):
+    codex_roost.start_fake(PING_LIKE)
+    codex_roost.configure(mcp=True, hooks={"Stop": ""})
+    config, hooks = codex_roost.codex_home / "config.toml", codex_roost.codex_home / "hooks.json"
+    config.write_text("# my own notes\n" + config.read_text())
+    before_config, before_hooks = config.read_text(), json.loads(hooks.read_text())
+    installed = roost(codex_roost, "codex", "install", "--json")
+    assert installed.returncode == 0, installed.stderr
+    result = json.loads(installed.stdout)
+    settings = tomllib.loads(config.read_text())
+    # The user's own settings and MCP server are all still there.
+    assert {k: v for k, v in settings.items() if k not in ("mcp_servers", "hooks")} == {k: v for k, v in tomllib.loads(before_config).items() if k != "mcp_servers"}
+    assert settings["mcp_servers"]["pingsrv"] == tomllib.loads(before_config)["mcp_servers"]["pingsrv"]
+    assert config.read_text().startswith("# my own notes\n")
+    server = settings["mcp_servers"]["roost"]
+    assert server["args"][-1] == "mcp" and server["env"] == {"ROOST_MCP_HOST": "codex"} and server["required"] is True
+    assert "ROOST_HOME" in server["env_vars"]
+    events = json.loads(hooks.read_text())["hooks"]
+    assert events["Stop"][0] == before_hooks["hooks"]["Stop"][0]  # the user's hook first, kept
+    assert [g["hooks"][0]["command"].split()[-3:] for e in ("UserPromptSubmit", "PostToolUse", "Stop") for g in events[e][-1:]] == [
+        ["codex", "hook", e] for e in ("UserPromptSubmit", "PostToolUse", "Stop")]
+    # Codex trusts roost's three hooks (not the user's, which stays theirs to review).
+    assert len(result["trusted"]) == 3 and all(k in settings["hooks"]["state"] for k in result["trusted"])
+    again = roost(codex_roost, "codex", "install", "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["changed"] is False
+    removed = roost(codex_roost, "codex", "uninstall")
+    assert removed.returncode == 0, removed.stderr
+    assert tomllib.loads(config.read_text()) == tomllib.loads(before_config)
+    assert json.loads(hooks.read_text()) == before_hooks
+
+
+def test_install_refuses_a_broken_config_or_a_roost_server_of_the_user_s_own(codex_roost):
+    config = codex_roost.codex_home / "config.toml"
+    config.write_text("model = \n")
+    broken = roost(codex_roost, "codex", "install")
+    assert broken.returncode == 1 and broken.stderr.startswith("roost: bad_config: ") and "not valid TOML" in broken.stderr
+    config.write_text('[mcp_servers.roost]\ncommand = "mine"\n')
+    taken = roost(codex_roost, "codex", "install")
+    assert taken.returncode == 1 and "[mcp_servers.roost] of its own" in taken.stderr
+    assert config.read_text() == '[mcp_servers.roost]\ncommand = "mine"\n'
+    assert not (codex_roost.codex_home / "hooks.json").exists()
+
+
+PING_LIKE = {"default": {"steps": [{"say": "ok: {input}"}]}}
+
+
+def test_the_user_s_own_codex_joins_and_gets_a_message_mid_turn(codex_roost, daemon_factory, write_config, tmp_path):
+    write_config({"agentExternalMessages": True})  # the lead is outside the user's session tree
+    gate = tmp_path / "gate"
+    scenario = {
+        "run": [{"match": "join", "steps": [{"agents": {}}, {"wait_for": str(gate), "timeout": 120}, {"say": "joined"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    }
+    fake = codex_roost.start_fake(scenario)
+    codex_roost.configure()
+    codex_roost.env["ROOST_NAME"] = "coder"
+    daemon = daemon_factory().start()
+    installed = roost(codex_roost, "codex", "install")
+    assert installed.returncode == 0, installed.stderr
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            await lead.call_tool("roost_agents", {})
+            with_coder = await in_thread(wait_until, lambda: [r for r in daemon.call("agents")["agents"] if r["name"] == "coder"], 120,
+                                         what="the user's Codex in roost agents")
+            ok, text, data = await send(lead, with_coder[0]["id"], "hello from lead")
+            assert ok and data["result"] == "delivered", text
+            gate.write_text("go")
+            return with_coder[0]
+
+    import threading
+
+    outcome: dict = {}
+    runner = threading.Thread(target=lambda: outcome.update(result=codex_roost.exec("please join")))
+    runner.start()
+    try:
+        row = run_async(story)
+    finally:
+        gate.write_text("go")
+        runner.join()
+    from codexkit import agent_texts, events_of
+
+    assert agent_texts(events_of(outcome["result"])) == ["joined"]
+    assert row["host"] == "codex"
+    # The message came mid-turn (PostToolUse, after the tool), once, framed.
+    [rollout] = codex_roost.rollouts()
+    hand = handed(rollout_lines(rollout))
+    assert [role for role, _, _ in hand] == ["developer"] and "hello from lead" in hand[0][2] and AUTHORITY_LINE in hand[0][2]
+    assert fake.requests()[-1]["reply"]["text"] == "joined"
+    # The roost side saw it in the rollout and acknowledged it: nothing waits.
+    wait_until(lambda: next(r for r in daemon.call("agents")["agents"] if r["name"] == "coder")["pending"] == 0, 30,
+               what="the message acknowledged")

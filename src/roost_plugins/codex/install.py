@@ -1,0 +1,322 @@
+"""``roost codex install | uninstall | hook EVENT``: put roost into the user's own Codex.
+
+``install`` adds, and ``uninstall`` removes, exactly these, leaving every other setting
+as it was:
+
+- the MCP server ``roost`` (``roost mcp``) in ``$CODEX_HOME/config.toml``
+  (``~/.codex/config.toml``), as one table after roost's marker comment (Python reads
+  TOML but does not write it: the rest of the file is never rewritten). The server
+  is ``required`` (Codex waits for it before the first request, else it starts without
+  its tools), its tools approved (``approval_policy = "never"`` refuses unapproved MCP
+  calls), ``ROOST_MCP_HOST = "codex"`` in its environment (the server answers the hooks
+  and reads the rollout) and the roost variables passed on (``env_vars``: Codex hands an
+  MCP server only a few variables of its own);
+- the hooks ``UserPromptSubmit``, ``PostToolUse`` and ``Stop`` (``roost codex hook
+  EVENT``) in ``$CODEX_HOME/hooks.json``;
+- Codex's trust of those hooks (Codex runs no hook it has not trusted, silently): when
+  the Codex CLI is found, ``codex app-server`` is asked for the hooks' keys and hashes
+  (``hooks/list``) and writes their ``hooks.state`` entries itself (``config/batchWrite``),
+  as its own hook review does. Without Codex here, the hooks wait for the user's review
+  in Codex.
+
+Installing twice changes nothing. A config.toml that is not valid TOML, or that has an
+``[mcp_servers.roost]`` of the user's own, is refused (``bad_config``) before anything is
+written; a failed write puts back what was written before it (``write_failed``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from roost_core.claude.install import roost_command
+from roost_core.settingsfile import (
+    SettingsFileError,
+    SettingsWriteError,
+    object_at,
+    read_object,
+    write_all,
+)
+from roost_plugins.codex import EVENTS, SERVER_NAME, codex_home
+
+BEGIN = "# >>> roost: added by `roost codex install`; `roost codex uninstall` takes it out >>>"
+#: roost's block: the marker comment, then its table up to the next blank line or table
+#: (no end marker: Codex writes its own tables in after the last key, before a comment).
+_BLOCK = re.compile(re.escape(BEGIN) + r"\n\[mcp_servers\." + SERVER_NAME + r"\]\n(?:[^\[\n#][^\n]*(?:\n|\Z))*")
+#: The variables the roost MCP server needs from the user's environment.
+PASSED_ON = ("ROOST_HOME", "ROOST_CONFIG", "ROOST_NAME", "XDG_RUNTIME_DIR", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME")
+#: How long ``codex app-server`` may take to answer the trust requests.
+TRUST_TIMEOUT = 60.0
+
+
+def config_path(env: Mapping[str, str] | None = None) -> Path:
+    return codex_home(env) / "config.toml"
+
+
+def hooks_path(env: Mapping[str, str] | None = None) -> Path:
+    return codex_home(env) / "hooks.json"
+
+
+def hook_command(event: str) -> str:
+    return shlex.join([*roost_command(), "codex", "hook", event])
+
+
+def is_roost_hook(command: Any) -> bool:
+    """Ours: ``... codex hook EVENT`` run by a roost."""
+    if not isinstance(command, str):
+        return False
+    try:
+        parts = shlex.split(command)
+    except ValueError:
+        return False
+    if len(parts) < 4 or parts[-3:-1] != ["codex", "hook"]:
+        return False
+    runner = parts[:-3]
+    return Path(runner[0]).name == "roost" or "roost_core.cli" in runner
+
+
+def toml_list(values: list[str]) -> str:
+    return "[" + ", ".join(json.dumps(v) for v in values) + "]"
+
+
+def server_block() -> str:
+    """roost's block in config.toml (JSON strings are valid TOML strings)."""
+    command = roost_command()
+    lines = [
+        BEGIN,
+        f"[mcp_servers.{SERVER_NAME}]",
+        f"command = {json.dumps(command[0])}",
+        f"args = {toml_list([*command[1:], 'mcp'])}",
+        'env = { ROOST_MCP_HOST = "codex" }',
+        f"env_vars = {toml_list(list(PASSED_ON))}",
+        "startup_timeout_sec = 30",
+        'default_tools_approval_mode = "approve"',
+        "required = true",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def read_config(path: Path) -> str:
+    """config.toml's text ("" when missing), checked: valid TOML, no server of the user's
+    own named ``roost``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsFileError(path, f"cannot be read: {exc}") from exc
+    try:
+        tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsFileError(path, f"not valid TOML: {exc}") from exc
+    own = tomllib.loads(_BLOCK.sub("\n", text))
+    if SERVER_NAME in (own.get("mcp_servers") or {}):
+        raise SettingsFileError(path, f"has an [mcp_servers.{SERVER_NAME}] of its own: rename or remove it first")
+    return text
+
+
+def write_text(path: Path, text: str) -> None:
+    """Replace ``path``'s text atomically (through a symbolic link, keeping its mode)."""
+    target = Path(os.path.realpath(path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temp = target.with_name(f".{target.name}.roost-{os.getpid()}")
+    try:
+        mode = target.stat().st_mode & 0o777 if target.exists() else 0o600
+        temp.write_text(text, encoding="utf-8")
+        os.chmod(temp, mode)
+        os.replace(temp, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        raise SettingsWriteError(exc.errno, f"{path}: {exc.strerror or exc}") from exc
+
+
+def without_roost_hooks(hooks: dict[str, Any]) -> dict[str, Any]:
+    """``hooks`` with every roost command taken out (and groups left empty dropped)."""
+    kept: dict[str, Any] = {}
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            kept[event] = groups
+            continue
+        new_groups = []
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                commands = [h for h in group["hooks"] if not (isinstance(h, dict) and is_roost_hook(h.get("command")))]
+                if not commands:
+                    continue
+                group = {**group, "hooks": commands}
+            new_groups.append(group)
+        if new_groups:
+            kept[event] = new_groups
+    return kept
+
+
+def write_both(config: Path, old_text: str, new_text: str, hooks_file: Path, hooks_data: dict[str, Any] | None) -> None:
+    """config.toml, then hooks.json; when the second fails the first is put back."""
+    if new_text != old_text:
+        write_text(config, new_text)
+    if hooks_data is not None:
+        try:
+            write_all([(hooks_file, hooks_data)])
+        except SettingsWriteError:
+            if new_text != old_text:
+                write_text(config, old_text)
+            raise
+
+
+def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    config, hooks_file = config_path(env), hooks_path(env)
+    text = read_config(config)
+    data = read_object(hooks_file)
+    hooks = without_roost_hooks(object_at(hooks_file, data, "hooks"))
+    for event in EVENTS:
+        group: dict[str, Any] = {"hooks": [{"type": "command", "command": hook_command(event), "timeout": 30}]}
+        if event == "PostToolUse":
+            group = {"matcher": ".*", **group}
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list):
+            raise SettingsFileError(hooks_file, f'"hooks.{event}" is not a list')
+        groups.append(group)
+    new_data = {**data, "hooks": hooks}
+    found = _BLOCK.search(text)
+    if found:  # replaced where it is (Codex may have written after it)
+        new_text = text[:found.start()] + server_block() + text[found.end():]
+    else:
+        base = text.rstrip("\n")
+        new_text = (base + "\n\n" if base else "") + server_block()
+    write_both(config, text, new_text, hooks_file, new_data if new_data != data else None)
+    trusted = trust_hooks(env)
+    return {"config": str(config), "hooks": str(hooks_file), "changed": new_text != text or new_data != data, "trusted": trusted}
+
+
+def uninstall(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    config, hooks_file = config_path(env), hooks_path(env)
+    text = read_config(config)
+    data = read_object(hooks_file)
+    keys = roost_hook_keys(env) if data else []
+    new_data: dict[str, Any] | None = None
+    hooks = data.get("hooks")
+    if isinstance(hooks, dict):
+        kept = without_roost_hooks(hooks)
+        new_data = {**data, "hooks": kept} if kept else {k: v for k, v in data.items() if k != "hooks"}
+        if new_data == data:
+            new_data = None
+    new_text = _BLOCK.sub("", text)
+    for key in keys:  # Codex's trust of roost's hooks goes with them
+        new_text = re.sub(r"\n*\[hooks\.state\." + re.escape(json.dumps(key)) + r"\]\n(?:[^\[\n][^\n]*\n?)*", "\n", new_text)
+    new_text = re.sub(r"\n{3,}", "\n\n", new_text).strip("\n") + "\n" if new_text.strip() else ""
+    if not text:
+        new_text = ""
+    write_both(config, text, new_text, hooks_file, new_data)
+    return {"config": str(config), "hooks": str(hooks_file), "changed": new_text != text or new_data is not None}
+
+
+# ---------------------------------------------------------------------- hook trust
+
+
+def app_server(env: Mapping[str, str] | None, method: str, params: dict[str, Any]) -> Any:
+    """One request to ``codex app-server`` (JSON-RPC, one object a line, after
+    ``initialize``): its result. Raises when it cannot answer (no Codex, an error)."""
+    from roost_plugins.codex import codex_binary
+
+    proc = subprocess.Popen([codex_binary(), "app-server"], cwd=str(codex_home(env).parent), env=dict(os.environ if env is None else env),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    # A server that stops answering must not hang the command.
+    watchdog = threading.Timer(TRUST_TIMEOUT, lambda: os.killpg(proc.pid, signal.SIGKILL))
+    watchdog.start()
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        requests = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"clientInfo": {"name": "roost", "version": "0"}}},
+                    {"jsonrpc": "2.0", "method": "initialized"},
+                    {"jsonrpc": "2.0", "id": 2, "method": method, "params": params}]
+        proc.stdin.write("".join(json.dumps(request) + "\n" for request in requests))
+        proc.stdin.flush()
+        for line in proc.stdout:  # notifications come in between; the answers carry ids
+            message = json.loads(line)
+            if message.get("id") in (1, 2) and "error" in message:
+                raise RuntimeError(f"codex app-server: {message['error']}")
+            if message.get("id") == 2:
+                return message["result"]
+        raise RuntimeError(f"codex app-server ended before it answered {method}")
+    finally:
+        watchdog.cancel()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def listed_roost_hooks(env: Mapping[str, str] | None) -> list[dict[str, Any]]:
+    listed = app_server(env, "hooks/list", {"cwds": [str(codex_home(env).parent)]})
+    return [hook for entry in listed.get("data") or [] for hook in entry.get("hooks") or [] if is_roost_hook(hook.get("command"))]
+
+
+def trust_hooks(env: Mapping[str, str] | None = None) -> list[str] | str:
+    """Trust roost's hooks in the user's Codex; the keys trusted, or why not."""
+    try:
+        hooks = listed_roost_hooks(env)
+        edits = [{"keyPath": f"hooks.state.{json.dumps(h['key'])}", "value": {"trusted_hash": h["currentHash"]}, "mergeStrategy": "upsert"} for h in hooks]
+        if edits:
+            app_server(env, "config/batchWrite", {"edits": edits})
+        return [str(h["key"]) for h in hooks]
+    except Exception as exc:  # noqa: BLE001 - the hooks stay for the user's review
+        return f"not trusted ({exc}): review roost's hooks in Codex"
+
+
+def roost_hook_keys(env: Mapping[str, str] | None) -> list[str]:
+    try:
+        return [str(h["key"]) for h in listed_roost_hooks(env)]
+    except Exception:  # noqa: BLE001 - without Codex there is no trust to take out
+        return []
+
+
+# ---------------------------------------------------------------------- the command
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``roost codex``'s arguments (the codex host's command, ``roost_plugins.hosts.codex``)."""
+    parser.add_argument("action", choices=["install", "uninstall", "hook"],
+                        help="install or uninstall roost's MCP server and hooks; hook: run one (Codex does)")
+    parser.add_argument("event", nargs="?", choices=EVENTS, help="hook: the Codex hook event")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``roost codex ACTION``."""
+    if args.action == "hook":
+        from roost_core.claude import hook
+
+        if not args.event:
+            print("roost: bad_args: roost codex hook needs an EVENT", file=sys.stderr)
+            return 2
+        # Codex's hooks read the answers Claude Code's do; the relay is the same.
+        return hook.main(args.event)
+    from roost_core.cli_support import classify, error_line
+
+    try:
+        result = install() if args.action == "install" else uninstall()
+    except (SettingsFileError, SettingsWriteError) as exc:
+        print(error_line(*(classify(exc) or ("bad_config", str(exc)))), file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(result, indent=2))
+    elif args.action == "install":
+        state = "installed in" if result["changed"] else "already in"
+        print(f"roost MCP server and hooks {state} {result['config']} and {result['hooks']}")
+        if isinstance(result["trusted"], str):
+            print(f"roost: the hooks are {result['trusted']}", file=sys.stderr)
+    else:
+        state = "removed from" if result["changed"] else "were not in"
+        print(f"roost MCP server and hooks {state} {result['config']} and {result['hooks']}")
+    return 0
