@@ -21,6 +21,7 @@ BENCHMARKS = {
     "coldstart": "bench.coldstart",
     "memory": "bench.memory",
     "pi": "bench.pi",
+    "codex": "bench.host_codex",
     "client": "bench.client",
     "tools": "bench.tools",
 }

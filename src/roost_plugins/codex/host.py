@@ -49,7 +49,7 @@ from roost_core.claude.hook import hook_output, items_text, wants_items
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exited
 from roost_core.hosts.process import ProcessHost
 from roost_core.queue import Item
-from roost_plugins.codex import EVENTS, SERVER_NAME, CodexError, codex_binary, codex_home
+from roost_plugins.codex import SERVER_NAME, CodexError, codex_binary, codex_home
 from roost_plugins.codex.transcript import RolloutSeqs
 
 log = logging.getLogger("roost.codex")
@@ -98,10 +98,16 @@ def mcp_server(bridge: str | None) -> dict[str, Any]:
     return server
 
 
+#: A job's hooks: after each tool and at the turn's end. Not ``UserPromptSubmit``: a job's
+#: prompt holds its items already, and that hook would hold up every first request by
+#: one Python start (the rollout is found by its thread id instead).
+JOB_EVENTS = ("PostToolUse", "Stop")
+
+
 def hooks_settings() -> dict[str, Any]:
-    """roost's hooks in Codex's ``hooks`` shape (event -> matcher groups)."""
+    """A job's hooks in Codex's ``hooks`` shape (event -> matcher groups)."""
     hooks: dict[str, Any] = {}
-    for event in EVENTS:
+    for event in JOB_EVENTS:
         entry: dict[str, Any] = {"hooks": [{"type": "command", "command": hook_command(event), "timeout": 30}]}
         if event == "PostToolUse":
             entry["matcher"] = ".*"
@@ -251,7 +257,7 @@ class CodexHost(ProcessHost):
         self.scan()
         if not self.running or not wants_items(event, data) or event == "UserPromptSubmit":
             return None
-        items = []
+        items: list[Item] = []
         for item in self.services.take_steer():
             (self.held if item.kind == "reply" else items).append(item)
         self.pending.update({item.seq: item for item in items})
