@@ -103,14 +103,15 @@ def entries_of(raw: dict[str, Any]) -> list[TranscriptEntry]:
         if role == "assistant":
             text = message_text(payload)
             return [TranscriptEntry(type="message", role="assistant", text=text, raw={"message": {"role": "assistant", "content": []}})] if text else []
-        text = handed_text(payload)
-        if text is None:
+        handed = handed_text(payload)
+        if handed is None:
             return []
+        text = handed
         seqs = marked_seqs(text)
         if seqs:
-            handed = handed_items(text)
-            if handed:
-                return handed
+            agent_items = handed_items(text)
+            if agent_items:
+                return agent_items
             text = text.split("\n", 1)[1] if "\n" in text else ""  # the user's own words
             return [TranscriptEntry(type="message", role="user", text=text, raw=raw)] if text else []
         if role == "user" and not text.lstrip().startswith(CODEX_OWN):
