@@ -19,9 +19,12 @@ Tool names: MCP tools come as namespace tools (``{"type":"namespace","name":"mcp
 
 from __future__ import annotations
 
+import html
 import json
 import re
+import threading
 import uuid
+from pathlib import Path
 from typing import Any
 
 from clifake import CliFake, Wire
@@ -47,12 +50,11 @@ def user_inputs(text: str) -> list[str]:
     line ``[roost seq N]``, bookkeeping that names the items it hands over, is not one)."""
     hook = _HOOK_PROMPT.search(text)
     if hook:
-        text = hook[1].strip()
+        text = html.unescape(hook[1].strip())  # Codex escapes a Stop hook's reason
     text = _MARKER.sub("", text, count=1)
     if "<agent-message" in text:
         check_frames(text)
-        words = _ENVELOPE.sub("", text).strip()  # a user reply given with agent items
-        return [*([words] if words else []), *_ENVELOPE.findall(text)]
+        return _ENVELOPE.findall(text)
     if hook:
         return [text]
     if text.lstrip().startswith(_CODEX_OWN):
@@ -110,7 +112,13 @@ def offered_tools(body: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
 class FakeResponses(CliFake):
     """The Responses API fake (Codex ``model_providers.X.base_url`` = :attr:`base_url`)."""
 
-
+    def __init__(self, scenario: Any, log_path: str | Path) -> None:
+        super().__init__(scenario, log_path)
+        #: ``hold(reply)`` true: that answer waits until ``release`` is set (``holding``
+        #: says it waits), so a test can act while the model is "thinking".
+        self.hold: Any = None
+        self.holding = threading.Event()
+        self.release = threading.Event()
 
     @property
     def base_url(self) -> str:
@@ -131,6 +139,9 @@ class FakeResponses(CliFake):
         return chat, reply
 
     def render(self, path: str, body: dict[str, Any], reply: dict[str, Any]) -> Wire:
+        if self.hold is not None and self.hold(reply):
+            self.holding.set()
+            self.release.wait(120)
         if "error" in reply:
             return Wire(400, {"error": {"message": reply["error"], "type": "invalid_request_error"}})
         response_id = "resp_" + uuid.uuid4().hex[:16]

@@ -166,6 +166,51 @@ def test_a_message_sent_during_a_slow_tool_arrives_mid_turn_after_the_tool(codex
     assert not fake.violations
 
 
+def test_an_item_that_arrives_during_the_last_answer_blocks_the_stop_and_the_run_goes_on(codex_roost, daemon_factory, tmp_path):
+    scenario = {
+        "run": [{"match": "finish", "steps": [{"shell": "echo one tool"}, {"say": "final words"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    }
+    fake = codex_roost.start_fake(scenario)
+    fake.hold = lambda reply: reply.get("text") == "final words"
+    codex_roost.configure()
+    daemon = daemon_factory().start()
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "finish up", "closer", host="codex")
+            # The model is giving its last answer: the tool boundary has passed.
+            assert await in_thread(fake.holding.wait, 120), "the last answer never started"
+            ok, text, data = await send(lead, kid, "one more thing")
+            assert ok and data["result"] == "delivered", text
+            fake.release.set()
+            await lead.wait_for_delivery(1, timeout=120)
+            await in_thread(daemon.wait_job, kid, timeout=60)
+            return kid, list(lead.delivered)
+
+    try:
+        kid, delivered = run_async(story)
+    finally:
+        fake.release.set()
+    [rollout] = codex_roost.rollouts()
+    hand = handed(rollout_lines(rollout))
+    # The Stop hook blocked with it: a <hook_prompt> user input in the same exec run.
+    assert [seqs for _, seqs, _ in hand] == [[1], [2]] and "one more thing" in hand[1][2]
+    raw = next(line["payload"] for line in rollout_lines(rollout) if line.get("type") == "response_item" and "one more thing" in json.dumps(line))
+    assert "<hook_prompt" in json.dumps(raw)
+    assert fake.requests()[-1]["reply"]["text"] == "ok: one more thing"
+    log = (daemon.paths.jobs_dir / f"{kid}.log").read_text()
+    assert log.count("starting codex") == 1
+    # It reported once, at the run's real end.
+    assert [d["kind"] for d in delivered] == ["report"] and "ok: one more thing" in delivered[0]["content"]
+    # roost log shows the hand-over as the agent message it is (Codex escapes it inside
+    # <hook_prompt>; the reader takes the escaping off).
+    shown = roost(codex_roost, "log", kid).stdout.splitlines()
+    at = next(n for n, line in enumerate(shown) if line.startswith("✉ message from lead (parent)"))
+    assert shown[at + 1] == "│ one more thing" and shown[-1] == "assistant: ok: one more thing", shown
+    assert not fake.violations
+
+
 def test_kill9_of_the_worker_mid_run_ends_codex_and_the_next_worker_takes_nothing_twice(codex_roost, daemon_factory, tmp_path):
     gate = tmp_path / "gate"  # never opened: the tool waits until the kill
     fake = codex_roost.start_fake(slow_scenario(gate))

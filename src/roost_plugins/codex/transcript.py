@@ -5,7 +5,7 @@ Each line is ``{"timestamp", "type", "payload"}``. roost reads three kinds:
 
 - ``response_item`` messages: the prompts roost gave (``user``), the hook contexts
   (``developer``), a blocked stop's reason (a ``user`` message wrapped in
-  ``<hook_prompt ...>``) and the model's answers (``assistant``); ``function_call`` and
+  ``<hook_prompt ...>``, its text HTML-escaped) and the model's answers (``assistant``); ``function_call`` and
   ``function_call_output`` are tool calls and their results;
 - ``event_msg`` ``token_count``: ``info.total_token_usage`` is the thread's running total.
 
@@ -16,6 +16,7 @@ Only user and developer messages count: the model may quote a marker in its answ
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Any
 
@@ -44,7 +45,8 @@ def handed_text(payload: dict[str, Any]) -> str | None:
         return None
     text = message_text(payload)
     wrapped = _HOOK_PROMPT.match(text.strip())
-    return wrapped[1] if wrapped else text
+    # Codex escapes a blocked stop's reason inside its <hook_prompt> (``&lt;`` for ``<``).
+    return html.unescape(wrapped[1]) if wrapped else text
 
 
 def line_seqs(raw: dict[str, Any]) -> list[int]:
