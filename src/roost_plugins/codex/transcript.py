@@ -5,8 +5,9 @@ Each line is ``{"timestamp", "type", "payload"}``. roost reads three kinds:
 
 - ``response_item`` messages: the prompts roost gave (``user``), the hook contexts
   (``developer``), a blocked stop's reason (a ``user`` message wrapped in
-  ``<hook_prompt ...>``, its text HTML-escaped) and the model's answers (``assistant``); ``function_call`` and
-  ``function_call_output`` are tool calls and their results;
+  ``<hook_prompt ...>``, its text HTML-escaped) and the model's answers
+  (``assistant``); ``function_call`` and ``function_call_output`` are tool calls and
+  their results;
 - ``event_msg`` ``token_count``: ``info.total_token_usage`` is the thread's running total.
 
 Every text roost hands to Codex starts with the marker line ``[roost seq ...]``
