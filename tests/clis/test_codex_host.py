@@ -130,7 +130,7 @@ def slow_scenario(gate: Path) -> dict:
     }
 
 
-def test_a_message_sent_during_a_slow_tool_arrives_mid_turn_after_the_tool(codex_roost, daemon_factory, tmp_path):
+def test_a_message_sent_during_a_slow_tool_arrives_mid_turn_and_a_reply_right_after_the_run(codex_roost, daemon_factory, tmp_path):
     gate = tmp_path / "gate"
     fake = codex_roost.start_fake(slow_scenario(gate))
     codex_roost.configure()
@@ -142,6 +142,7 @@ def test_a_message_sent_during_a_slow_tool_arrives_mid_turn_after_the_tool(codex
             await in_thread(wait_until, lambda: len(fake.requests()) >= 1, 120, what="the first model call")
             ok, text, data = await send(lead, kid, "also check the docs")
             assert ok and data["result"] == "delivered", text
+            await in_thread(daemon.call, "reply", job=kid, text="and tidy up")  # the user's words
             gate.write_text("go")
             await lead.wait_for_delivery(1, timeout=120)
             await in_thread(daemon.wait_job, kid, timeout=60)
@@ -151,17 +152,19 @@ def test_a_message_sent_during_a_slow_tool_arrives_mid_turn_after_the_tool(codex
     [rollout] = codex_roost.rollouts()
     hand = handed(rollout_lines(rollout))
     # The task was the prompt; the message came once, as PostToolUse's context (a
-    # developer message after the tool call, in the same turn), never as a prompt.
-    assert [(role, len(seqs)) for role, seqs, _ in hand] == [("user", 1), ("developer", 1)], hand
+    # developer message after the tool call, in the same turn), never as a prompt; the
+    # user's reply was the prompt of the exec resume right after (never a hook's context).
+    assert [(role, len(seqs)) for role, seqs, _ in hand] == [("user", 1), ("developer", 1), ("user", 1)], hand
     assert "also check the docs" in hand[1][2] and AUTHORITY_LINE in hand[1][2]
+    assert hand[2][2].endswith("\nand tidy up")
     second = fake.requests()[1]
     kinds = [i.get("type", "message") + ":" + str(i.get("role")) for i in second["body"]["input"]]
     at = kinds.index("function_call:None")
     assert kinds[at + 1:at + 3] == ["message:developer", "function_call_output:None"], kinds
-    # One exec run: the model answered after the tool with the message in view, and the
-    # report reached the parent once.
-    assert second["reply"]["text"] == "after the tool" and len(fake.requests()) == 2
-    assert [d["kind"] for d in delivered] == ["report"] and "after the tool" in delivered[0]["content"]
+    assert second["reply"]["text"] == "after the tool"
+    assert [r["reply"]["text"] for r in fake.requests()[2:]] == ["ok: and tidy up"]
+    # One run (two exec processes): one report, at its end.
+    assert [d["kind"] for d in delivered] == ["report"] and "ok: and tidy up" in delivered[0]["content"]
     assert daemon.job(kid)["pending"] == 0
     assert not fake.violations
 
