@@ -66,7 +66,7 @@ def test_a_codex_job_runs_its_task_in_codex_s_own_session_with_the_roost_tools(c
     tool_output = json.dumps(next(i["output"] for i in fake.requests()[1]["body"]["input"] if i.get("type") == "function_call_output"))
     assert "no reachable agent sessions" in tool_output, tool_output  # the daemon's answer: it is alone
     # Usage counts toward the tree: the thread's tokens, as Codex's token_count sums them.
-    assert daemon.job(job)["usage"]["tokens"] == 110 * len(fake.requests()), daemon.job(job)
+    wait_until(lambda: (daemon.job(job)["usage"] or {}).get("tokens") == 110 * len(fake.requests()), 30, what="the job's usage")
     shown = roost(codex_roost, "log", job)
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
