@@ -69,3 +69,34 @@ def test_a_confirm_dialog_shows_in_jobs_and_agents_and_roost_answer_resolves_it(
     # The model saw the answer's result, then the agent's "yes" only as an agent message.
     assert any("confirmed" in json.dumps(r["messages"]) for r in fake.requests())
     assert [i["details"]["kind"] for i in agent_items(entries)] == ["message"]
+
+
+def test_the_foreground_pi_parent_footer_says_a_child_waits_for_the_user(pi_kit, write_config, tmp_path):
+    write_config({"defaultHost": "pi"})
+    pi_kit.env["ROOST_PI_ARGS"] = f"-e {KIT / 'confirm-tool.ts'}"  # the children's pi
+    pi_kit.fake(
+        {
+            "run": [
+                {"kind": "reply", "steps": [{"spawn": {"task": "deploy it", "name": "deployer", "model": "kid"}}, {"say": "spawned the deployer"}]},
+                {"kind": "report", "steps": [{"say": "thanks, deployer"}]},
+            ],
+            "default": {"steps": [{"say": "ok"}]},
+            "models": {"kid": {"default": {"steps": [{"dialog": "Deploy to prod?"}, {"say": "deployed"}]}}},
+        }
+    )
+    daemon = pi_kit.daemon()
+    pi_kit.require_socket_command()
+    pi_kit.roost("pi", "install")
+    work = tmp_path / "work"
+    work.mkdir()
+    tmux = pi_kit.tmux_start("fg", [pi_kit.pi, "--session", str(tmp_path / "fg" / "main.jsonl")], cwd=work, width=220)
+    pi_kit.wait_screen(tmux, "✉ roost")
+    pi_kit.type_line(tmux, "please deploy through a child")
+
+    screen = pi_kit.wait_screen(tmux, "deployer waits for you", timeout=60)
+    (kid,) = [row["id"] for row in daemon.call("jobs")["jobs"] if row["name"] == "deployer"]
+    assert f"Confirm — Deploy to prod? [yes / no] — roost answer {kid} CHOICE" in screen, screen
+    pi_kit.roost("answer", kid, "yes")
+    screen = pi_kit.wait_screen(tmux, "thanks, deployer", timeout=60)
+    assert "waits for you" not in screen  # answered: the footer no longer asks
+    assert daemon.job(kid)["state"] == "done"

@@ -105,6 +105,8 @@ class Job(NotesChanges):
     #: forgotten when a shown field moves (NotesChanges), so a peer table built again
     #: after another record's change makes no new entry for this one.
     kept_info: tuple[bool, PeerInfo] | None = attrs.field(default=None, init=False, repr=False)
+    #: ``dialog`` as the tree's foreground sessions were last told it (daemon.dialognotices).
+    dialog_told: bool = attrs.field(default=False, init=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         data = {name: getattr(self, name) for name in PERSISTED}

@@ -35,6 +35,8 @@ const SEQ_ENTRY = "pi-roost-seq";
 /** A custom entry a foreground session gets when it first becomes a roost peer. */
 const PEER_ENTRY = "pi-roost-peer";
 const STATUS_KEY = "roost";
+/** The footer entry that says a background session of this tree waits for the user. */
+const DIALOG_STATUS_KEY = "roost-dialog";
 const SOCKET_TIMEOUT_MS = 30_000;
 /** How long a tool call is asked again (with its key) while no daemon answers. */
 const REASK_MS = 60_000;
@@ -195,6 +197,22 @@ function errorText(err: unknown): string {
 /** ``text`` safe to draw on the terminal, as roost's CLI draws names (roost_core.names.shown):
  * a job's name is kept as typed, so its controls, bidi and invisible format characters and
  * its line or paragraph separators are drawn as escapes (``\t``, ``\x1b``, ``\u202e``). */
+/**
+ * The footer line for the tree's sessions that wait on a dialog (the `dialogs` event), or
+ * undefined when none does: one names its question, options and the command that answers.
+ */
+function dialogStatus(waiting: Json[]): string | undefined {
+	if (waiting.length === 0) return undefined;
+	if (waiting.length > 1) {
+		return `⚠ ${waiting.length} background sessions wait for you: ${waiting.map((w) => shown(String(w.name))).join(", ")} (roost jobs, roost answer ID)`;
+	}
+	const w = waiting[0];
+	let question = String(w.question ?? "").replace(/\s+/g, " ").trim();
+	if (question.length > 80) question = `${question.slice(0, 79)}…`;
+	const options = Array.isArray(w.options) && w.options.length ? ` [${w.options.map(String).join(" / ")}]` : "";
+	return `⚠ ${shown(String(w.name))} waits for you: ${shown(question)}${options} — roost answer ${w.id}${options ? " CHOICE" : " TEXT"}`;
+}
+
 function shown(text: string): string {
 	return text.replace(/[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]/gu, (ch) => {
 		const short: Record<string, string> = { "\t": "\\t", "\n": "\\n", "\r": "\\r" };
@@ -654,6 +672,12 @@ export default async function roost(pi: ExtensionAPI) {
 			if (frame.event === "replaced") {
 				// Another connection registered this session: it is the live holder now.
 				peer = null;
+				return;
+			}
+			if (frame.event === "dialogs") {
+				// A background session of this tree waits on a dialog (or no longer does):
+				// only the user can answer it, so the footer says so until it is answered.
+				ctxRef?.ui.setStatus(DIALOG_STATUS_KEY, dialogStatus(Array.isArray(frame.waiting) ? frame.waiting : []));
 				return;
 			}
 			if (frame.event !== "deliver") return;
