@@ -78,3 +78,21 @@ def test_claude_permission_prompts_none_refuses_without_asking(claude_kit, tmp_p
     assert row["summary"] == "Done: make the file" and not row["dialog"], row
     (result,) = tool_results(daemon.record(job)["session"])
     assert "was denied automatically" in result, result
+
+
+def test_a_prompt_left_open_by_a_dead_claude_does_not_hold_the_job(claude_kit, tmp_path):
+    import os
+    import signal
+
+    daemon, job, made = start_asking(claude_kit, tmp_path, "orphaned")
+    row = wait_until(lambda: (r := daemon.job(job))["dialog"] and r["hostPid"] and r, timeout=90, what="the permission prompt")
+    os.kill(row["hostPid"], signal.SIGKILL)
+    row = daemon.wait_job(job, "failed", timeout=90)
+    assert not row["dialog"] and row["dialogOptions"] is None, row
+    # The job takes the next reply (its queue is not held by the dead prompt): Claude Code
+    # starts again, and asks again.
+    assert roost(claude_kit, "reply", job, "try again").returncode == 0
+    wait_until(lambda: daemon.job(job)["dialog"], timeout=90, what="the prompt asked again")
+    assert roost(claude_kit, "answer", job, "allow").returncode == 0
+    daemon.wait_job(job, "done", timeout=90)
+    assert made.read_text() == "ran\n"

@@ -305,13 +305,21 @@ class Worker:
 
     async def dialog(self, question: str, options: Sequence[str] = ()) -> Item:
         self.queue.dialog_open = True
-        await self.status(state="needs_input", question=question, dialog=True, dialogOptions=clean_options(options) or None)
-        while True:
-            answer = self.queue.take_reply()
-            if answer is not None:
-                self.run_items.append(answer)
-                break
-            await self.queue.changed()
+        try:
+            await self.status(state="needs_input", question=question, dialog=True, dialogOptions=clean_options(options) or None)
+            while True:
+                answer = self.queue.take_reply()
+                if answer is not None:
+                    self.run_items.append(answer)
+                    break
+                await self.queue.changed()
+        except BaseException:
+            # The dialog's host went away unanswered (its process died, the run ended):
+            # the queue is not held for it, and the next status the worker sends (the
+            # run's settle) says it is closed.
+            self.queue.dialog_open = False
+            self.status_fields.update(dialog=False, dialogOptions=None)
+            raise
         self.queue.dialog_open = False
         await self.status(state="running", question=None, dialog=False, dialogOptions=None)
         return answer
