@@ -95,8 +95,14 @@ def test_the_foreground_pi_parent_footer_says_a_child_waits_for_the_user(pi_kit,
 
     screen = pi_kit.wait_screen(tmux, "deployer waits for you", timeout=60)
     (kid,) = [row["id"] for row in daemon.call("jobs")["jobs"] if row["name"] == "deployer"]
-    assert f"Confirm — Deploy to prod? [yes / no] — roost answer {kid} CHOICE" in screen, screen
-    pi_kit.roost("answer", kid, "yes")
+    assert f"Confirm — Deploy to prod? [yes / no] — /roost-answer, or roost answer {kid} CHOICE" in screen, screen
+    # The user answers in this pi: /roost-answer opens pi's own select with the options.
+    pi_kit.type_line(tmux, "/roost-answer")
+    pi_kit.wait_screen(tmux, "deployer asks: Confirm — Deploy to prod?", timeout=30)
+    pi_kit.tmux_keys(tmux, "Enter")  # the first option, yes
     screen = pi_kit.wait_screen(tmux, "thanks, deployer", timeout=60)
     assert "waits for you" not in screen  # answered: the footer no longer asks
     assert daemon.job(kid)["state"] == "done"
+    entries = daemon.entries(kid)
+    results = [e["message"] for e in entries if e.get("type") == "message" and e["message"]["role"] == "toolResult"]
+    assert [message_text(r) for r in results if r["toolName"] == "confirm"] == ["confirmed"]
