@@ -106,3 +106,21 @@ def test_the_foreground_pi_parent_footer_says_a_child_waits_for_the_user(pi_kit,
     entries = daemon.entries(kid)
     results = [e["message"] for e in entries if e.get("type") == "message" and e["message"]["role"] == "toolResult"]
     assert [message_text(r) for r in results if r["toolName"] == "confirm"] == ["confirmed"]
+
+
+def test_a_select_dialog_takes_one_of_its_options_and_pi_gets_it_as_it_listed_it(pi_kit):
+    pi_kit.env["ROOST_PI_ARGS"] = f"-e {KIT / 'choose-tool.ts'}"
+    # An option with a double space: roost shows it on one line ("Postgres 16"), pi gets its own.
+    options = ["Postgres  16", "sqlite"]
+    pi_kit.fake({"default": {"steps": [{"tool": "choose", "args": {"question": "Which db?", "options": options}}, {"say": "chose"}]}})
+    daemon = pi_kit.daemon()
+    job = daemon.start_job("pick a db", host="pi", name="picker")
+    wait_until(lambda: daemon.job(job)["dialog"], timeout=60, what="the select dialog")
+    row = daemon.job(job)
+    assert row["question"] == "Which db?" and row["dialogOptions"] == ["Postgres 16", "sqlite"], row
+    bad = pi_kit.roost("answer", job, "mysql", check=False)
+    assert bad.returncode == 1 and bad.stderr.startswith("roost: not_an_option:") and "1) Postgres 16  2) sqlite" in bad.stderr
+    assert "answered 'Postgres 16'" in pi_kit.roost("answer", job, "postgres 16").stdout
+    assert daemon.wait_job(job, "done", timeout=60)["summary"] == "chose"
+    results = [e["message"] for e in daemon.entries(job) if e.get("type") == "message" and e["message"]["role"] == "toolResult"]
+    assert [message_text(r) for r in results if r["toolName"] == "choose"] == ["picked <Postgres  16>"]
