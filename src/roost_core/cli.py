@@ -27,6 +27,7 @@ from roost_core.cli_support import (
     check_states,
     client,
     disabled_plugins,
+    format_answer,
     format_jobs,
     format_reply,
     format_started,
@@ -117,6 +118,11 @@ def build_parser(*, with_hosts: bool = True) -> argparse.ArgumentParser:
     add_text_arguments(reply, "text", "the reply (- reads it from stdin)", "read the reply from a file (- for stdin)")
     reply.add_argument("--restart", action="store_true", help="a stopped shell job: run this reply as a command all the same (it is refused otherwise)")
     reply.add_argument("--json", action="store_true", help=JSON_HELP)
+
+    answer = sub.add_parser("answer", help="answer a job's open dialog (a confirm, a choice, a permission prompt); without an answer, show it")
+    answer.add_argument("id", help=ID_HELP)
+    answer.add_argument("answer", nargs="?", help="one of the dialog's options (or its number), or the text an open question asks for")
+    answer.add_argument("--json", action="store_true", help=JSON_HELP)
 
     for name, text in (("stop", "stop a job (it is not woken by messages)"), ("rm", "remove a job")):
         cmd = sub.add_parser(name, help=text)
@@ -362,6 +368,17 @@ def cmd_reply(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_answer(args: argparse.Namespace) -> int:
+    """``roost answer JOB [ANSWER]``: the dialog with its options, or the answer given."""
+    if args.answer is None:
+        with client() as conn:
+            result = conn.call("answer", job=args.id)
+    else:
+        result = keyed_call("answer", job=args.id, text=args.answer)
+    emit(args, result, format_answer(result))
+    return 0
+
+
 def cmd_stop(args: argparse.Namespace) -> int:
     with client() as conn:
         result = conn.call("stop", job=args.id)
@@ -514,6 +531,7 @@ COMMANDS = {
     "jobs": cmd_jobs,
     "agents": cmd_agents,
     "reply": cmd_reply,
+    "answer": cmd_answer,
     "stop": cmd_stop,
     "rm": cmd_rm,
     "log": cmd_log,

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from roost_core.dialogs import dialog_line, options_text
 from roost_core.names import shell_word, shown
 
 #: States in which a job is not running: what ``roost wait`` waits for by default.
@@ -349,6 +350,8 @@ def job_live(row: dict[str, Any]) -> bool:
 def job_detail(row: dict[str, Any]) -> str:
     """The question of a job that asks, else its error, else its summary; a job stopped
     after it had failed says so first (the stop does not hide the failure)."""
+    if row.get("dialog"):
+        return f"waits for you: {dialog_line(row.get('question'), row.get('dialogOptions'))} (roost answer {row['id']})"
     if row["state"] == "needs_input":
         return row.get("question") or ""
     if row["state"] == "stopped" and row.get("stoppedFrom") == "failed":
@@ -385,6 +388,8 @@ def format_jobs(rows: list[dict[str, Any]], width: int | None = None) -> str:
         head = "  ".join(cell.ljust(size) for cell, size in zip(line, widths, strict=True))
         detail = "DETAIL" if index == 0 else job_detail(rows[index - 1])
         room = max(width - len(head) - 2, 20) if width else DETAIL_WIDTH
+        if index and rows[index - 1].get("dialog"):
+            room = max(room, len(detail))  # a dialog's options and command are never cut off
         lines.append(f"{head}  {shown(cut(detail, room))}".rstrip())
     return "\n".join(lines)
 
@@ -418,3 +423,15 @@ def format_reply(result: dict[str, Any]) -> str:
     return f"{result['id']}: reply is item {result['seq']} of the job's queue (its seq); {outcome}"
 
 
+def format_answer(result: dict[str, Any]) -> str:
+    """What ``roost answer`` prints: the dialog and its numbered options (shown only), or
+    the answer given and where it went."""
+    if "answer" in result:
+        return f"{result['id']}: answered {result['answer']!r}; the dialog closes and the job goes on"
+    lines = [f"{result['id']} ({shown(result['name'])}) asks: {result.get('question') or ''}"]
+    if result.get("options"):
+        lines.append(f"  {options_text(result['options'])}")
+        lines.append(f"answer with: roost answer {result['id']} CHOICE (an option or its number)")
+    else:
+        lines.append(f"answer with: roost answer {result['id']} TEXT")
+    return "\n".join(lines)

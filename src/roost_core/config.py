@@ -79,6 +79,10 @@ class Config:
     #: Hosts an agent may name for a child (``roost_spawn``'s ``host``); empty: none, the
     #: child runs its parent's host and the tool has no ``host`` parameter.
     agent_spawn_hosts: tuple[str, ...] = ()
+    #: What a background Claude Code job does with a permission prompt: ``ask`` (a roost
+    #: dialog the user answers with ``roost answer``) or ``none`` (refused at once, as
+    #: ``claude -p --permission-prompts none`` does).
+    claude_permission_prompts: str = "ask"
     raw: dict[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
 
     @classmethod
@@ -128,6 +132,10 @@ class Config:
             if not isinstance(hosts, list) or not all(isinstance(h, str) and h for h in hosts):
                 raise ConfigError("agentSpawnHosts must be a list of host names")
             kwargs["agent_spawn_hosts"] = tuple(dict.fromkeys(hosts))
+        if "claudePermissionPrompts" in data:
+            if data["claudePermissionPrompts"] not in ("ask", "none"):
+                raise ConfigError('claudePermissionPrompts must be "ask" or "none"')
+            kwargs["claude_permission_prompts"] = data["claudePermissionPrompts"]
         if "defaultHost" in data:
             if not isinstance(data["defaultHost"], str):
                 raise ConfigError("defaultHost must be a string")

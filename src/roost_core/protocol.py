@@ -53,6 +53,10 @@ NOT_STORED = "not_stored"
 BUSY = "busy"
 INTERNAL = "internal"
 TOO_LARGE = "too_large"
+#: ``answer``: the job has no dialog open.
+NO_DIALOG = "no_dialog"
+#: ``answer``: the answer names none of the dialog's options.
+NOT_AN_OPTION = "not_an_option"
 #: A plugin's answer broke a rule the core keeps whatever the plugins (the envelope's,
 #: :mod:`roost_core.envelope_rules`); also the CLI's code for a plugin that fails to load.
 PLUGIN_ERROR = "plugin_error"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from roost_core.dialogs import dialog_line
 from roost_core.names import shown_rows
 from roost_core.peerstate import label
 
@@ -32,7 +33,12 @@ def tree_text(row: dict[str, Any]) -> str:
 
 
 def _line(row: dict[str, Any], indent: str, meta: str = "", root: bool = False) -> str:
-    detail = row.get("question") if row.get("state") == "needs_input" else row.get("summary") or ""
+    detail: str | None
+    if row.get("dialog"):
+        # A dialog waits for a person: its text and options, and the command that answers it.
+        detail = f"waits for you: {dialog_line(row.get('question'), row.get('dialogOptions'))} (roost answer {row['id']})"
+    else:
+        detail = row.get("question") if row.get("state") == "needs_input" else row.get("summary") or ""
     detail = " ".join((detail or "").split())  # one line: a question may span several
     live = "●" if row.get("live") else "○"
     host = f" [{row['host']}]" if row.get("host") else ""
@@ -45,7 +51,7 @@ def _line(row: dict[str, Any], indent: str, meta: str = "", root: bool = False) 
     if root and tree_text(row):
         text += f"  [{tree_text(row)}]"
     if detail:
-        text += f"  — {detail[:60]}"
+        text += f"  — {detail if row.get('dialog') else detail[:60]}"
     return text
 
 

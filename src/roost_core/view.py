@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from roost_core.dialogs import dialog_line, options_text
 from roost_core.names import shown, shown_rows
 from roost_core.peerstate import label
 
@@ -43,7 +44,7 @@ STATE_STYLES = {
     "connected": "cyan",
     "not running": "dim",
 }
-TREE_HELP = "↑↓/jk select  ⏎/l log  r reply  s stop  g group  q quit"
+TREE_HELP = "↑↓/jk select  ⏎/l log  r reply  a answer  s stop  g group  q quit"
 LOG_HELP = "↑↓/jk scroll  PgUp/PgDn  g/G top/end  r reply  Esc/q back"
 
 
@@ -135,8 +136,10 @@ def last_message(epoch: float | None, now: float | None = None) -> str:
 
 
 def detail_of(row: dict[str, Any]) -> str:
-    """What ``roost agents`` shows after the dash: the open question, else the summary, on
-    one line (a question with its options spans several)."""
+    """What ``roost agents`` shows after the dash: a dialog waiting for the user (its text
+    and options), else the open question, else the summary, on one line."""
+    if row.get("dialog"):
+        return f"waits for you: {dialog_line(row.get('question'), row.get('dialogOptions'))} (a answers)"
     return " ".join(((row.get("question") if row.get("state") == "needs_input" else row.get("summary")) or "").split())
 
 
@@ -495,7 +498,11 @@ class View:
         def one_line(text: object) -> str:
             return " ".join(str(text).split())
 
-        if row.get("question"):
+        if row.get("dialog"):
+            # Only a person answers a dialog: what it asks, and how to answer here.
+            choices = f"  {options_text(row['dialogOptions'])}" if row.get("dialogOptions") else ""
+            lines.append(Text(f"waits for you: {one_line(row.get('question') or '')}{choices}  (a: answer)", style="bold magenta"))
+        elif row.get("question"):
             lines.append(Text(f"? {one_line(row['question'])}", style="bold magenta"))
         if row.get("summary") and row.get("summary") != row.get("question"):
             lines.append(Text(f"summary: {one_line(row['summary'])}"))
@@ -530,6 +537,12 @@ class View:
             room = max(1, width - len(label) - 1)
             shown = self.buffer[-room:]
             return Text(label, style="bold").append(shown + "▏")
+        if self.prompt == "answer":
+            row = self.current()
+            choices = f" {options_text(row['dialogOptions'])} ·" if row and row.get("dialogOptions") else ""
+            label = f"answer {row['name'] if row else '?'}:{choices} "
+            room = max(1, width - len(label) - 1)
+            return Text(label, style="bold").append(self.buffer[-room:] + "▏")
         if self.prompt == "stop":
             row = self.current()
             return Text(f"stop {row['name']} ({row['id']})? y/n" if row else "stop? y/n", style="bold yellow")
@@ -651,6 +664,8 @@ class LiveView:
             view.flash = ""
         if view.prompt == "reply":
             await self.handle_reply_key(key)
+        elif view.prompt == "answer":
+            await self.handle_answer_key(key)
         elif view.prompt == "stop":
             await self.handle_stop_key(key)
         elif view.mode == "log":
@@ -684,6 +699,11 @@ class LiveView:
             await self.open_log(row)
         elif key == "r" and row is not None:
             self.start_reply(row)
+        elif key == "a" and row is not None:
+            if not row.get("dialog"):
+                view.flash = f"{row['name']} has no dialog open"
+            else:
+                view.prompt, view.buffer = "answer", ""
         elif key == "s" and row is not None:
             if row["kind"] != "job":
                 view.flash = f"{row['name']} is a foreground session; only jobs can be stopped here"
@@ -716,6 +736,30 @@ class LiveView:
                 from roost_core.cli_support import format_reply
 
                 view.flash = format_reply(result)  # the line `roost reply` prints
+        elif len(key) == 1:
+            view.buffer += key
+
+    async def handle_answer_key(self, key: str) -> None:
+        """The answer prompt: an option or its number (a choice), else any text; Enter
+        answers the selected row's dialog (op ``answer``, as ``roost answer`` does)."""
+        view = self.view
+        if key == "esc":
+            view.prompt, view.buffer = None, ""
+        elif key == "backspace":
+            view.buffer = view.buffer[:-1]
+        elif key == "kill-line":
+            view.buffer = ""
+        elif key == "enter":
+            row = view.current()
+            text, view.prompt, view.buffer = view.buffer, None, ""
+            if row is None or not text.strip():
+                view.flash = "answer: nothing to send"
+                return
+            result = await self.call("answer", job=row["id"], text=text)
+            if result is not None:
+                from roost_core.cli_support import format_answer
+
+                view.flash = format_answer(result)  # the line `roost answer` prints
         elif len(key) == 1:
             view.buffer += key
 

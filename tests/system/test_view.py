@@ -318,3 +318,31 @@ def test_keys_from_raw_terminal_input():
 
     assert parse_keys("jk\x1b[A\x1b[B\x1bOA\r\n\x1b\x7fé") == ["j", "k", "up", "down", "up", "enter", "esc", "backspace", "é"]
     assert parse_keys("\x1b[5~\x1b[6~\x1b[1;5A\n") == ["pgup", "pgdn", "unknown", "enter"]
+
+
+@needs_tmux
+def test_a_dialog_shows_in_the_view_and_is_answered_there(daemon, terminal):
+    scenario = {"run": [{"steps": [{"dialog": "Ship it?", "options": ["ship", "wait"]}, {"say": "went on"}]}], "default": QUIET["default"]}
+    job = daemon.start_job("release", name="shipper", scenario=scenario)
+    wait_until(lambda: daemon.job(job)["dialog"], what="the dialog")
+    terminal.start_view()
+    screen = terminal.wait_for(lambda s: "waits for you" in line_of(s, "shipper"), "the dialog in the row")
+    # The selected row's detail: its text, its numbered options, and the key that answers.
+    assert any(line.startswith("waits for you: Ship it?  1) ship  2) wait  (a: answer)") for line in screen.splitlines()), screen
+
+    terminal.keys("a")
+    terminal.wait_for(lambda s: footer(s).startswith("answer shipper: 1) ship  2) wait ·"), "the answer prompt")
+    terminal.type("7")
+    terminal.keys("Enter")
+    terminal.wait_for(lambda s: footer(s).startswith("answer: not_an_option: '7' is not one of"), "the refusal")
+    assert daemon.job(job)["dialog"]
+
+    terminal.keys("a")
+    terminal.wait_for(lambda s: footer(s).startswith("answer shipper:"), "the answer prompt again")
+    terminal.type("ship")
+    terminal.keys("Enter")
+    row = daemon.wait_job(job, "done")
+    assert row["summary"] == "went on"
+    terminal.wait_for(lambda s: " done " in line_of(s, "shipper") and "waits for you" not in s, "the dialog gone from the view")
+    terminal.keys("q")
+    assert terminal.wait_exit() == 0

@@ -31,6 +31,7 @@ def test_defaults_are_the_specs():
         assert config.hibernate_after_seconds == 30.0
         assert config.disabled_plugins == ()
         assert config.agent_spawn_hosts == ()
+        assert config.claude_permission_prompts == "ask"
 
 
 def load_user_config_missing():
@@ -56,6 +57,7 @@ def test_every_documented_key_is_read():
             "agentMaxHops": 2,
             "defaultHost": "shell",
             "agentSpawnHosts": ["pi", "claude", "pi"],
+            "claudePermissionPrompts": "none",
             "plugins": {"disable": ["reach", "limits"]},
         }
     )
@@ -69,6 +71,7 @@ def test_every_documented_key_is_read():
     assert isinstance(config.agent_max_depth, int)
     assert config.default_host == "shell"
     assert config.agent_spawn_hosts == ("pi", "claude")
+    assert config.claude_permission_prompts == "none"
     assert config.disabled_plugins == ("reach", "limits")
 
 
@@ -91,6 +94,8 @@ def test_every_documented_key_is_read():
         {"agentSpawnHosts": "claude"},
         {"agentSpawnHosts": [""]},
         {"agentSpawnHosts": [1]},
+        {"claudePermissionPrompts": "off"},
+        {"claudePermissionPrompts": False},
         {"plugins": ["reach"]},
         {"plugins": {"disable": "reach"}},
         {"plugins": {"disable": [1]}},

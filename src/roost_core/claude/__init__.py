@@ -35,6 +35,9 @@ BRIDGE_ENV = "ROOST_CLAUDE_BRIDGE"
 WAKE_PROMPT = "[roost] Agent items arrived; they are in the context below. They are not from the user."
 #: Claude Code's name for the roost MCP server's tools: ``mcp__<server>__<tool>``.
 SERVER_NAME = "roost"
+#: The MCP tool a job's Claude Code asks for permission (``--permission-prompt-tool``):
+#: roost opens a dialog that the user answers (``roost answer JOB allow|deny``).
+PERMISSION_TOOL = "roost_permission"
 #: Claude Code makes a session's first model call without waiting for the MCP servers of
 #: ``~/.claude.json`` (it waits only for those given with ``--mcp-config``, as a job's
 #: are), so a server slow to start (Python and the MCP SDK on a loaded machine) leaves its

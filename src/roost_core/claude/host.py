@@ -45,16 +45,19 @@ import anyio
 
 from roost_core.claude import (
     BRIDGE_ENV,
+    PERMISSION_TOOL,
     SERVER_NAME,
     WAKE_PROMPT,
     ClaudeError,
     claude_binary,
+    permission,
     prompt_uuid,
     session_id_of,
 )
 from roost_core.claude.bridge import BridgeServer, private_folder
 from roost_core.claude.hook import EVENTS, hook_output, wants_items
 from roost_core.claude.transcript import TranscriptSeqs, result_usage
+from roost_core.dialogs import PERMISSION_OPTIONS
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exited
 from roost_core.hosts.process import ProcessHost
 from roost_core.queue import Item
@@ -75,6 +78,19 @@ def hook_command(event: str) -> str:
 
 def mcp_server_config() -> dict[str, Any]:
     return {"command": sys.executable, "args": ["-m", "roost_core.mcp"]}
+
+
+def permission_prompts() -> str:
+    """``claudePermissionPrompts`` of the user config (``ask`` or ``none``); ``none`` when
+    the config cannot be read (no one is asked on the strength of a broken file)."""
+    from roost_core.config import ConfigError, load_user_config
+    from roost_core.paths import resolve_paths
+
+    try:
+        return load_user_config(resolve_paths().config_file).claude_permission_prompts
+    except ConfigError as exc:
+        log.warning("permission prompts are refused: %s", exc)
+        return "none"
 
 
 def job_settings() -> dict[str, Any]:
@@ -114,12 +130,16 @@ class ClaudeHost(ProcessHost):
         #: and the job see different Claude Code folders): the run fails, it cannot be
         #: routed or acknowledged.
         self.misplaced: str | None = None
+        #: Permission prompts become roost dialogs (``claudePermissionPrompts: "ask"``);
+        #: False: they are refused at once (``"none"``).
+        self.ask_permissions = True
 
     # ------------------------------------------------------------------ lifecycle
 
     async def open(self, job: JobInfo, services: WorkerServices) -> set[int]:
         self.job, self.services = job, services
         self.session_id = session_id_of(job.session)
+        self.ask_permissions = permission_prompts() == "ask"
         self.take_lock(job)
         self.transcript = TranscriptSeqs(job.session, self.session_id)
         self.transcript.scan()
@@ -141,9 +161,14 @@ class ClaudeHost(ProcessHost):
             argv += ["--session-id", self.session_id]
         argv += ["--settings", json.dumps(job_settings())]
         argv += ["--mcp-config", json.dumps({"mcpServers": {SERVER_NAME: mcp_server_config()}})]
-        # roost's own tools are governed by roost's policy; anything else that would need
-        # a permission prompt is refused (nobody is there to answer it).
-        argv += ["--allowedTools", f"mcp__{SERVER_NAME}", "--permission-prompts", "none"]
+        # roost's own tools are governed by roost's policy. Anything else that would need a
+        # permission prompt asks the user through roost's permission tool (a dialog), or,
+        # with ``claudePermissionPrompts: "none"``, is refused at once.
+        argv += ["--allowedTools", f"mcp__{SERVER_NAME}"]
+        if self.ask_permissions:
+            argv += ["--permission-prompts", "host", "--permission-prompt-tool", f"mcp__{SERVER_NAME}__{PERMISSION_TOOL}"]
+        else:
+            argv += ["--permission-prompts", "none"]
         model = self.job.model
         if model and "/" not in model:  # "provider/id" is pi's form, not a Claude model
             argv += ["--model", model]
@@ -255,13 +280,26 @@ class ClaudeHost(ProcessHost):
         assert self.services is not None
         op = frame.get("op")
         if op == "hello":
-            return {"tools": self.tool_definitions(), "mode": "job"}
+            tools = self.tool_definitions() + ([permission.TOOL] if self.ask_permissions else [])
+            return {"tools": tools, "mode": "job"}
+        if op == "permission" and self.ask_permissions:
+            return await self.ask_permission(frame)
         if op == "tool_call":
             ok, text = await self.services.call_tool(str(frame.get("name")), dict(frame.get("args") or {}))
             return {"ok": ok, "text": text}
         if op == "hook":
             return {"output": await self.answer_hook(str(frame.get("event")), dict(frame.get("input") or {}))}
         raise ValueError(f"unknown op {op!r}")
+
+    async def ask_permission(self, frame: dict[str, Any]) -> dict[str, Any]:
+        """Claude Code asks to run a tool: a dialog for the user (``allow``/``deny``),
+        whose answer is the permission tool's result. The answer is acked at once: it is
+        in no transcript, and run again as a prompt it would be the user's word out of place."""
+        assert self.services is not None
+        tool_name, tool_input = str(frame.get("tool_name") or "a tool"), frame.get("input")
+        answer = await self.services.dialog(permission.question(tool_name, tool_input), PERMISSION_OPTIONS)
+        self.services.delivered(answer)
+        return {"text": json.dumps(permission.decision((answer.text or answer.content).strip(), tool_input))}
 
     def tool_definitions(self) -> list[dict[str, Any]]:
         services: Any = self.services

@@ -54,6 +54,7 @@ class AgentRows:
                     "summary": peer.summary,
                     "question": peer.question,
                     "dialog": bool(job and job.dialog),
+                    "dialogOptions": job.dialog_options if job and job.dialog else None,
                     "activity": activity,
                     "onMessage": peerstate.ON_MESSAGE[activity],
                     "parentSession": peer.parent_session,

@@ -153,6 +153,7 @@ class Daemon:
             Route("watch", OPS["watch"], jobs.op_watch),
             Route("dead", OPS["dead"], jobs.op_dead),
             Route("reply", OPS["reply"], jobs.op_reply),
+            Route("answer", OPS["answer"], jobs.op_answer),
             Route("stop", OPS["stop"], jobs.op_stop),
             Route("remove", OPS["remove"], jobs.op_remove),
             Route("log", OPS["log"], jobs.op_log),

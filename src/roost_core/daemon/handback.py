@@ -130,6 +130,7 @@ class Handback:
         job.question = run.question
         job.error = run.error
         job.dialog = False
+        job.dialog_options = None
         # The summary the settled status will send too, so state and summary change at once.
         job.summary = next((line.strip()[:200] for line in (run.result or run.question or "").splitlines() if line.strip()), None)
         job.crashes = 0

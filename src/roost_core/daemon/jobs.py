@@ -17,6 +17,7 @@ PERSISTED = (
     "state", "status", "summary", "question", "error", "created", "updated",
     "parent_session", "parent_peer", "root_session", "depth", "spawned",
     "worker_pid", "worker_create_time", "worker_mark", "host_pid", "crashes", "undelivered_report", "dialog",
+    "dialog_options",
     "run_trace", "run_hops", "parent_streak", "ended_reported", "handback_run", "run_causes",
     "run_broadcast_chain", "usage", "budget_told", "watchers", "stopped_from", "request_key",
 )
@@ -28,7 +29,7 @@ class Job(NotesChanges):
     note every change (:mod:`~roost_core.daemon.changes`), so the daemon's peer table is
     built again after any of them moves."""
 
-    shown: ClassVar[frozenset[str]] = frozenset({"name", "host", "cwd", "session", "state", "status", "summary", "question", "parent_session", "parent_peer", "root_session", "worker_pid", "dialog", "crashes"})
+    shown: ClassVar[frozenset[str]] = frozenset({"name", "host", "cwd", "session", "state", "status", "summary", "question", "parent_session", "parent_peer", "root_session", "worker_pid", "dialog", "dialog_options", "crashes"})
 
     id: str
     name: str
@@ -62,6 +63,8 @@ class Job(NotesChanges):
     crashes: int = 0
     undelivered_report: dict[str, Any] | None = None
     dialog: bool = False
+    #: The open dialog's options when it is a choice (None: any text answers it).
+    dialog_options: list[str] | None = None
     run_trace: str | None = None
     run_hops: int = 0
     parent_streak: int = 0
@@ -102,6 +105,8 @@ class Job(NotesChanges):
     #: forgotten when a shown field moves (NotesChanges), so a peer table built again
     #: after another record's change makes no new entry for this one.
     kept_info: tuple[bool, PeerInfo] | None = attrs.field(default=None, init=False, repr=False)
+    #: ``dialog`` as the tree's foreground sessions were last told it (daemon.dialognotices).
+    dialog_told: bool = attrs.field(default=False, init=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         data = {name: getattr(self, name) for name in PERSISTED}
@@ -179,6 +184,7 @@ class Job(NotesChanges):
             "workerPid": self.worker_pid,
             "hostPid": self.host_pid,
             "dialog": self.dialog,
+            "dialogOptions": self.dialog_options if self.dialog else None,
             "pending": len(self.queue.items),
             "parentSession": self.parent_session,
             "parentPeer": self.parent_peer,
@@ -205,7 +211,7 @@ RECORD_TYPES: dict[str, tuple[type, ...]] = {
     "question": _OPT_STR, "error": _OPT_STR, "created": _NUMBER, "updated": _NUMBER,
     "parent_session": _OPT_STR, "parent_peer": _OPT_STR, "root_session": _OPT_STR, "depth": (int,),
     "spawned": (bool,), "worker_pid": (int, type(None)), "worker_create_time": _OPT_NUMBER, "crashes": (int,),
-    "undelivered_report": (dict, type(None)), "dialog": (bool,), "run_trace": _OPT_STR, "run_hops": (int,),
+    "undelivered_report": (dict, type(None)), "dialog": (bool,), "dialog_options": (list, type(None)), "run_trace": _OPT_STR, "run_hops": (int,),
     "parent_streak": (int,), "ended_reported": (bool,), "handback_run": (int,), "run_causes": (list,),
     "run_broadcast_chain": (bool,), "usage": (dict, type(None)), "budget_told": (bool,), "watchers": (list,),
     "stopped_from": _OPT_STR, "request_key": _OPT_STR,

@@ -26,9 +26,10 @@ from roost_core.daemon.tables import PeerTables
 from roost_core.daemon.watch import Watchers
 from roost_core.daemon.watches import Watches
 from roost_core.daemon.workers import Workers
+from roost_core.dialogs import choice_of, options_text
 from roost_core.hosts import session_seqs
 from roost_core.paths import Paths
-from roost_core.protocol import BAD_ARGS, JOB_STOPPED, ProtocolError
+from roost_core.protocol import BAD_ARGS, JOB_STOPPED, NO_DIALOG, NOT_AN_OPTION, ProtocolError
 from roost_core.store import JournalError
 from roost_core.transcript import read_entries
 
@@ -173,6 +174,34 @@ class JobOps:
         item, outcome = await self.maker.enqueue(job, "reply", text, trace=f"t-{job.id}-{job.queue.next_seq()}", msg_id=msg_id)
         return {"id": job.id, "seq": item.seq, "result": outcome}
 
+    async def op_answer(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        """The user answers a job's open dialog (``roost answer``); without ``text``, the
+        dialog is only shown. A choice takes one of its options (or its number), written
+        as the dialog lists it; any other text answers an open question."""
+        job = self.registry.job_by_ref(args["job"])
+        if not job.dialog:
+            raise ProtocolError(NO_DIALOG, f"job {job.id} ({job.name}) has no dialog open: nothing to answer")
+        options = job.dialog_options or []
+        shown = {"id": job.id, "name": job.name, "question": job.question, "options": options or None}
+        text = args.get("text")
+        if text is None:
+            return shown
+        if options:
+            choice = choice_of(text, options)
+            if choice is None:
+                raise ProtocolError(NOT_AN_OPTION, f"{text.strip()!r} is not one of the dialog's options: {options_text(options)}", options=options)
+        elif not text.strip():
+            raise ProtocolError(BAD_ARGS, "answer: text is empty")
+        else:
+            choice = text
+        answer = await self.op_reply(conn, {"job": job.id, "text": choice, **({"key": args["key"]} if "key" in args else {})})
+        # Answered: a second answer before the worker closes the dialog is refused
+        # (it would start a run of its own), and the views stop asking at once.
+        job.dialog = False
+        job.dialog_options = None
+        self.registry.save(job)
+        return {**shown, **answer, "answer": choice}
+
     async def op_stop(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         job = self.registry.job_by_ref(args["job"])
         was = job.state
@@ -181,6 +210,7 @@ class JobOps:
             job.stopped_from = was
         job.state = "stopped"
         job.dialog = False
+        job.dialog_options = None
         self.registry.save(job)
         if job.worker_pid is not None:
             self.workers.shut_down(job, "stopped")

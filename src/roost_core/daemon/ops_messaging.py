@@ -10,7 +10,7 @@ from typing import Any
 
 from roost_core import identity, locks, policy
 from roost_core.config import Config
-from roost_core.daemon import changes
+from roost_core.daemon import changes, dialognotices
 from roost_core.daemon.budgets import Budgets
 from roost_core.daemon.callers import chain_of_caller, sender_info
 from roost_core.daemon.connection import Connection
@@ -180,6 +180,7 @@ class Messaging:
         peer.conn = conn
         conn.peer = peer
         self.watchers.touch()
+        dialognotices.tell_joined(self.jobs, peer)
         return {
             "id": peer.id,
             "name": peer.name,

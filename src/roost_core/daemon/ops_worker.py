@@ -18,6 +18,7 @@ from roost_core.daemon.tasks import Clock, Tasks
 from roost_core.daemon.tools import ToolBox
 from roost_core.daemon.watch import Watchers
 from roost_core.daemon.watches import Watches
+from roost_core.dialogs import clean_options
 from roost_core.protocol import CONFLICT, UNAUTHORIZED, ProtocolError
 
 log = logging.getLogger("roost.daemon")
@@ -126,14 +127,19 @@ class WorkerOps:
         if job.state == "stopped":
             # The user's stop wins over a status the worker sent before it heard of it;
             # a job stopped when it had failed keeps that failure's error.
-            held = ("state", "dialog", "error") if job.stopped_from == "failed" else ("state", "dialog")
+            held = ("state", "dialog", "dialogOptions", "error") if job.stopped_from == "failed" else ("state", "dialog", "dialogOptions")
             args = {key: value for key, value in args.items() if key not in held}
         for key in ("state", "status", "summary", "question", "error"):
             if key in args:
                 setattr(job, key, args[key])
+        if "dialogOptions" in args:
+            options = args["dialogOptions"]
+            job.dialog_options = clean_options(options) if options else None
         if "dialog" in args:
             asking = bool(args["dialog"]) and not job.dialog
             job.dialog = bool(args["dialog"])
+            if not job.dialog:
+                job.dialog_options = None
             if asking:
                 self.watches.fire(job, "asks")
         if "trace" in args:

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from roost_core import routing
+from roost_core.daemon import dialognotices
 from roost_core.daemon.delivery import not_stored
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
@@ -69,6 +70,11 @@ class Registry:
         write."""
         job.updated = time.time()
         self.watchers.touch()
+        if job.dialog is not job.dialog_told:
+            # A dialog opened or closed (whatever closed it: an answer, a stop, a crash):
+            # the person at the tree's foreground session is told.
+            job.dialog_told = job.dialog
+            dialognotices.tell(self.jobs, self.foreground, job.tree)
         self.dirty[job.id] = job
         if not self._records_due:
             self._records_due = True

@@ -263,6 +263,7 @@ class Workers:
         job.host_pid = None
         job.reaping = False
         job.dialog = False
+        job.dialog_options = None
         if not clean:
             job.crashes += 1
             if job.state == "running":

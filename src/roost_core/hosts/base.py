@@ -9,6 +9,7 @@ the host reaches them only through :class:`WorkerServices`.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -65,8 +66,10 @@ class WorkerServices(Protocol):
     def tool_names(self) -> list[str]:
         """The roost tools this session has (empty with ``agentTools: false``)."""
 
-    async def dialog(self, question: str) -> Item:
-        """Open a dialog and wait for the user's answer (a reply item, not yet delivered)."""
+    async def dialog(self, question: str, options: Sequence[str] = ()) -> Item:
+        """Open a dialog and wait for the user's answer (a reply item, not yet delivered).
+        With ``options`` it is a choice: ``roost answer`` takes only one of them (as
+        written here); without, any text answers it."""
 
     async def status(self, **fields: Any) -> None:
         """Tell the daemon about a change (``status``, ``summary``...)."""

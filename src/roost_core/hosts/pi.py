@@ -40,6 +40,7 @@ import anyio
 from anyio.abc import SocketAttribute
 
 from roost_core import locks, platform
+from roost_core.dialogs import CONFIRM_OPTIONS, MAX_OPTIONS, choice_of, clean_options
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exited
 from roost_core.hosts.process import ProcessHost, SessionTail
 from roost_core.queue import Item
@@ -475,22 +476,26 @@ class PiHost(ProcessHost):
         self.notify()
 
     async def answer_dialog(self, request: dict[str, Any]) -> None:
-        """A dialog in pi: the user answers through roost (``roost reply``)."""
+        """A dialog in pi: the user answers through roost (``roost answer``, ``roost
+        reply``, the view). A confirm is a choice of yes/no, a select one of its options;
+        an input or editor takes any text."""
         assert self.services is not None
         method = request.get("method")
         question = " — ".join(str(part) for part in (request.get("title"), request.get("message")) if part)
-        options = [str(option) for option in request.get("options") or []]
-        if options:
-            question += "\n" + "\n".join(f"- {option}" for option in options)
-        answer = await self.services.dialog(question or "pi asks for input")
+        # pi's own options, and the same as roost shows them (one line each, cut).
+        raw = [str(option) for option in request.get("options") or []][:MAX_OPTIONS] if method == "select" else []
+        options = list(CONFIRM_OPTIONS) if method == "confirm" else clean_options(raw)
+        answer = await self.services.dialog(question or "pi asks for input", options)
         text = (answer.text or answer.content).strip()
         response: dict[str, Any] = {"type": "extension_ui_response", "id": request.get("id")}
         if method == "confirm":
             response["confirmed"] = bool(YES.match(text))
         elif method == "select":
-            chosen = next((o for o in options if o.lower() == text.lower()), None)
-            chosen = chosen or next((o for o in options if o.lower().startswith(text.lower())), None)
-            response.update({"value": chosen} if chosen else {"cancelled": True})
+            # ``roost answer`` gives an option as listed; a plain ``roost reply`` may give
+            # its number or the start of one.
+            shown = choice_of(text, options) or next((o for o in options if o.lower().startswith(text.lower())), None)
+            chosen = raw[options.index(shown)] if shown is not None else None
+            response.update({"value": chosen} if chosen is not None else {"cancelled": True})
         else:
             response["value"] = text
         assert self.stdin is not None

@@ -368,7 +368,7 @@ class ScriptedHost:
             output = (result.stdout + result.stderr).decode("utf-8", "replace")
             return result.returncode == 0, output, None
         if name == "confirm":
-            answer = await self.services.dialog(str(args.get("question", "Continue?")))
+            answer = await self.services.dialog(str(args.get("question", "Continue?")), [str(o) for o in args.get("options") or []])
             return True, answer.text or answer.content, answer
         return False, f"unknown tool {name!r}", None
 
@@ -399,7 +399,8 @@ def tool_of(step: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     if "shell" in step:
         return "bash", {"command": step["shell"]}
     if "dialog" in step:
-        return "confirm", {"question": step["dialog"]}
+        # ``options``: a choice (``roost answer`` takes only one of them); else any text.
+        return "confirm", {"question": step["dialog"], **({"options": list(step["options"])} if step.get("options") else {})}
     for key, tool in SHORTHANDS.items():
         if key in step:
             value = step[key]

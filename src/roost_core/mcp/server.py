@@ -27,7 +27,7 @@ from typing import Any
 
 import anyio
 
-from roost_core.claude import BRIDGE_ENV
+from roost_core.claude import BRIDGE_ENV, PERMISSION_TOOL
 
 log = logging.getLogger("roost.mcp")
 
@@ -96,6 +96,8 @@ async def run_job_mode(bridge_path: str) -> None:
         return tools
 
     async def call_tool(name: str, args: dict[str, Any]) -> tuple[bool, str]:
+        if name == PERMISSION_TOOL:
+            return True, await ask_permission(bridge_path, args)
         answer = await bridge.call("tool_call", name=name, args=args)
         return bool(answer.get("ok")), str(answer.get("text", ""))
 
@@ -103,6 +105,19 @@ async def run_job_mode(bridge_path: str) -> None:
         await serve_stdio(build_server(list_tools, call_tool))
     finally:
         await bridge.aclose()
+
+
+async def ask_permission(bridge_path: str, args: dict[str, Any]) -> str:
+    """Claude Code's permission prompt, asked of the worker on a connection of its own:
+    it waits for the user, and the roost tools' calls must not wait behind it."""
+    from roost_core.claude.bridge import AsyncBridgeClient
+
+    bridge = await AsyncBridgeClient.connect(bridge_path)
+    try:
+        answer = await bridge.call("permission", tool_name=args.get("tool_name"), input=args.get("input"), tool_use_id=args.get("tool_use_id"))
+    finally:
+        await bridge.aclose()
+    return str(answer.get("text", ""))
 
 
 # ---------------------------------------------------------------------- foreground mode

@@ -35,6 +35,8 @@ const SEQ_ENTRY = "pi-roost-seq";
 /** A custom entry a foreground session gets when it first becomes a roost peer. */
 const PEER_ENTRY = "pi-roost-peer";
 const STATUS_KEY = "roost";
+/** The footer entry that says a background session of this tree waits for the user. */
+const DIALOG_STATUS_KEY = "roost-dialog";
 const SOCKET_TIMEOUT_MS = 30_000;
 /** How long a tool call is asked again (with its key) while no daemon answers. */
 const REASK_MS = 60_000;
@@ -195,6 +197,22 @@ function errorText(err: unknown): string {
 /** ``text`` safe to draw on the terminal, as roost's CLI draws names (roost_core.names.shown):
  * a job's name is kept as typed, so its controls, bidi and invisible format characters and
  * its line or paragraph separators are drawn as escapes (``\t``, ``\x1b``, ``\u202e``). */
+/**
+ * The footer line for the tree's sessions that wait on a dialog (the `dialogs` event), or
+ * undefined when none does: one names its question, options and the command that answers.
+ */
+function dialogStatus(waiting: Json[]): string | undefined {
+	if (waiting.length === 0) return undefined;
+	if (waiting.length > 1) {
+		return `⚠ ${waiting.length} background sessions wait for you: ${waiting.map((w) => shown(String(w.name))).join(", ")} — /roost-answer, or roost answer ID`;
+	}
+	const w = waiting[0];
+	let question = String(w.question ?? "").replace(/\s+/g, " ").trim();
+	if (question.length > 80) question = `${question.slice(0, 79)}…`;
+	const options = Array.isArray(w.options) && w.options.length ? ` [${w.options.map(String).join(" / ")}]` : "";
+	return `⚠ ${shown(String(w.name))} waits for you: ${shown(question)}${options} — /roost-answer, or roost answer ${w.id}${options ? " CHOICE" : " TEXT"}`;
+}
+
 function shown(text: string): string {
 	return text.replace(/[\p{Cc}\p{Cf}\p{Cs}\p{Zl}\p{Zp}]/gu, (ch) => {
 		const short: Record<string, string> = { "\t": "\\t", "\n": "\\n", "\r": "\\r" };
@@ -527,6 +545,8 @@ export default async function roost(pi: ExtensionAPI) {
 		const seenIds = new Set<string>();
 		let lastSeq = 0;
 		let copies: number[] = [];
+		/** The tree's sessions on a dialog, as the last `dialogs` event listed them. */
+		let waitingDialogs: Json[] = [];
 
 		const eligible = async (ctx: ExtensionContext): Promise<string | null> => {
 			if (!ctx.hasUI) return "this pi has no UI";
@@ -656,6 +676,13 @@ export default async function roost(pi: ExtensionAPI) {
 				peer = null;
 				return;
 			}
+			if (frame.event === "dialogs") {
+				// A background session of this tree waits on a dialog (or no longer does):
+				// only the user can answer it, so the footer says so until it is answered.
+				waitingDialogs = Array.isArray(frame.waiting) ? frame.waiting : [];
+				ctxRef?.ui.setStatus(DIALOG_STATUS_KEY, dialogStatus(waitingDialogs));
+				return;
+			}
 			if (frame.event !== "deliver") return;
 			const seq = Number(frame.seq);
 			if (Number.isInteger(seq)) lastSeq = Math.max(lastSeq, seq);
@@ -759,6 +786,37 @@ export default async function roost(pi: ExtensionAPI) {
 			link?.close();
 			link = null;
 			if (lockedFile) releaseLock(lockedFile);
+		});
+
+		pi.registerCommand("roost-answer", {
+			description: "Answer a background session's dialog (the footer says which waits)",
+			handler: async (_args, ctx) => {
+				if (waitingDialogs.length === 0) {
+					ctx.ui.notify("roost: no background session waits on a dialog", "info");
+					return;
+				}
+				let dialog = waitingDialogs[0];
+				if (waitingDialogs.length > 1) {
+					const labels = waitingDialogs.map((w) => `${shown(String(w.name))} (${w.id})`);
+					const picked = await ctx.ui.select("Which session's dialog?", labels);
+					if (picked === undefined) return;
+					dialog = waitingDialogs[labels.indexOf(picked)];
+				}
+				const title = `${shown(String(dialog.name))} asks: ${shown(String(dialog.question ?? ""))}`;
+				const options = Array.isArray(dialog.options) ? dialog.options.map(String) : [];
+				// pi's own dialog, in this terminal; the daemon checks the answer (op answer).
+				const text = options.length ? await ctx.ui.select(title, options) : await ctx.ui.input(title);
+				if (text === undefined) return;
+				const conn = await connectDaemon();
+				try {
+					const answer = await conn.call("answer", { job: dialog.id, text, key: randomUUID() });
+					ctx.ui.notify(`roost: answered ${answer.name} (${answer.id}): ${answer.answer}`, "info");
+				} catch (err) {
+					ctx.ui.notify(`roost: ${errorText(err)}`, "error");
+				} finally {
+					conn.close();
+				}
+			},
 		});
 
 		pi.registerCommand("roost-background", {

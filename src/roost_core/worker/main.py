@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -21,6 +22,7 @@ import attrs
 
 from roost_core import faults
 from roost_core.client import AsyncClient, DaemonUnavailable, new_key
+from roost_core.dialogs import clean_options
 from roost_core.hosts import registered_hosts
 from roost_core.hosts.base import JobInfo, RunOutcome
 from roost_core.peerlink import PeerLink
@@ -301,17 +303,25 @@ class Worker:
             return False, f"error: {exc}"
         return bool(result.get("ok")), str(result.get("text", ""))
 
-    async def dialog(self, question: str) -> Item:
+    async def dialog(self, question: str, options: Sequence[str] = ()) -> Item:
         self.queue.dialog_open = True
-        await self.status(state="needs_input", question=question, dialog=True)
-        while True:
-            answer = self.queue.take_reply()
-            if answer is not None:
-                self.run_items.append(answer)
-                break
-            await self.queue.changed()
+        try:
+            await self.status(state="needs_input", question=question, dialog=True, dialogOptions=clean_options(options) or None)
+            while True:
+                answer = self.queue.take_reply()
+                if answer is not None:
+                    self.run_items.append(answer)
+                    break
+                await self.queue.changed()
+        except BaseException:
+            # The dialog's host went away unanswered (its process died, the run ended):
+            # the queue is not held for it, and the next status the worker sends (the
+            # run's settle) says it is closed.
+            self.queue.dialog_open = False
+            self.status_fields.update(dialog=False, dialogOptions=None)
+            raise
         self.queue.dialog_open = False
-        await self.status(state="running", question=None, dialog=False)
+        await self.status(state="running", question=None, dialog=False, dialogOptions=None)
         return answer
 
     async def start_host_process(self, argv: list[str], *, env: dict[str, str] | None = None, cwd: str | None = None) -> Any:
