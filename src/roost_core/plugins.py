@@ -53,6 +53,7 @@ DEFAULT_PLUGINS: dict[str, str] = {
     "shell": "roost_plugins.hosts.shell",
     "pi": "roost_plugins.hosts.pi",
     "claude": "roost_plugins.hosts.claude",
+    "qwen": "roost_plugins.hosts.qwen",
 }
 
 #: Plugins that cannot be blocked. None today: the core has a safe default for each hook.

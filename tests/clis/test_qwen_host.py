@@ -5,14 +5,18 @@ qwen``, a parent's ``roost_spawn``), and ``roost qwen install | uninstall``."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 from conftest import wait_until
 from fg import in_thread, run_async, send, session, spawn
 from pikit import roost_bin
-from clifake import scripted
+import proctools
+from clifake import scripted, users
 from qwenkit import session_records
 
+from roost_core.hosts import registered_hosts, session_seqs
+from roost_core.plugins import make_plugin_manager
 from roost_core.policy import NO_USER_AUTHORITY
 
 AUTHORITY_LINE = NO_USER_AUTHORITY.splitlines()[0]
@@ -42,6 +46,8 @@ def test_roost_start_runs_qwen_code_in_its_own_session_and_roost_log_renders_it(
     assert session_file.startswith(str(qwen_host.home / ".qwen" / "projects")) and "/chats/" in session_file
     records = session_records(session_file)
     assert prompts(records) == ["[roost seq 1]\nbuild the thing"]
+    # What a restarted worker and the daemon's restore check read from it: seq 1 is in.
+    assert session_seqs(registered_hosts(make_plugin_manager(autoload=False))["qwen"], session_file) == {1}
     [request] = scripted(fake)
     # roost's tools reach the model through Qwen Code's MCP client (deferred: named in
     # the conversation, called through tool_call).
@@ -52,3 +58,127 @@ def test_roost_start_runs_qwen_code_in_its_own_session_and_roost_log_renders_it(
     shown = subprocess.run([roost_bin(), "log", job], env=qwen_host.env, capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.splitlines() == ["› you: build the thing", "assistant: Done: build the thing"]
+
+
+def test_a_qwen_child_reports_to_its_parent_once_and_is_woken_by_its_answer(qwen_host, tmp_path):
+    scenario = {
+        "run": [{"steps": [{"agents": {}}, {"say": "Which colour, red or blue?"}]}],
+        "default": {"steps": [{"say": "painted it {input}"}]},
+    }
+    fake = qwen_host.fake(scenario)
+    daemon = qwen_host.daemon()
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "paint the shed", "painter", host="qwen")
+            await lead.wait_for_delivery(1, timeout=90)
+            ok, text, _data = await send(lead, kid, "blue")
+            assert ok, text
+            await lead.wait_for_delivery(2, timeout=90)
+            await in_thread(daemon.wait_job, kid, timeout=60)
+            return kid, list(lead.delivered)
+
+    kid, delivered = run_async(story)
+    # The child's roost tools (Qwen Code's MCP client, roost mcp in job mode) run through
+    # its worker: it sees its parent.
+    listing = next(r for r in scripted(fake) if any(m["role"] == "tool" for m in r["chat"]))
+    tool_text = json.dumps([m["content"] for m in listing["chat"] if m["role"] == "tool"])
+    assert "lead" in tool_text and "[parent]" in tool_text, tool_text
+    # Each report once, framed as the child's.
+    assert [d["kind"] for d in delivered] == ["report", "report"]
+    assert "Which colour, red or blue?" in delivered[0]["content"] and "painted it blue" in delivered[1]["content"]
+    assert all(d["fromName"] == "painter" and d["relation"] == "child" and AUTHORITY_LINE in d["content"] for d in delivered)
+    # The answer started the next turn as a prompt of its own: marker, then the framed item.
+    said = prompts(session_records(daemon.record(kid)["session"]))
+    assert said[0] == "[roost seq 1]\npaint the shed"
+    assert said[1].startswith("[roost seq 2]\n<agent-message from=\"lead\"") and AUTHORITY_LINE in said[1] and len(said) == 2
+    assert scripted(fake)[-1]["reply"]["text"] == "painted it blue"
+    assert daemon.job(kid)["pending"] == 0
+    shown = subprocess.run([roost_bin(), "log", kid], env=qwen_host.env, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == "› you: paint the shed" and "assistant: Which colour, red or blue?" in lines
+    at = next(n for n, line in enumerate(lines) if re.fullmatch(r"✉ message from lead \(parent\) · m[0-9a-f]{8}", line))
+    assert lines[at + 1] == "│ blue" and lines[-1] == "assistant: painted it blue"
+    assert not any("[roost seq" in line for line in lines), lines
+
+
+def test_a_message_sent_during_a_tool_arrives_mid_turn_after_the_tool_result(qwen_host, tmp_path):
+    gate = tmp_path / "gate"
+    scenario = {
+        "run": [{"steps": [{"wait_for": str(gate)}, {"shell": "echo second tool"}, {"say": "after the tools"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    }
+    fake = qwen_host.fake(scenario)
+    daemon = qwen_host.daemon()
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "do the slow thing", "slowpoke", host="qwen")
+            await in_thread(wait_until, lambda: len(scripted(fake)) >= 1, 90, what="the first model call")
+            ok, text, data = await send(lead, kid, "also check the docs")
+            assert ok and data["result"] == "delivered", text
+            gate.write_text("go")
+            await lead.wait_for_delivery(1, timeout=90)
+            await in_thread(daemon.wait_job, kid, timeout=60)
+            return kid, list(lead.delivered)
+
+    kid, delivered = run_async(story)
+    records = session_records(daemon.record(kid)["session"])
+    # Handed over by PostToolUse, once: Qwen Code appended it to the tool's output, with
+    # every hook context's < and > escaped (the frame reads &lt;agent-message ...&gt;).
+    handed = [out for out in tool_outputs(records) if "also check the docs" in out]
+    assert len(handed) == 1, handed
+    assert "\n[roost seq 2]\n&lt;agent-message from=\"lead\"" in handed[0] and AUTHORITY_LINE in handed[0], handed[0][-1500:]
+    assert prompts(records) == ["[roost seq 1]\ndo the slow thing"]
+    # The model saw it mid-turn, in the tool result before its next answer.
+    requests = scripted(fake)
+    seen = next(i for i, r in enumerate(requests) if "also check the docs" in json.dumps(r["chat"][-1]))
+    assert requests[seen]["chat"][-1]["role"] == "tool" and requests[-1]["reply"]["text"] == "after the tools"
+    assert [d["kind"] for d in delivered] == ["report"] and "after the tools" in delivered[0]["content"]
+    assert daemon.job(kid)["pending"] == 0
+    shown = subprocess.run([roost_bin(), "log", kid], env=qwen_host.env, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    at = next(n for n, line in enumerate(lines) if re.fullmatch(r"✉ message from lead \(parent\) · m[0-9a-f]{8}", line))
+    assert lines[at + 1] == "│ also check the docs" and lines[-1] == "assistant: after the tools"
+
+
+def test_a_worker_killed_mid_run_hands_the_message_over_once_and_leaves_no_process(qwen_host, tmp_path):
+    gate = tmp_path / "gate"
+    scenario = {
+        "run": [{"match": "first task", "steps": [{"say": "ready"}]},
+                {"match": "wait here", "steps": [{"wait_for": str(gate)}, {"say": "waited"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    }
+    fake = qwen_host.fake(scenario)
+    daemon = qwen_host.daemon()
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "first task", "sleeper", host="qwen")
+            await lead.wait_for_delivery(1, timeout=90)
+            ok, text, _data = await send(lead, kid, "wait here")
+            assert ok, text
+            # Qwen Code has the message (its session file holds the prompt) and runs the
+            # tool. Kill -9 the worker.
+            await in_thread(wait_until, lambda: proctools.with_cmdline(str(gate)), 90, what="the tool running")
+            row = daemon.job(kid)
+            everything = proctools.tree(row["hostPid"])
+            assert proctools.with_cmdline(str(gate)) <= everything
+            proctools.kill9(row["workerPid"])
+            settled = await in_thread(wait_until, lambda: (r := daemon.job(kid))["state"] == "failed" and r["workerPid"] != row["workerPid"] and r, 90,
+                                      what="the run failed and a new worker took the job")
+            return kid, everything, settled
+
+    kid, everything, settled = run_async(story)
+    assert "worker died during a run" in settled["error"], settled
+    # The new worker finds the message in the session file: settled, not run again.
+    wait_until(lambda: daemon.job(kid)["pending"] == 0, 90, what="the message settled")
+    # Nothing of the killed run lives on: Qwen Code, its MCP server, the tool's shell.
+    left = {p for p in everything if proctools.alive(p)}
+    assert left == set(), f"alive after the worker was killed: {left}"
+    # The message went in once, and the model saw it once.
+    records = session_records(daemon.record(kid)["session"])
+    assert sum("wait here" in p for p in prompts(records)) == 1
+    assert sum(1 for r in scripted(fake) if r["chat"][-1]["role"] == "user" and "wait here" in users(r)[-1]) == 1

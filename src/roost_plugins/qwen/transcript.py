@@ -7,7 +7,8 @@ message{role, parts}, usageMetadata?}``. roost never writes into it; it reads:
 - which queue seqs it holds: a ``user`` record (a prompt roost wrote: the task, replies,
   agent items at the end of a turn) whose text starts with the marker line ``[roost seq
   ...]``, and a ``tool_result`` whose output ends with a ``PostToolUse`` hook's context
-  (Qwen Code appends it to the tool's output), which starts with the marker line;
+  (Qwen Code appends it to the tool's output, ``<`` and ``>`` escaped as ``&lt;`` and
+  ``&gt;``), which starts with the marker line;
 - what the session spent: every model answer (``assistant``) carries ``usageMetadata``.
 
 A ``Stop`` hook's reason is never written there (``tests/clis/test_qwen.py``), which is why
@@ -54,6 +55,12 @@ def split_hook_context(output: str) -> tuple[str, str]:
         if MARKER.match(lines[index].strip()):
             return "\n".join(lines[:index]), "\n".join(lines[index:])
     return output, ""
+
+
+def unescaped(context: str) -> str:
+    """A hook's context as roost wrote it: Qwen Code escapes ``<`` and ``>`` in every
+    hook's ``additionalContext`` (the model reads ``&lt;agent-message ...&gt;``)."""
+    return context.replace("&lt;", "<").replace("&gt;", ">")
 
 
 def record_seqs(record: dict[str, Any]) -> list[int]:
@@ -156,6 +163,6 @@ def entries_of(raw: dict[str, Any]) -> list[TranscriptEntry]:
             result, context = split_hook_context(output)
             shaped = {"message": {"role": "toolResult", "toolName": name, "isError": False}}
             out.append(TranscriptEntry(type="message", role="toolResult", text=result, raw=shaped))
-            out.extend(handed_items(context))
+            out.extend(handed_items(unescaped(context)))
         return out
     return []
