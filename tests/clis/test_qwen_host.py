@@ -5,7 +5,9 @@ qwen``, a parent's ``roost_spawn``), and ``roost qwen install | uninstall``."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 
 from conftest import wait_until
@@ -182,3 +184,82 @@ def test_a_worker_killed_mid_run_hands_the_message_over_once_and_leaves_no_proce
     records = session_records(daemon.record(kid)["session"])
     assert sum("wait here" in p for p in prompts(records)) == 1
     assert sum(1 for r in scripted(fake) if r["chat"][-1]["role"] == "user" and "wait here" in users(r)[-1]) == 1
+
+
+# ---------------------------------------------------------------------------- the user's own Qwen Code
+
+
+def roost(qwen_host, *args):
+    return subprocess.run([roost_bin(), *args], env=qwen_host.env, capture_output=True, text=True, timeout=60)
+
+
+def test_install_and_uninstall_keep_the_users_settings(qwen_host):
+    mine = json.loads(qwen_host.settings_file.read_text())
+    mine["mcpServers"] = {"theirs": {"command": "their-server"}}
+    mine["hooks"] = {"Stop": [{"hooks": [{"type": "command", "command": "their-stop-hook"}]}]}
+    qwen_host.settings_file.write_text(json.dumps(mine))
+    first = roost(qwen_host, "qwen", "install")
+    assert first.returncode == 0 and "installed in" in first.stdout, first.stderr
+    installed = json.loads(qwen_host.settings_file.read_text())
+    assert installed["mcpServers"]["theirs"] == {"command": "their-server"}
+    assert installed["mcpServers"]["roost"]["args"][-4:] == ["mcp", "--hooks", "--host", "qwen"] and installed["mcpServers"]["roost"]["trust"] is True
+    assert installed["hooks"]["Stop"][0] == mine["hooks"]["Stop"][0] and len(installed["hooks"]["Stop"]) == 2
+    assert sorted(installed["hooks"]) == ["PostToolUse", "Stop", "UserPromptSubmit"]
+    assert {k: v for k, v in installed.items() if k not in ("mcpServers", "hooks")} == {k: v for k, v in mine.items() if k not in ("mcpServers", "hooks")}
+    again = roost(qwen_host, "qwen", "install")
+    assert again.returncode == 0 and "already in" in again.stdout
+    assert json.loads(qwen_host.settings_file.read_text()) == installed
+    gone = roost(qwen_host, "qwen", "uninstall")
+    assert gone.returncode == 0 and "removed from" in gone.stdout
+    assert json.loads(qwen_host.settings_file.read_text()) == mine
+    qwen_host.settings_file.write_text("{not json")
+    broken = roost(qwen_host, "qwen", "install")
+    assert broken.returncode == 1 and broken.stderr.startswith("roost: bad_config: ") and str(qwen_host.settings_file) in broken.stderr
+    assert qwen_host.settings_file.read_text() == "{not json"
+
+
+def test_an_installed_qwen_session_joins_and_gets_a_message_mid_turn(qwen_host, write_config, tmp_path):
+    write_config({"agentExternalMessages": True})
+    gate = tmp_path / "gate"
+    scenario = {
+        "run": [{"steps": [{"agents": {}}, {"wait_for": str(gate)}, {"say": "saw it"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    }
+    fake = qwen_host.fake(scenario)
+    daemon = qwen_host.daemon()
+    assert roost(qwen_host, "qwen", "install").returncode == 0
+    project = tmp_path / "myproj"
+    project.mkdir()
+    user = subprocess.Popen([qwen_host.binary, "-p", "who is around?", "--output-format", "stream-json", "--yolo"], cwd=project, env=qwen_host.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+
+        async def story():
+            async with session(daemon, tmp_path) as lead:
+                # The user's session joined through roost mcp on its first roost tool call.
+                row = await in_thread(wait_until, lambda: next((a for a in daemon.call("agents")["agents"] if a["name"] == "myproj"), None), 90,
+                                      what="the user's Qwen Code session as a peer")
+                assert row["host"] == "qwen"
+                ok, text, data = await send(lead, row["id"], "the build is green")
+                assert ok and data["result"] == "delivered", text
+                gate.write_text("go")
+                return row
+
+        row = run_async(story)
+        out, err = user.communicate(timeout=120)
+        assert user.returncode == 0, err[-3000:]
+    finally:
+        if user.poll() is None:
+            os.killpg(user.pid, signal.SIGKILL)
+            user.wait()
+    # Handed over mid-turn by a PostToolUse hook (after the roost tool's or the waiting
+    # tool's result), through roost mcp, once.
+    requests = scripted(fake)
+    seen = [r for r in requests if "the build is green" in json.dumps(r["chat"][-1])]
+    assert seen and seen[0]["chat"][-1]["role"] == "tool", seen
+    handed = json.dumps(seen[0]["chat"][-1]["content"])
+    assert "&lt;agent-message from=" in handed and handed.count("the build is green") == 1
+    assert sum(json.dumps(r["chat"]).count("the build is green") for r in requests[-1:]) == 1
+    assert requests[-1]["reply"]["text"] == "saw it"
+    assert next(a for a in daemon.call("agents")["agents"] if a["id"] == row["id"])["pending"] == 0
+    assert "[qwen]" in roost(qwen_host, "agents").stdout

@@ -69,11 +69,15 @@ class McpPeer(LinkedPeer):
         session: str | None = None,
         claude: bool = False,
         claude_session_id: str | None = None,
+        host: str | None = None,
     ) -> None:
         super().__init__(paths, name)
         self.cwd = cwd
         self.client_pid = client_pid
         self.claude = claude
+        #: The client's host (``roost agents`` shows it; ``roost log`` reads the session
+        #: the hooks name as that host writes it).
+        self.host = host
         self.session = str(Path(session).absolute()) if session else None
         #: The Claude Code session id (the transcript's name) when the client is Claude Code.
         self.claude_session_id = claude_session_id
@@ -156,8 +160,8 @@ class McpPeer(LinkedPeer):
         args["lastSeq"] = max([self.queue.watermark, *seen], default=0)
         if session_id:
             args["sessionId"] = session_id
-        if self.claude:
-            args["host"] = "claude"
+        if self.host:
+            args["host"] = self.host
         result = await self.peer_register(client, args)
         if self.transcript is not None:
             self.queue.start(set(self.transcript.seqs))

@@ -8,8 +8,10 @@ session (for clients that cannot be pushed to).
 Two modes, chosen by the environment:
 
 - **foreground** (a user's MCP client): the client's session is a roost peer
-  (:class:`roost_core.mcp.peer.McpPeer`). When the client is Claude Code the server also
-  answers its hooks (``roost claude hook``) over a private socket, so items are pushed.
+  (:class:`roost_core.mcp.peer.McpPeer`). When the client is Claude Code, or with
+  ``--hooks`` (a client whose hooks speak Claude Code's protocol: Qwen Code), the server
+  also answers its hooks (``roost claude hook``, ``roost qwen hook``) over a private
+  socket, so items are pushed.
 - **job** (``ROOST_CLAUDE_BRIDGE`` set: a background Claude Code job): the tools run
   through the job's worker over that bridge; the worker holds the job's identity.
 """
@@ -127,7 +129,8 @@ async def run_foreground(args: argparse.Namespace) -> None:
     name = args.name or os.environ.get("ROOST_NAME") or Path(cwd).name or "mcp"
     tools = await anyio.to_thread.run_sync(daemon_tools, paths)
 
-    async with McpPeer(paths, name=name, cwd=cwd, client_pid=client_pid, session=session, claude=claude, claude_session_id=claude_session_id) as peer:
+    host = args.host or ("claude" if claude else None)
+    async with McpPeer(paths, name=name, cwd=cwd, client_pid=client_pid, session=session, claude=claude, claude_session_id=claude_session_id, host=host) as peer:
 
         async def list_tools() -> list[dict[str, Any]]:
             return [*(peer.tools or tools), INBOX_TOOL]
@@ -139,14 +142,14 @@ async def run_foreground(args: argparse.Namespace) -> None:
 
         server = build_server(list_tools, call_tool)
         async with anyio.create_task_group() as tg:
-            if claude:
+            if claude or args.hooks:
                 await start_hook_bridge(tg, peer, paths, client_pid)
             await serve_stdio(server)
             tg.cancel_scope.cancel()
 
 
 async def start_hook_bridge(tg: Any, peer: Any, paths: Any, client_pid: int) -> None:
-    """Listen for the Claude Code client's hooks (see ``roost_core.claude.hook``)."""
+    """Listen for the client's hooks (see ``roost_core.claude.hook``)."""
     from roost_core.claude.bridge import BridgeServer, foreground_socket
 
     async def answer(frame: dict[str, Any]) -> dict[str, Any]:
