@@ -23,6 +23,7 @@ BENCHMARKS = {
     "pi": "bench.pi",
     "client": "bench.client",
     "tools": "bench.tools",
+    "qwen": "bench.host_qwen",
 }
 
 
