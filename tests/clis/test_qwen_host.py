@@ -10,11 +10,11 @@ import re
 import signal
 import subprocess
 
+import proctools
+from clifake import scripted, users
 from conftest import wait_until
 from fg import in_thread, run_async, send, session, spawn
 from pikit import roost_bin
-import proctools
-from clifake import scripted, users
 from qwenkit import session_records
 
 from roost_core.hosts import registered_hosts, session_seqs
@@ -186,7 +186,7 @@ def test_a_worker_killed_mid_run_hands_the_message_over_once_and_leaves_no_proce
     assert sum(1 for r in scripted(fake) if r["chat"][-1]["role"] == "user" and "wait here" in users(r)[-1]) == 1
 
 
-# ---------------------------------------------------------------------------- the user's own Qwen Code
+# ------------------------------------------------------------------ the user's own Qwen Code
 
 
 def roost(qwen_host, *args):
@@ -246,7 +246,7 @@ def test_an_installed_qwen_session_joins_and_gets_a_message_mid_turn(qwen_host, 
                 return row
 
         row = run_async(story)
-        out, err = user.communicate(timeout=120)
+        _out, err = user.communicate(timeout=120)
         assert user.returncode == 0, err[-3000:]
     finally:
         if user.poll() is None:

@@ -256,7 +256,7 @@ class QwenHost(ProcessHost):
         self.scan()
         if event != "PostToolUse" or not self.running:
             return None
-        items = []
+        items: list[Item] = []
         for item in self.services.take_steer():
             (self.later if item.kind == "reply" else items).append(item)
         self.pending.update({item.seq: item for item in items})
