@@ -113,6 +113,10 @@ def test_a_message_sent_during_a_tool_arrives_mid_turn_after_the_tool_result(qwe
     }
     fake = qwen_host.fake(scenario)
     daemon = qwen_host.daemon()
+    # The user has roost in their own Qwen Code too: the job's Qwen Code runs those hooks
+    # as well (every scope's), and still hands each item over once.
+    installed = subprocess.run([roost_bin(), "qwen", "install"], env=qwen_host.env, capture_output=True, text=True, timeout=60)
+    assert installed.returncode == 0, installed.stderr
 
     async def story():
         async with session(daemon, tmp_path) as lead:
