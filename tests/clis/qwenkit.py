@@ -114,7 +114,8 @@ class QwenHostKit(HostKit):
         env.update({**OFFLINE_ENV, "ROOST_QWEN_BIN": binary, "ROOST_QWEN_ARGS": "--yolo", "PATH": os.pathsep.join(path)})
         self.settings_file = self.home / ".qwen" / "settings.json"
         self.settings_file.parent.mkdir(parents=True, exist_ok=True)
-        self.settings_file.write_text(json.dumps(OFFLINE_SETTINGS))
+        # Not the kit's memory and suggestion settings: the host turns those calls off itself.
+        self.settings_file.write_text(json.dumps({k: v for k, v in OFFLINE_SETTINGS.items() if k not in ("memory", "ui")}))
 
     def fake(self, scenario: Any) -> FakeChat:
         """Start the fake chat-completions API for ``scenario``; Qwen Code talks to it."""

@@ -15,7 +15,7 @@ from clifake import scripted, users
 from conftest import wait_until
 from fg import in_thread, run_async, send, session, spawn
 from pikit import roost_bin
-from qwenkit import session_records
+from qwenkit import OFFLINE_SETTINGS, session_records
 
 from roost_core.hosts import registered_hosts, session_seqs
 from roost_core.plugins import make_plugin_manager
@@ -50,7 +50,10 @@ def test_roost_start_runs_qwen_code_in_its_own_session_and_roost_log_renders_it(
     assert prompts(records) == ["[roost seq 1]\nbuild the thing"]
     # What a restarted worker and the daemon's restore check read from it: seq 1 is in.
     assert session_seqs(registered_hosts(make_plugin_manager(autoload=False))["qwen"], session_file) == {1}
-    [request] = scripted(fake)
+    # One model call: none of Qwen Code's own side calls (memory extraction, suggestions),
+    # which the job's settings turn off.
+    [request] = fake.requests()
+    assert not request["reply"].get("side")
     # roost's tools reach the model through Qwen Code's MCP client (deferred: named in
     # the conversation, called through tool_call).
     assert "tool_call" in [t["function"]["name"] for t in request["body"]["tools"]]
@@ -231,6 +234,8 @@ def test_an_installed_qwen_session_joins_and_gets_a_message_mid_turn(qwen_host, 
     }
     fake = qwen_host.fake(scenario)
     daemon = qwen_host.daemon()
+    # The user's own settings keep Qwen Code's side calls off (as the kit's do).
+    qwen_host.settings_file.write_text(json.dumps(OFFLINE_SETTINGS))
     assert roost(qwen_host, "qwen", "install").returncode == 0
     project = tmp_path / "myproj"
     project.mkdir()

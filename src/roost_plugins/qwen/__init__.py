@@ -65,8 +65,10 @@ def project_folder_name(cwd: str) -> str:
 
 def new_session_file(cwd: str, env: Mapping[str, str] | None = None) -> str:
     """A fresh session's file: ``<qwen home>/projects/<cwd folder>/chats/<uuid>.jsonl``.
-    The host starts Qwen Code with ``--session-id <uuid>``, so Qwen Code writes there."""
-    return str(qwen_home(env) / "projects" / project_folder_name(cwd) / "chats" / f"{uuid.uuid4()}.jsonl")
+    The host starts Qwen Code with ``--session-id <uuid>``, so Qwen Code writes there (it
+    names the folder after its working directory with symbolic links resolved)."""
+    folder = project_folder_name(os.path.realpath(cwd))
+    return str(qwen_home(env) / "projects" / folder / "chats" / f"{uuid.uuid4()}.jsonl")
 
 
 def session_id_of(session_file: str) -> str:
