@@ -47,13 +47,25 @@ def tool_outputs(message: Any) -> list[tuple[str, str]]:
     return found
 
 
+def is_hand_over(context: str) -> bool:
+    """Whether ``context`` (unescaped) is one roost hand-over: a marker line, then as many
+    framed items as it names seqs. A marker line inside a tool's own output or inside a
+    message's body is not one (what follows it is not whole frames, one per seq)."""
+    seqs = marked_seqs(context)
+    body = context.split("\n", 1)[1] if "\n" in context else ""
+    return bool(seqs) and body.startswith("<agent-message ") and len(handed_items(context)) == len(seqs)
+
+
 def split_hook_context(output: str) -> tuple[str, str]:
     """A tool's output and the hook context Qwen Code appended to it (``""`` when there
-    is none): the context starts at the last line that is a roost marker."""
+    is none): the context starts at the last marker line that begins a whole hand-over
+    (:func:`is_hand_over`) running to the output's end."""
     lines = output.split("\n")
     for index in range(len(lines) - 1, -1, -1):
         if MARKER.match(lines[index].strip()):
-            return "\n".join(lines[:index]), "\n".join(lines[index:])
+            context = "\n".join(lines[index:])
+            if is_hand_over(unescaped(context)):
+                return "\n".join(lines[:index]), context
     return output, ""
 
 
