@@ -9,10 +9,13 @@ import os
 import re
 import signal
 import subprocess
+import threading
 
 import proctools
 from clifake import scripted, users
+from cliworld import json_lines
 from conftest import wait_until
+from fake_chat import FakeChat
 from fg import in_thread, run_async, send, session, spawn
 from pikit import roost_bin
 from qwenkit import OFFLINE_SETTINGS, session_records
@@ -272,3 +275,64 @@ def test_an_installed_qwen_session_joins_and_gets_a_message_mid_turn(qwen_host, 
     assert requests[-1]["reply"]["text"] == "saw it"
     assert next(a for a in daemon.call("agents")["agents"] if a["id"] == row["id"])["pending"] == 0
     assert "[qwen]" in roost(qwen_host, "agents").stdout
+
+
+class HeldFake(FakeChat):
+    """The fake, holding the answer whose text ``held`` names until ``release`` is set
+    (``holding`` says it is held)."""
+
+    held = ""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.holding, self.release = threading.Event(), threading.Event()
+
+    def answer(self, path, body):
+        chat, reply = super().answer(path, body)
+        if reply.get("text") == self.held and not reply.get("tool"):
+            self.holding.set()
+            self.release.wait(120)
+        return chat, reply
+
+
+def test_an_installed_qwen_session_gets_a_message_that_arrives_during_its_last_answer_at_its_stop(qwen_host, write_config, tmp_path):
+    write_config({"agentExternalMessages": True})
+    scenario = {"run": [{"steps": [{"agents": {}}, {"say": "final words"}]}], "default": {"steps": [{"say": "ok: {input}"}]}}
+    fake = HeldFake(scenario, tmp_path / "held.jsonl", dialect="qwen").start()
+    fake.held = "final words"
+    qwen_host.fakes.append(fake)
+    qwen_host.env["OPENAI_BASE_URL"] = fake.base_url
+    daemon = qwen_host.daemon()
+    qwen_host.settings_file.write_text(json.dumps(OFFLINE_SETTINGS))
+    assert roost(qwen_host, "qwen", "install").returncode == 0
+    project = tmp_path / "myproj"
+    project.mkdir()
+    user = subprocess.Popen([qwen_host.binary, "-p", "who is around?", "--output-format", "stream-json"], cwd=project, env=qwen_host.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+
+        async def story():
+            async with session(daemon, tmp_path) as lead:
+                # The last answer is being given: the tool boundary has passed.
+                assert await in_thread(fake.holding.wait, 90), "the last answer never started"
+                row = next(a for a in daemon.call("agents")["agents"] if a["name"] == "myproj")
+                ok, text, data = await send(lead, row["id"], "one more thing")
+                assert ok and data["result"] == "delivered", text
+                fake.release.set()
+                return row
+
+        row = run_async(story)
+        out, err = user.communicate(timeout=120)
+        assert user.returncode == 0, err[-3000:]
+    finally:
+        fake.release.set()
+        if user.poll() is None:
+            os.killpg(user.pid, signal.SIGKILL)
+            user.wait()
+    # The stop was blocked with it: the same run answered it, once.
+    requests = scripted(fake)
+    assert requests[-1]["reply"]["text"] == "ok: one more thing"
+    assert sum(1 for r in requests if r["chat"][-1]["role"] == "user" and "one more thing" in json.dumps(r["chat"][-1])) == 1
+    assert "<agent-message from=" in requests[-1]["chat"][-1]["content"]
+    assert json_lines(out)[-1]["result"].endswith("ok: one more thing")
+    assert next(a for a in daemon.call("agents")["agents"] if a["id"] == row["id"])["pending"] == 0
