@@ -24,6 +24,7 @@ BENCHMARKS = {
     "codex": "bench.host_codex",
     "client": "bench.client",
     "tools": "bench.tools",
+    "qwen": "bench.host_qwen",
 }
 
 

@@ -61,3 +61,14 @@ def qwen(tmp_path):
     from qwenkit import QwenKit, qwen_bin
 
     yield from kept_until_done(QwenKit(tmp_path, qwen_bin()))
+
+
+@pytest.fixture
+def qwen_host(tmp_path, roost_env, daemon_factory):
+    """roost's ``qwen`` host world (``qwenkit.QwenHostKit``): the daemon's environment
+    runs the pinned Qwen Code against the fake."""
+    from qwenkit import QwenHostKit, qwen_bin
+
+    kit = QwenHostKit(tmp_path, roost_env, daemon_factory, qwen_bin())
+    yield kit
+    kit.cleanup()

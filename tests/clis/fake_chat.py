@@ -31,6 +31,9 @@ SIDE_ANSWER = "Fake title"
 TITLE_MODEL = "fake-title"
 _QWEN_MCP = re.compile(r"\bmcp__([A-Za-z0-9_-]+?)__([A-Za-z0-9_-]+)\b")
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
+#: The first line of every text roost hands Qwen Code (``[roost seq 3 4]``): a model reads
+#: past it to the items.
+_ROOST_MARKER = re.compile(r"^\[roost seq(?: \d+)+\]\n")
 
 
 def offered_tools(body: dict[str, Any], dialect: str) -> dict[str, str]:
@@ -54,11 +57,11 @@ def offered_tools(body: dict[str, Any], dialect: str) -> dict[str, str]:
 
 def to_chat(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The messages as the scripted ``answer`` reads them: reminders the CLI adds to user
-    texts taken off; user texts left empty dropped."""
+    texts and roost's marker line taken off; user texts left empty dropped."""
     chat: list[dict[str, Any]] = []
     for message in messages:
         if message.get("role") == "user":
-            text = _REMINDER.sub("", content_text(message.get("content"))).strip()
+            text = _ROOST_MARKER.sub("", _REMINDER.sub("", content_text(message.get("content"))).strip())
             if not text:
                 continue
             chat.append({**message, "content": text})

@@ -95,8 +95,9 @@ class McpPeer(LinkedPeer):
         read_seqs: Callable[[str], set[int]] | None = None,
     ) -> None:
         super().__init__(paths, name)
-        #: The host the client runs when it is another agent CLI (``ROOST_MCP_HOST``), and
-        #: how its session file says which items it holds.
+        #: The host the client runs when it is another agent CLI (``--host`` or
+        #: ``ROOST_MCP_HOST``: ``roost agents`` shows it; ``roost log`` reads the session the
+        #: hooks name as that host writes it), and how its session file says which items it holds.
         self.host = host
         self.read_seqs = read_seqs
         self.cwd = cwd

@@ -8,12 +8,14 @@ session (for clients that cannot be pushed to).
 Two modes, chosen by the environment:
 
 - **foreground** (a user's MCP client): the client's session is a roost peer
-  (:class:`roost_core.mcp.peer.McpPeer`). When the client is Claude Code the server also
-  answers its hooks (``roost claude hook``) over a private socket, so items are pushed;
-  so it does for another agent CLI whose install named its host (``ROOST_MCP_HOST``).
+  (:class:`roost_core.mcp.peer.McpPeer`). When the client is Claude Code, or another agent
+  CLI whose hooks speak Claude Code's protocol (``--hooks``, or its host named by
+  ``--host`` / ``ROOST_MCP_HOST``: Codex, Qwen Code), the server also answers its hooks
+  (``roost claude hook``, ``roost codex hook``, ``roost qwen hook``) over a private
+  socket, so items are pushed.
 - **job** (``ROOST_CLAUDE_BRIDGE`` set: a background job of a host that runs an agent
-  CLI, Claude Code or Codex): the tools run through the job's worker over that bridge;
-  the worker holds the job's identity.
+  CLI, Claude Code, Codex or Qwen Code): the tools run through the job's worker over that
+  bridge; the worker holds the job's identity.
 """
 
 from __future__ import annotations
@@ -159,7 +161,8 @@ async def run_foreground(args: argparse.Namespace) -> None:
     cwd = os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     name = args.name or os.environ.get("ROOST_NAME") or Path(cwd).name or "mcp"
     tools = await anyio.to_thread.run_sync(daemon_tools, paths)
-    host = None if claude else os.environ.get(HOST_ENV) or None
+    # The client's host: named by --host (Qwen Code's install) or ROOST_MCP_HOST (Codex's).
+    host = None if claude else args.host or os.environ.get(HOST_ENV) or None
     read_seqs = host_seqs_reader(host) if host else None
 
     async with McpPeer(paths, name=name, cwd=cwd, client_pid=client_pid, session=session, claude=claude,
@@ -175,14 +178,14 @@ async def run_foreground(args: argparse.Namespace) -> None:
 
         server = build_server(list_tools, call_tool)
         async with anyio.create_task_group() as tg:
-            if claude or host:
+            if claude or host or args.hooks:
                 await start_hook_bridge(tg, peer, paths, client_pid)
             await serve_stdio(server)
             tg.cancel_scope.cancel()
 
 
 async def start_hook_bridge(tg: Any, peer: Any, paths: Any, client_pid: int) -> None:
-    """Listen for the Claude Code client's hooks (see ``roost_core.claude.hook``)."""
+    """Listen for the client's hooks (see ``roost_core.claude.hook``)."""
     from roost_core.claude.bridge import BridgeServer, foreground_socket
 
     async def answer(frame: dict[str, Any]) -> dict[str, Any]:

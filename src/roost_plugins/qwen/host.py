@@ -1,0 +1,311 @@
+"""The Qwen Code host: a background job runs headless Qwen Code (``--host qwen``).
+
+The worker runs ``qwen -p --input-format stream-json --output-format stream-json`` on the
+job's session: ``--session-id ID`` the first time, ``--resume ID`` after that (the job's
+session file is Qwen Code's own, ``<qwen home>/projects/<cwd>/chats/<ID>.jsonl``, so a user's
+``qwen --resume ID`` holds the same session). One Qwen Code process serves the job's runs
+for as long as it lives: each prompt is one stream-json user message, answered by one
+``result``.
+
+What goes in, and how (docs/hosts.md, "Qwen Code as a background host"):
+
+- the task, user replies, and agent items waiting at the end of a turn: a prompt whose
+  first line is the marker ``[roost seq ...]`` naming the seqs it carries, then their
+  texts (agent items framed by the daemon, with their "not from the user" line);
+- agent items that arrive mid-turn: the context of the next ``PostToolUse`` hook, which
+  Qwen Code appends to the tool's output (and writes to the session file with it). Qwen
+  Code does not write a blocked ``Stop``'s reason to the session file, so a turn's end is
+  not blocked: what waits then is the next prompt, written at once.
+
+The hook (``python -m roost_plugins.qwen hook EVENT``) and the job's MCP server (``roost
+mcp``, whose roost tools run through this worker) reach the host over the private bridge
+socket the Claude Code host uses (:mod:`roost_core.claude.bridge`); the job token never
+leaves the worker. The hook and Qwen Code's side settings (no memory extraction, no
+follow-up suggestions: model calls on nobody's behalf) come from a settings file of the
+job's, given as Qwen Code's system defaults (``QWEN_CODE_SYSTEM_DEFAULTS_PATH``); hooks of
+every settings scope run, so a user's own hooks keep running.
+
+An item counts as delivered once the session file shows its seq.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import shutil
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from roost_core.claude import BRIDGE_ENV
+from roost_core.claude.bridge import BridgeServer, private_folder
+from roost_core.claude.hook import hook_output, items_text
+from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exited
+from roost_core.hosts.process import ProcessHost
+from roost_core.queue import Item
+from roost_plugins.qwen import ARGS_ENV, SERVER_NAME, QwenError, qwen_binary, session_id_of
+from roost_plugins.qwen.transcript import SessionSeqs
+
+#: Qwen Code ends cleanly when its stdin closes.
+STOP_GRACE = 5.0
+#: After a run settles, how long to wait for its items to show in the session file.
+SETTLE_TIMEOUT = 5.0
+#: The variable Qwen Code reads its system defaults (the lowest settings scope) from.
+DEFAULTS_ENV = "QWEN_CODE_SYSTEM_DEFAULTS_PATH"
+
+
+def hook_command(event: str) -> str:
+    """The shell command a job's Qwen Code runs for ``event``: this Python's roost."""
+    return shlex.join([sys.executable, "-m", "roost_plugins.qwen", "hook", event])
+
+
+def job_settings() -> dict[str, Any]:
+    """A job's Qwen Code settings (its system defaults): the mid-turn hook, and none of
+    Qwen Code's own extra model calls."""
+    return {
+        "hooks": {"PostToolUse": [{"matcher": ".*", "hooks": [{"type": "command", "command": hook_command("PostToolUse")}]}]},
+        "memory": {"enableManagedAutoMemory": False, "enableManagedAutoDream": False},
+        "ui": {"enableFollowupSuggestions": False},
+    }
+
+
+def mcp_config(bridge: str) -> dict[str, Any]:
+    """``--mcp-config``: ``roost mcp`` in job mode (its tools run through the worker),
+    trusted (roost's own reach rules and limits govern its tools)."""
+    server = {"command": sys.executable, "args": ["-m", "roost_core.mcp"], "env": {BRIDGE_ENV: bridge}, "trust": True}
+    return {"mcpServers": {SERVER_NAME: server}}
+
+
+def prompt_text(items: list[Item]) -> str:
+    """One prompt carrying ``items``: the marker line, then their texts."""
+    return items_text(items)
+
+
+class QwenHost(ProcessHost):
+    agent = "qwen"
+    settle_timeout = SETTLE_TIMEOUT
+    stop_grace = STOP_GRACE
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.session_id = ""
+        self.transcript: SessionSeqs | None = None
+        self.bridge: BridgeServer | None = None
+        self.folder: Path | None = None
+        self.gone = True
+        self.running = False
+        #: Items that wait for the next prompt (replies, and what a stop left behind).
+        self.later: list[Item] = []
+        #: Prompts written, and results read, in this process.
+        self.prompts = 0
+        self.results = 0
+        self.last_result: dict[str, Any] | None = None
+        #: The session's total tokens as the last ``result`` gave them (it counts the
+        #: whole session, earlier processes' runs too).
+        self.result_tokens = 0
+        #: Set when Qwen Code writes another file than the job's session.
+        self.misplaced: str | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def open(self, job: JobInfo, services: WorkerServices) -> set[int]:
+        self.job, self.services = job, services
+        self.session_id = session_id_of(job.session)
+        self.take_lock(job)
+        self.transcript = SessionSeqs(job.session)
+        self.transcript.scan()
+        self.report_usage()  # a resumed session has spent already
+        self.folder = private_folder()
+        (self.folder / "settings.json").write_text(json.dumps(job_settings()))
+        self.bridge = BridgeServer(self.folder / "bridge.sock", self.answer_bridge, lambda: self.process.pid if self.process is not None else None)
+        await self.bridge.open()
+        return set(self.transcript.seqs)
+
+    def argv(self) -> list[str]:
+        assert self.job is not None and self.bridge is not None
+        argv = [qwen_binary(), "-p", "--input-format", "stream-json", "--output-format", "stream-json"]
+        argv += ["--resume", self.session_id] if Path(self.job.session).exists() else ["--session-id", self.session_id]
+        argv += ["--mcp-config", json.dumps(mcp_config(str(self.bridge.path)))]
+        model = self.job.model
+        if model and "/" not in model:  # "provider/id" is pi's form
+            argv += ["--model", model]
+        argv += shlex.split(os.environ.get(ARGS_ENV, ""))
+        return argv
+
+    async def start_qwen(self) -> None:
+        assert self.bridge is not None and self.folder is not None
+        await self.stop_qwen()
+        env = {BRIDGE_ENV: str(self.bridge.path), DEFAULTS_ENV: str(self.folder / "settings.json")}
+        await self.start_process(self.argv(), env)
+        self.gone = False
+        self.prompts = self.results = 0
+
+    async def stop_qwen(self) -> None:
+        if await self.end_process():
+            self.gone = True
+
+    async def close(self) -> None:
+        await self.stop_qwen()
+        if self.bridge is not None:
+            await self.bridge.close()
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+        self.release_lock()
+
+    # ------------------------------------------------------------------ plumbing
+
+    @contextlib.asynccontextmanager
+    async def pumping(self) -> AsyncIterator[None]:
+        """Read Qwen Code's events and serve the bridge for the length of one run."""
+        assert self.bridge is not None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.read_events, self.process)
+            tg.start_soon(self.bridge.serve)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def read_events(self, process: Any) -> None:
+        buffer = b""
+        while True:
+            try:
+                data = await process.stdout.receive(256 * 1024)
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                break
+            buffer += data
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict) and event.get("type") == "result":
+                    self.on_result(event)
+        if process is self.process:
+            self.gone = True
+        self.notify()
+
+    def on_result(self, event: dict[str, Any]) -> None:
+        self.last_result = event
+        self.results += 1
+        usage = event.get("usage")
+        total = usage.get("total_tokens") if isinstance(usage, dict) else None
+        if isinstance(total, int) and not isinstance(total, bool):
+            self.result_tokens = max(self.result_tokens, total)
+        self.scan()
+        self.notify()
+
+    def scan(self) -> None:
+        """Settle the items the session file shows; tell the session's usage."""
+        assert self.transcript is not None
+        self.transcript.scan()
+        self.settle_found()
+        self.report_usage()
+
+    def known_seqs(self) -> set[int]:
+        assert self.transcript is not None
+        return self.transcript.seqs
+
+    def report_usage(self) -> None:
+        """The session's tokens: every answer's ``usageMetadata`` in the session file, or
+        the last ``result``'s session total when larger (both only grow). Qwen Code puts
+        no price on its calls: the cost stays 0."""
+        assert self.transcript is not None
+        self.tell_usage(max(self.transcript.tokens, self.result_tokens), 0.0)
+
+    async def write_prompt(self, items: list[Item]) -> None:
+        if self.process is None or self.gone:
+            raise QwenError("qwen exited")
+        self.pending.update({item.seq: item for item in items})
+        frame = {"type": "user", "message": {"role": "user", "content": prompt_text(items)}}
+        self.prompts += 1
+        await self.process.stdin.send(json.dumps(frame, ensure_ascii=False).encode() + b"\n")
+
+    # ------------------------------------------------------------------ the bridge
+
+    async def answer_bridge(self, frame: dict[str, Any]) -> dict[str, Any]:
+        assert self.services is not None
+        op = frame.get("op")
+        if op == "hello":
+            services: Any = self.services
+            tools = getattr(services, "tools", None)
+            return {"tools": list(tools) if isinstance(tools, list) else [], "mode": "job"}
+        if op == "tool_call":
+            ok, text = await self.services.call_tool(str(frame.get("name")), dict(frame.get("args") or {}))
+            return {"ok": ok, "text": text}
+        if op == "hook":
+            return {"output": await self.answer_hook(str(frame.get("event")), dict(frame.get("input") or {}))}
+        raise ValueError(f"unknown op {op!r}")
+
+    async def answer_hook(self, event: str, data: dict[str, Any]) -> dict[str, Any] | None:
+        """``PostToolUse`` during a run hands over the agent items waiting (a tool
+        boundary); replies wait for the next prompt, where they are the user's words."""
+        assert self.job is not None and self.services is not None
+        path = data.get("transcript_path")
+        if isinstance(path, str) and path and os.path.realpath(path) != os.path.realpath(self.job.session):
+            self.log.error("qwen writes %s, not the job's session %s", path, self.job.session)
+            self.misplaced = path
+            self.notify()
+            return None
+        self.scan()
+        if event != "PostToolUse" or not self.running:
+            return None
+        items: list[Item] = []
+        for item in self.services.take_steer():
+            (self.later if item.kind == "reply" else items).append(item)
+        self.pending.update({item.seq: item for item in items})
+        return hook_output(event, items)
+
+    # ------------------------------------------------------------------ runs
+
+    async def run(self, items: list[Item]) -> RunOutcome:
+        assert self.services is not None and self.job is not None
+        if self.process is None or self.gone:
+            await self.start_qwen()
+        items = self.drop_known([*self.later, *items])
+        self.later = []
+        if not items:
+            return RunOutcome("idle")
+        results_before = self.results
+        self.running = True
+        try:
+            async with self.pumping():
+                await self.write_prompt(items)
+                while True:
+                    await self.until(lambda: self.results >= self.prompts or self.gone or self.misplaced)
+                    if self.misplaced:
+                        return RunOutcome(
+                            "failed",
+                            error=f"Qwen Code writes this session to {self.misplaced}, not to the job's {self.job.session} "
+                            "(does the daemon see another HOME or QWEN_HOME than Qwen Code?)",
+                        )
+                    if self.gone:
+                        await until_exited(self.process, self.stop_grace)
+                        self.scan()  # what it wrote before it died is delivered
+                        return RunOutcome("failed", error="qwen exited during the run")
+                    # The turn ended: what arrived since (or waited for a prompt) is the next one.
+                    more = [*self.later, *self.services.take_steer()]
+                    self.later = []
+                    if not more:
+                        break
+                    await self.write_prompt(more)
+                await self.wait_for_pending(lambda: self.gone)
+        finally:
+            self.running = False
+        return self.outcome(items, results_before)
+
+    def outcome(self, items: list[Item], results_before: int) -> RunOutcome:
+        result = self.last_result if self.results > results_before else None
+        if result is None:
+            return RunOutcome("failed", error="qwen ended the run without a result")
+        text = str(result.get("result") or "")
+        if result.get("is_error") or result.get("subtype") not in (None, "success"):
+            return RunOutcome("failed", text, error=str(result.get("subtype") or text or "qwen failed"))
+        state = "done" if any(item.kind == "reply" for item in items) else "idle"
+        return RunOutcome(state, text)

@@ -1,0 +1,132 @@
+"""``roost qwen install | uninstall``: put roost into the user's own Qwen Code.
+
+``install`` adds, and ``uninstall`` removes, exactly two things in Qwen Code's user
+settings (``~/.qwen/settings.json``, ``$QWEN_HOME/settings.json`` when that is set),
+leaving every other setting as it was:
+
+- the MCP server ``roost`` (``roost mcp --hooks --host qwen``, ``trust: true``: roost's
+  tools are governed by roost's own reach rules and limits, so Qwen Code need not ask
+  before each call);
+- the hooks ``UserPromptSubmit``, ``PostToolUse`` and ``Stop`` (``roost qwen hook EVENT``),
+  which ask that server for what waits for the session.
+
+Installing twice changes nothing; an older roost's entries are replaced, not doubled. The
+file is read and checked before it is written, through :mod:`roost_core.settingsfile`
+(as ``roost claude install`` edits Claude Code's): a broken file is a
+:class:`~roost_core.settingsfile.SettingsFileError` naming it, a symbolic link is written
+through.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from roost_core.settingsfile import SettingsFileError, object_at, read_object, write_all
+from roost_plugins.qwen import EVENTS, SERVER_NAME, qwen_home
+
+
+def settings_path(env: Mapping[str, str] | None = None) -> Path:
+    """Qwen Code's user settings file."""
+    return qwen_home(env) / "settings.json"
+
+
+def roost_command() -> list[str]:
+    """How Qwen Code should run roost: the ``roost`` script beside this Python, else the
+    one on PATH, else ``python -m roost_core.cli``."""
+    beside = Path(sys.executable).parent / "roost"
+    if beside.exists():
+        return [str(beside)]
+    found = shutil.which("roost")
+    return [found] if found else [sys.executable, "-m", "roost_core.cli"]
+
+
+def hook_command(event: str) -> str:
+    return shlex.join([*roost_command(), "qwen", "hook", event])
+
+
+def server_entry() -> dict[str, Any]:
+    command = roost_command()
+    return {"command": command[0], "args": [*command[1:], "mcp", "--hooks", "--host", "qwen"], "trust": True}
+
+
+def is_roost_hook(command: Any) -> bool:
+    """Ours: ``... qwen hook EVENT`` run by a roost (this or another install)."""
+    if not isinstance(command, str):
+        return False
+    try:
+        parts = shlex.split(command)
+    except ValueError:
+        return False
+    if len(parts) < 4 or parts[-3:-1] != ["qwen", "hook"]:
+        return False
+    runner = parts[:-3]
+    return Path(runner[0]).name == "roost" or "roost_core.cli" in runner
+
+
+def without_roost_hooks(hooks: dict[str, Any]) -> dict[str, Any]:
+    """``hooks`` with every roost command taken out (and groups left empty dropped)."""
+    kept: dict[str, Any] = {}
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            kept[event] = groups
+            continue
+        new_groups = []
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                commands = [h for h in group["hooks"] if not (isinstance(h, dict) and is_roost_hook(h.get("command")))]
+                if not commands:
+                    continue
+                group = {**group, "hooks": commands}
+            new_groups.append(group)
+        if new_groups:
+            kept[event] = new_groups
+    return kept
+
+
+def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Add roost's server and hooks (see the module docstring)."""
+    path = settings_path(env)
+    settings = read_object(path)
+    hooks = without_roost_hooks(object_at(path, settings, "hooks"))
+    for event in EVENTS:
+        group: dict[str, Any] = {"hooks": [{"type": "command", "command": hook_command(event)}]}
+        if event == "PostToolUse":
+            group = {"matcher": ".*", **group}
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list):
+            raise SettingsFileError(path, f'"hooks.{event}" is not a list')
+        groups.append(group)
+    servers = {**object_at(path, settings, "mcpServers"), SERVER_NAME: server_entry()}
+    new_settings = {**settings, "hooks": hooks, "mcpServers": servers}
+    changed = new_settings != settings
+    write_all([(path, new_settings)] if changed else [])
+    return {"settings": str(path), "server": servers[SERVER_NAME], "changed": changed}
+
+
+def uninstall(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Take out what :func:`install` added, nothing else."""
+    path = settings_path(env)
+    settings = read_object(path)
+    new_settings = dict(settings)
+    hooks = settings.get("hooks")
+    if isinstance(hooks, dict):
+        kept = without_roost_hooks(hooks)
+        if kept:
+            new_settings["hooks"] = kept
+        else:
+            new_settings.pop("hooks")
+    servers = settings.get("mcpServers")
+    if isinstance(servers, dict) and SERVER_NAME in servers:
+        rest = {name: value for name, value in servers.items() if name != SERVER_NAME}
+        if rest:
+            new_settings["mcpServers"] = rest
+        else:
+            new_settings.pop("mcpServers")
+    changed = new_settings != settings
+    write_all([(path, new_settings)] if changed else [])
+    return {"settings": str(path), "changed": changed}
