@@ -163,7 +163,10 @@ async def run_foreground(args: argparse.Namespace) -> None:
     tools = await anyio.to_thread.run_sync(daemon_tools, paths)
     # The client's host: named by --host (Qwen Code's install) or ROOST_MCP_HOST (Codex's).
     host = None if claude else args.host or os.environ.get(HOST_ENV) or None
-    read_seqs = host_seqs_reader(host) if host else None
+    # With --hooks (Qwen Code) an item is acknowledged once a hook hands it over: Qwen
+    # Code's session file does not keep what a blocked stop handed over. Codex's rollout
+    # keeps everything, so there an item is acknowledged once the file shows it.
+    read_seqs = host_seqs_reader(host) if host and not args.hooks else None
 
     async with McpPeer(paths, name=name, cwd=cwd, client_pid=client_pid, session=session, claude=claude,
                        claude_session_id=claude_session_id, host=host, read_seqs=read_seqs) as peer:
