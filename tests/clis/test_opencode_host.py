@@ -7,6 +7,7 @@ which items the model has: each is delivered once, across a worker's kill -9."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ import pytest
 from conftest import wait_until
 from fg import in_thread, run_async, send, session, spawn
 from opencodekit import OpenCodeKit, opencode_bin
+from pikit import roost_bin
 
 from roost_core.policy import NO_USER_AUTHORITY
 from roost_plugins.opencode.transcript import seqs_in_session
@@ -61,8 +63,6 @@ def opencode_processes(world):
 
 
 def roost(world, *args):
-    from pikit import roost_bin
-
     return subprocess.run([roost_bin(), *args], env=world.roost_env, capture_output=True, text=True, timeout=60)
 
 
@@ -197,3 +197,85 @@ def test_a_worker_killed_mid_turn_does_not_hand_an_item_over_twice(world, tmp_pa
     assert everything.count("note this once") == 1 and everything.count("slow work") == 1
     assert everything.count("wake up") == 1
     assert daemon.job(kid)["pending"] == 0
+
+
+# ---------------------------------------------------------------------------- the user's own OpenCode
+
+
+def install_env(world):
+    """The user's environment: the kit's OpenCode world and the test daemon's home."""
+    return {**world.env, "ROOST_HOME": world.roost_env["ROOST_HOME"], "ROOST_DISABLE_PLUGINS": world.roost_env["ROOST_DISABLE_PLUGINS"]}
+
+
+def test_install_puts_roost_into_the_users_opencode_and_a_message_arrives_mid_turn(world, tmp_path, write_config):
+    write_config({"agentExternalMessages": True})
+    gate = tmp_path / "gate"
+    scenario = {"run": [{"steps": [{"agents": {}}, {"wait_for": str(gate)}, {"say": "after the gate"}]}],
+                "default": {"steps": [{"say": "ok: {input}"}]}}
+    fake, daemon = start(world, scenario)
+    env = install_env(world)
+    installed = subprocess.run([roost_bin(), "opencode", "install"], env=env, capture_output=True, text=True, timeout=60)
+    assert installed.returncode == 0, installed.stderr
+    proc = subprocess.Popen([world.binary, "run", "--format", "json"], cwd=world.work, env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        proc.stdin.write("please start")
+        proc.stdin.close()
+
+        async def story():
+            async with session(daemon, tmp_path) as lead:
+                await in_thread(wait_until, lambda: asked_for(fake, gate), 120, what="the user's OpenCode at the gate")
+                # The session joined on its first roost tool call (roost_agents).
+                peer = {row["name"]: row for row in daemon.call("agents")["agents"]}["work"]
+                ok, text, data = await send(lead, peer["id"], "the build is green")
+                assert ok and data["result"] == "delivered", text
+                gate.write_text("go")
+                await in_thread(proc.wait, 120)
+
+        run_async(story)
+        out = proc.stdout.read()
+        assert proc.returncode == 0, proc.stderr.read()[-3000:]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert "after the gate" in out
+    # Mid-turn, in the result of the tool that was running, framed, after the marker line.
+    requests = [r for r in fake.requests() if not r["reply"].get("side")]
+    waited = tool_messages(requests[-1])[-1]
+    assert "[roost seq " in waited and "the build is green" in waited and AUTHORITY_LINE in waited
+    assert json.dumps(requests[-1]["chat"]).count("the build is green") == 1
+
+
+def test_install_and_uninstall_keep_the_users_own_config(tmp_path):
+    config_home = tmp_path / "config"
+    folder = config_home / "opencode"
+    (folder / "plugins").mkdir(parents=True)
+    theirs = {"model": "mine/model", "mcp": {"github": {"type": "remote", "url": "https://example.invalid/mcp"}}, "plugin": ["their-plugin"]}
+    (folder / "opencode.json").write_text(json.dumps(theirs))
+    (folder / "plugins" / "theirs.js").write_text("export const Theirs = async () => ({});\n")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(config_home)}
+
+    def roost_opencode(action):
+        result = subprocess.run([roost_bin(), "opencode", action, "--json"], env=env, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    assert roost_opencode("install")["changed"] is True
+    config = json.loads((folder / "opencode.json").read_text())
+    assert config["model"] == "mine/model" and config["plugin"] == ["their-plugin"]
+    assert set(config["mcp"]) == {"github", "roost"} and config["mcp"]["roost"]["command"][-1] == "mcp"
+    assert config["mcp"]["roost"]["environment"] == {"ROOST_MCP_HOOKS": "1"}
+    plugin = (folder / "plugins" / "roost.js").read_text()
+    assert '"opencode", "hook", "PostToolUse"]' in plugin
+    # Again: nothing changes.
+    assert roost_opencode("install")["changed"] is False
+    assert roost_opencode("uninstall")["changed"] is True
+    assert json.loads((folder / "opencode.json").read_text()) == theirs
+    assert sorted(p.name for p in (folder / "plugins").iterdir()) == ["theirs.js"]
+    assert roost_opencode("uninstall")["changed"] is False
+    # A broken config stops install before anything is written, naming the file and line.
+    (folder / "opencode.json").write_text('{"model": \n')
+    broken = subprocess.run([roost_bin(), "opencode", "install"], env=env, capture_output=True, text=True, timeout=60)
+    assert broken.returncode == 1 and broken.stderr.startswith(f"roost: bad_config: {folder / 'opencode.json'}:")
+    assert not (folder / "plugins" / "roost.js").exists()
