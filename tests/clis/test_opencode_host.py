@@ -199,7 +199,7 @@ def test_a_worker_killed_mid_turn_does_not_hand_an_item_over_twice(world, tmp_pa
     assert daemon.job(kid)["pending"] == 0
 
 
-# ---------------------------------------------------------------------------- the user's own OpenCode
+# ------------------------------------------------------------------ the user's own OpenCode
 
 
 def install_env(world):
