@@ -54,6 +54,7 @@ DEFAULT_PLUGINS: dict[str, str] = {
     "pi": "roost_plugins.hosts.pi",
     "claude": "roost_plugins.hosts.claude",
     "codex": "roost_plugins.hosts.codex",
+    "opencode": "roost_plugins.hosts.opencode",
 }
 
 #: Plugins that cannot be blocked. None today: the core has a safe default for each hook.
