@@ -227,6 +227,7 @@ def test_install_puts_roost_into_the_users_opencode_and_a_message_arrives_mid_tu
                 await in_thread(wait_until, lambda: asked_for(fake, gate), 120, what="the user's OpenCode at the gate")
                 # The session joined on its first roost tool call (roost_agents).
                 peer = {row["name"]: row for row in daemon.call("agents")["agents"]}["work"]
+                assert peer["host"] == "opencode"
                 ok, text, data = await send(lead, peer["id"], "the build is green")
                 assert ok and data["result"] == "delivered", text
                 gate.write_text("go")
@@ -265,7 +266,7 @@ def test_install_and_uninstall_keep_the_users_own_config(tmp_path):
     config = json.loads((folder / "opencode.json").read_text())
     assert config["model"] == "mine/model" and config["plugin"] == ["their-plugin"]
     assert set(config["mcp"]) == {"github", "roost"} and config["mcp"]["roost"]["command"][-1] == "mcp"
-    assert config["mcp"]["roost"]["environment"] == {"ROOST_MCP_HOOKS": "1"}
+    assert config["mcp"]["roost"]["environment"] == {"ROOST_MCP_HOST": "opencode"}
     plugin = (folder / "plugins" / "roost.js").read_text()
     assert '"opencode", "hook", "PostToolUse"]' in plugin
     # Again: nothing changes.

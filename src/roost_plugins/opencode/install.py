@@ -3,10 +3,10 @@
 ``install`` adds exactly two things to OpenCode's global config folder
 (``$XDG_CONFIG_HOME/opencode``, else ``~/.config/opencode``):
 
-- the local MCP server ``roost`` (``roost mcp``, with ``ROOST_MCP_HOOKS=1`` so it listens
-  for the plugin's hook) in ``opencode.json``, which OpenCode starts in every session: the
-  session joins the team on its first roost tool call, and can take what waits for it
-  with ``roost_inbox``;
+- the local MCP server ``roost`` (``roost mcp``, with ``ROOST_MCP_HOST=opencode``: it
+  listens for the plugin's hook and registers the session as an OpenCode one) in
+  ``opencode.json``, which OpenCode starts in every session: the session joins the team
+  on its first roost tool call, and can take what waits for it with ``roost_inbox``;
 - roost's plugin, ``plugins/roost.js`` (a copy of ``roost_plugin.js`` that knows its
   ``roost opencode hook PostToolUse`` command): after each tool call it hands what waits
   over in that tool's result (mid-turn).
@@ -66,7 +66,7 @@ def plugin_path(env: Mapping[str, str] | None = None) -> Path:
 
 
 def server_entry() -> dict[str, Any]:
-    return {"type": "local", "command": [*roost_command(), "mcp"], "environment": {"ROOST_MCP_HOOKS": "1"}, "enabled": True}
+    return {"type": "local", "command": [*roost_command(), "mcp"], "environment": {"ROOST_MCP_HOST": "opencode"}, "enabled": True}
 
 
 def plugin_text() -> str:
