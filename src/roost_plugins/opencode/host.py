@@ -105,6 +105,8 @@ def job_config(bridge: str, model: str | None) -> dict[str, Any]:
 
 class OpenCodeHost(ProcessHost):
     agent = "opencode"
+    #: ``opencode serve`` does not end when its stdin closes: SIGTERM follows soon.
+    stop_grace = 0.5
 
     def __init__(self) -> None:
         super().__init__()
