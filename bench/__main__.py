@@ -22,6 +22,7 @@ BENCHMARKS = {
     "memory": "bench.memory",
     "pi": "bench.pi",
     "codex": "bench.host_codex",
+    "opencode": "bench.host_opencode",
     "client": "bench.client",
     "tools": "bench.tools",
     "qwen": "bench.host_qwen",

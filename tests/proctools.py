@@ -127,6 +127,14 @@ def with_environ(key: str, value: str) -> set[Proc]:
     return found
 
 
+def environ(pid: int) -> dict[str, str]:
+    """The environment ``pid`` was started with (empty when it cannot be read)."""
+    try:
+        return dict(psutil.Process(pid).environ())
+    except (psutil.Error, OSError):
+        return {}
+
+
 def with_cwd(path: Path) -> set[Proc]:
     """Live processes whose working directory is ``path`` (a worker runs in its job's
     cwd: a test that gives its job a folder of its own finds the job's workers by it,

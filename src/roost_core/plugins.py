@@ -55,6 +55,7 @@ DEFAULT_PLUGINS: dict[str, str] = {
     "claude": "roost_plugins.hosts.claude",
     "codex": "roost_plugins.hosts.codex",
     "qwen": "roost_plugins.hosts.qwen",
+    "opencode": "roost_plugins.hosts.opencode",
 }
 
 #: Plugins that cannot be blocked. None today: the core has a safe default for each hook.

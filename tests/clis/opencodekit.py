@@ -58,8 +58,10 @@ class OpenCodeKit(CliWorld):
         })
         self.fake: FakeChat | None = None
 
-    def start_fake(self, scenario: Any) -> FakeChat:
-        self.fake = FakeChat(scenario, self.root / "chat.jsonl", dialect="opencode", servers=("pingsrv",)).start()
+    def start_fake(self, scenario: Any, servers: tuple[str, ...] = ("pingsrv",)) -> FakeChat:
+        """The fake model; SERVERS are the MCP servers whose tools it calls by their own
+        names (``roost`` for roost's tools in a job: ``roost_roost_send``)."""
+        self.fake = FakeChat(scenario, self.root / "chat.jsonl", dialect="opencode", servers=servers).start()
         return self.fake
 
     def configure(self, *, mcp: bool = False, plugin: dict[str, str] | None = None) -> None:

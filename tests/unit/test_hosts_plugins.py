@@ -23,7 +23,7 @@ from roost_core.transcript import parse_entries
 from roost_plugins.hosts import claude
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-OWN_HOSTS = ("scripted", "shell", "pi", "claude", "codex", "qwen")
+OWN_HOSTS = ("scripted", "shell", "pi", "claude", "codex", "qwen", "opencode")
 #: The modules every host goes through.
 SHARED = (
     "roost_core/cli.py",
@@ -35,7 +35,7 @@ SHARED = (
     "roost_core/daemon/tools.py",
 )
 #: The packages that belong to one host.
-HOST_PACKAGES = ("roost_core.claude", "roost_core.pi", "roost_core.hosts.pi", "roost_core.hosts.shell", "roost_core.hosts.scripted", "roost_plugins.hosts", "roost_plugins.codex", "roost_plugins.qwen")
+HOST_PACKAGES = ("roost_core.claude", "roost_core.pi", "roost_core.hosts.pi", "roost_core.hosts.shell", "roost_core.hosts.scripted", "roost_plugins.hosts", "roost_plugins.codex", "roost_plugins.qwen", "roost_plugins.opencode")
 #: The one host-specific import left in a shared module: ``roost start --scenario`` is
 #: parsed where the user's files are, by the scripted host's scenario loader.
 ALLOWED_IMPORTS = {("roost_core/cli.py", "roost_core.hosts.scripted", "load_scenario")}
@@ -87,7 +87,7 @@ def test_roosts_own_hosts_come_from_their_plugins_only() -> None:
     assert list(registered_hosts(pm)) == list(OWN_HOSTS)
     assert registered_hosts(make_plugin_manager(disabled=OWN_HOSTS, autoload=False)) == {}
     without_pi = registered_hosts(make_plugin_manager(disabled=["pi"], autoload=False))
-    assert list(without_pi) == ["scripted", "shell", "claude", "codex", "qwen"]
+    assert list(without_pi) == ["scripted", "shell", "claude", "codex", "qwen", "opencode"]
     spec = registered_hosts(pm)["claude"]
     assert spec.command is not None and spec.transcript_entries is claude.transcript_entries
     assert registered_hosts(pm)["pi"].command is not None and registered_hosts(pm)["pi"].transcript_entries is None

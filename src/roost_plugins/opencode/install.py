@@ -1,0 +1,156 @@
+"""``roost opencode install | uninstall | hook``: roost in the user's own OpenCode.
+
+``install`` adds exactly two things to OpenCode's global config folder
+(``$XDG_CONFIG_HOME/opencode``, else ``~/.config/opencode``):
+
+- the local MCP server ``roost`` (``roost mcp``, with ``ROOST_MCP_HOST=opencode``: it
+  listens for the plugin's hook and registers the session as an OpenCode one) in
+  ``opencode.json``, which OpenCode starts in every session: the session joins the team
+  on its first roost tool call, and can take what waits for it with ``roost_inbox``;
+- roost's plugin, ``plugins/roost.js`` (a copy of ``roost_plugin.js`` that knows its
+  ``roost opencode hook PostToolUse`` command): after each tool call it hands what waits
+  over in that tool's result (mid-turn).
+
+Every other setting (the user's providers, MCP servers, plugins) is kept; installing
+twice changes nothing, and ``uninstall`` takes out only what roost added. ``opencode.json``
+is edited through :mod:`roost_core.settingsfile`: a file that is not a JSON object stops it
+with ``bad_config`` naming the file and line (nothing is written), and a symbolic link is
+written through. A ``plugins/roost.js`` that roost did not write is left alone (install
+stops with ``bad_config``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from roost_core.settingsfile import (
+    SettingsFileError,
+    SettingsWriteError,
+    object_at,
+    read_object,
+    write_all,
+)
+from roost_plugins.opencode import PLUGIN_FILE, SERVER_NAME
+
+#: The first line of the plugin copy roost writes (what uninstall and a new install
+#: recognise as roost's own).
+PLUGIN_HEADER = "// Written by `roost opencode install`; `roost opencode uninstall` removes it."
+
+
+def config_path(env: Mapping[str, str] | None = None) -> Path:
+    """OpenCode's global config file."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME") or Path.home()) / ".config")
+    return Path(base) / "opencode" / "opencode.json"
+
+
+def roost_command() -> list[str]:
+    """How OpenCode should run roost: the ``roost`` script beside this Python, else
+    ``python -m roost_core.cli`` (never a bare name PATH might resolve elsewhere)."""
+    beside = Path(sys.executable).parent / "roost"
+    if beside.exists():
+        return [str(beside)]
+    found = shutil.which("roost")
+    return [found] if found else [sys.executable, "-m", "roost_core.cli"]
+
+
+def plugin_path(env: Mapping[str, str] | None = None) -> Path:
+    return config_path(env).parent / "plugins" / "roost.js"
+
+
+def server_entry() -> dict[str, Any]:
+    return {"type": "local", "command": [*roost_command(), "mcp"], "environment": {"ROOST_MCP_HOST": "opencode"}, "enabled": True}
+
+
+def plugin_text() -> str:
+    """roost's plugin with its hook command filled in."""
+    hook = [*roost_command(), "opencode", "hook", "PostToolUse"]
+    source = PLUGIN_FILE.read_text()
+    filled = source.replace("const HOOK = null;", f"const HOOK = {json.dumps(hook)};", 1)
+    return f"{PLUGIN_HEADER}\n{filled}"
+
+
+def ours(path: Path) -> bool:
+    try:
+        return path.read_text().startswith(PLUGIN_HEADER)
+    except FileNotFoundError:
+        return False
+
+
+def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    path, plugin = config_path(env), plugin_path(env)
+    config = read_object(path)
+    servers = dict(object_at(path, config, "mcp"))
+    if plugin.exists() and not ours(plugin):
+        raise SettingsFileError(plugin, "is not roost's plugin (roost leaves it alone; move it to install roost's)")
+    server = server_entry()
+    changed = servers.get(SERVER_NAME) != server
+    if changed:
+        servers[SERVER_NAME] = server
+        write_all([(path, {**config, "mcp": servers})])
+    text = plugin_text()
+    if not plugin.exists() or plugin.read_text() != text:
+        changed = True
+        plugin.parent.mkdir(parents=True, exist_ok=True)
+        plugin.write_text(text)
+    return {"config": str(path), "plugin": str(plugin), "server": server, "changed": changed}
+
+
+def uninstall(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    path, plugin = config_path(env), plugin_path(env)
+    config = read_object(path)
+    servers = config.get("mcp")
+    changed = isinstance(servers, dict) and SERVER_NAME in servers
+    if changed:
+        assert isinstance(servers, dict)
+        kept = {name: value for name, value in servers.items() if name != SERVER_NAME}
+        new = {**config, "mcp": kept}
+        if not kept:
+            new.pop("mcp")
+        write_all([(path, new)])
+    if ours(plugin):
+        plugin.unlink()
+        changed = True
+    return {"config": str(path), "plugin": str(plugin), "changed": changed}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``roost opencode``'s arguments."""
+    parser.add_argument("action", choices=["install", "uninstall", "hook"],
+                        help="install or uninstall roost's MCP server and plugin in OpenCode; hook: run one (roost's plugin does)")
+    parser.add_argument("event", nargs="?", choices=["PostToolUse"], help="hook: the event (PostToolUse: a tool call ended)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``roost opencode install | uninstall | hook EVENT``: 0 done, 1 a broken or
+    unwritable config, 2 a usage error."""
+    from roost_core.cli_support import classify, error_line
+
+    if args.action == "hook":
+        if not args.event:
+            print("roost: bad_args: roost opencode hook needs an EVENT", file=sys.stderr)
+            return 2
+        # The same relay as Claude Code's hooks: the session's roost mcp server answers.
+        from roost_core.claude import hook
+
+        return hook.main(args.event)
+    try:
+        result = install() if args.action == "install" else uninstall()
+    except (SettingsFileError, SettingsWriteError) as exc:
+        print(error_line(*(classify(exc) or ("bad_config", str(exc)))), file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(result, indent=2))
+    elif args.action == "install":
+        print(f"roost MCP server and plugin {'installed in' if result['changed'] else 'already in'} {result['config']} and {result['plugin']}")
+    else:
+        print(f"roost MCP server and plugin {'removed from' if result['changed'] else 'were not in'} {result['config']} and {result['plugin']}")
+    return 0
