@@ -135,9 +135,13 @@ class WarmPool:
 
     @property
     def size(self) -> int:
-        """How many slots the pool keeps now: the largest recent burst, within
-        ``floor``..``cap``."""
-        peak = self.peak if time.monotonic() - self.peak_at < self.idle_seconds else 0
+        """How many slots the pool keeps now (:meth:`size_at`)."""
+        return self.size_at(time.monotonic())
+
+    def size_at(self, now: float) -> int:
+        """How many slots the pool keeps at ``now``: the largest burst of the last
+        ``idle_seconds``, within ``floor``..``cap``."""
+        peak = self.peak if now - self.peak_at < self.idle_seconds else 0
         return min(self.cap, max(self.floor, peak))
 
     def learn(self, now: float) -> None:
@@ -193,7 +197,7 @@ class WarmPool:
         for slot in self.slots.values():
             if slot.ready and slot.ready_since is not None and now - slot.ready_since >= self.idle_seconds and slot.key in self.wanted:
                 self.wanted.remove(slot.key)
-        size = self.size
+        size = self.size_at(now)
         target = [self.wanted[n % len(self.wanted)] for n in range(size)] if self.wanted else []
         ending: list[WarmSlot] = []
         for slot in sorted(self.slots.values(), key=lambda s: s.started, reverse=True):
