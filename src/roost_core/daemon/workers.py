@@ -374,11 +374,11 @@ class Workers:
         job.host_pid = None
         job.reaping = False
         self.registry.save(job)
-        event: dict[str, Any] = {"event": "adopt", "job": job.id}
-        if job.id != slot.id:
+        if job.id == slot.id:
+            conn.send({"event": "adopt", "job": job.id})
+        else:
             logs = self.paths.jobs_dir
-            event.update(token=job.token, log=str(logs / f"{job.id}.log"), slotLog=str(logs / f"{slot.id}.log"))
-        conn.send(event)
+            conn.send({"event": "adopt", "job": job.id, "token": job.token, "log": str(logs / f"{job.id}.log"), "slotLog": str(logs / f"{slot.id}.log")})
         return True
 
     def start_slot(self, key: WarmKey) -> None:
