@@ -59,6 +59,9 @@ class Config:
     #: Keep warm pi processes for new pi jobs (``roost_core.daemon.pool``), this many.
     pi_pool: bool = True
     pi_pool_size: int = 1
+    #: The most warm pi processes the pool grows to when jobs start in bursts (a
+    #: fan-out of children, several wakes at once); never below ``pi_pool_size``.
+    pi_pool_max: int = 4
     agent_max_depth: int = 3
     max_children_per_parent: int = 8
     max_live_per_tree: int = 16
@@ -113,6 +116,7 @@ class Config:
             "agentMaxMessageChars": "max_message_chars",
             "agentMaxHops": "agent_max_hops",
             "piPoolSize": "pi_pool_size",
+            "piPoolMax": "pi_pool_max",
             "agentMaxWatches": "agent_max_watches",
             "agentTreeTokens": "agent_tree_tokens",
             "agentTreeCost": "agent_tree_cost",
@@ -121,8 +125,9 @@ class Config:
             if key in data:
                 number = _number(data[key], key)
                 kwargs[field] = number if key in SECONDS_KEYS or field == "agent_tree_cost" else int(number)
-        if kwargs.get("pi_pool_size", 0) > MAX_PI_POOL_SIZE:
-            raise ConfigError(f"piPoolSize must be at most {MAX_PI_POOL_SIZE}")
+        for key, field in (("piPoolSize", "pi_pool_size"), ("piPoolMax", "pi_pool_max")):
+            if kwargs.get(field, 0) > MAX_PI_POOL_SIZE:
+                raise ConfigError(f"{key} must be at most {MAX_PI_POOL_SIZE}")
         if "agentDelivery" in data:
             if data["agentDelivery"] not in ("steer", "followUp"):
                 raise ConfigError('agentDelivery must be "steer" or "followUp"')

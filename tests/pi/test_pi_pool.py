@@ -143,4 +143,4 @@ def test_an_unused_warm_pi_ends_after_reap_after_seconds(pi_kit, write_config, t
     wait_until(lambda: pool(daemon)["ready"] == 0 and pool(daemon)["warming"] == 0, 60, what="the warm pi ended")
     wait_until(lambda: not any(proctools.alive(p) for p in warm), what="its process gone")
     # Not warmed again: nobody asked for one in all that time.
-    assert pool(daemon) == {"enabled": True, "size": 1, "warming": 0, "ready": 0, "adopted": 0, "missed": 1}
+    assert pool(daemon) == {"enabled": True, "size": 1, "max": 4, "warming": 0, "ready": 0, "adopted": 0, "missed": 1, "wakesWarm": 0, "wakesCold": 0}

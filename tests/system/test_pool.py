@@ -25,5 +25,5 @@ def test_a_pi_that_cannot_start_is_warmed_once_not_in_a_loop(daemon_factory, tmp
     assert log.count("exited before a job took it") == 1 and "PiError: pi did not start" in log
     # Not tried again: the job's own worker was restarted three more times meanwhile, and
     # the monitor ran; still one attempt, and no slot.
-    assert pool() == {"enabled": True, "size": 1, "warming": 0, "ready": 0, "adopted": 0, "missed": 1}
+    assert pool() == {"enabled": True, "size": 1, "max": 4, "warming": 0, "ready": 0, "adopted": 0, "missed": 1, "wakesWarm": 0, "wakesCold": 0}
     assert not proctools.with_cmdline(str(broken))

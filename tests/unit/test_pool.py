@@ -4,6 +4,7 @@ tested through the daemon in tests/system/test_pool.py and tests/pi/test_pi_pool
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from roost_core.daemon.pool import WarmKey, WarmPool
@@ -120,3 +121,71 @@ def test_a_ready_slot_that_died_is_made_again():
     slot = ready_slot(p, A)
     p.drop(slot)
     assert p.plan(0.0)[1] == [A]
+
+
+def grown(floor: int = 1, cap: int = 4, idle: float = 600.0) -> WarmPool:
+    return WarmPool(enabled=True, size=floor, cap=cap, idle_seconds=idle, sessions_dir=Path("/sessions"))
+
+
+def test_a_burst_of_starts_grows_the_pool_to_its_size_within_the_cap():
+    p = grown(cap=4)
+    assert p.size == 1
+    for _ in range(3):
+        p.take(A)
+    assert p.size == 3 and p.status()["max"] == 4
+    for _ in range(5):
+        p.take(A)
+    assert p.size == 4  # a burst of eight: the cap
+    capped = grown(cap=2)
+    for _ in range(4):
+        capped.take(A)
+    assert capped.size == 2
+
+
+def test_starts_further_apart_than_a_burst_do_not_add_up(monkeypatch):
+    from roost_core.daemon import pool as pool_module
+
+    now = [100.0]
+    monkeypatch.setattr(pool_module.time, "monotonic", lambda: now[0])
+    p = grown(cap=4)
+    for _ in range(4):
+        p.take(A)
+        now[0] += pool_module.BURST_SECONDS + 1
+    assert p.size == 1
+
+
+def test_a_learnt_burst_is_forgotten_after_idle_seconds(monkeypatch):
+    from roost_core.daemon import pool as pool_module
+
+    now = [100.0]
+    monkeypatch.setattr(pool_module.time, "monotonic", lambda: now[0])
+    p = grown(cap=4, idle=60.0)
+    for _ in range(4):
+        p.take(A)
+    assert p.size == 4
+    now[0] += 61.0
+    assert p.size == 1
+
+
+def test_slots_warm_at_most_max_warming_at_a_time():
+    from roost_core.daemon.pool import MAX_WARMING
+
+    p = grown(cap=4)
+    for _ in range(4):
+        p.take(A)
+    now = time.monotonic()
+    _ending, starting = p.plan(now)
+    assert starting == [A] * MAX_WARMING
+    for key in starting:
+        p.new_slot(key, set())
+    assert p.plan(now) == ([], [])
+
+
+def test_wakes_are_counted_apart_warm_or_cold():
+    p = grown()
+    ready_slot(p, A)
+    assert p.take(A, wake=True) is not None
+    assert p.take(A, wake=True) is None
+    assert p.take(A) is None
+    status = p.status()
+    assert (status["wakesWarm"], status["wakesCold"], status["adopted"], status["missed"]) == (1, 1, 1, 2)

@@ -69,6 +69,7 @@ class Workers:
         self.pool = WarmPool(
             enabled=config.pi_pool,
             size=config.pi_pool_size,
+            cap=config.pi_pool_max,
             idle_seconds=config.reap_after_seconds,
             sessions_dir=paths.sessions_dir,
         )
@@ -312,11 +313,21 @@ class Workers:
 
     def start_worker(self, job: Job) -> None:
         """Start the worker of ``job``: the warm slot it was made from, if any and still
-        there, else a new worker process."""
+        there; for a job that continues its session file (a wake), a ready warm slot of
+        its host, cwd, model and thinking level, whose pi switches to that file; else a
+        new worker process (a cold start, which the job's log says for a pooled host)."""
         slot, job.slot = job.slot, None
         if slot is not None and self.adopt_slot(job, slot):
             return
-        process, mark = self.launch_worker(job.id, job.token, job.cwd)
+        cold: dict[str, str] = {}
+        if self.pool.key_for(job.host, job.cwd, job.model, job.thinking) is not None:
+            if slot is None and Path(job.session).is_file():
+                woken = self.take_slot(job.host, job.cwd, job.model, job.thinking, wake=True)
+                if woken is not None and self.adopt_slot(job, woken):
+                    return
+            # Said in the job's log by its worker (read and dropped there: pi never sees it).
+            cold["ROOST_COLD_START"] = "no warm pi was free for this job's cwd, model and thinking level"
+        process, mark = self.launch_worker(job.id, job.token, job.cwd, **cold)
         faults.point("daemon.after_worker_start")
         job.process = process
         job.worker_pid = process.pid
@@ -328,11 +339,11 @@ class Workers:
 
     # ------------------------------------------------------------------ warm pi processes
 
-    def take_slot(self, host: str, cwd: str, model: str | None, thinking: str | None) -> WarmSlot | None:
-        """A ready warm slot for a new job started with these, or None; either way the
-        pool warms the next one for them."""
+    def take_slot(self, host: str, cwd: str, model: str | None, thinking: str | None, *, wake: bool = False) -> WarmSlot | None:
+        """A ready warm slot for a job started with these, or None; either way the pool
+        warms the next one for them. ``wake``: the job continues its session file."""
         key = self.pool.key_for(host, cwd, model, thinking)
-        return self.pool.take(key) if key is not None else None
+        return self.pool.take(key, wake=wake) if key is not None else None
 
     @contextlib.contextmanager
     def slot_released_on_error(self, job: Job) -> Iterator[None]:
@@ -347,8 +358,10 @@ class Workers:
             raise
 
     def adopt_slot(self, job: Job, slot: WarmSlot) -> bool:
-        """Make the slot's warm worker the worker of ``job`` (made with the slot's id,
-        token and session): it hears ``adopt`` and says its ordinary ``worker_hello``."""
+        """Make the slot's warm worker the worker of ``job``: it hears ``adopt`` and says
+        its ordinary ``worker_hello``. A job made from the slot has the slot's id, token
+        and session; any other (a wake) is named in the event with its token and log,
+        and the worker switches its pi to the job's session file."""
         conn = slot.conn
         if conn is None or conn.closed or slot.process is None or slot.process.poll() is not None:
             self.end_slot(slot)
@@ -361,7 +374,11 @@ class Workers:
         job.host_pid = None
         job.reaping = False
         self.registry.save(job)
-        conn.send({"event": "adopt", "job": job.id})
+        if job.id == slot.id:
+            conn.send({"event": "adopt", "job": job.id})
+        else:
+            logs = self.paths.jobs_dir
+            conn.send({"event": "adopt", "job": job.id, "token": job.token, "log": str(logs / f"{job.id}.log"), "slotLog": str(logs / f"{slot.id}.log")})
         return True
 
     def start_slot(self, key: WarmKey) -> None:

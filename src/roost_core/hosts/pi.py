@@ -233,12 +233,55 @@ class PiHost(ProcessHost):
         await self.start_pi()
 
     async def open(self, job: JobInfo, services: WorkerServices) -> set[int]:
-        warm = self.job is not None and self.job.session == job.session and self.process is not None
+        up = self.job is not None and self.process is not None and not self.pi_gone and self.process.returncode is None
+        if up and self.job is not None and self.job.session != job.session:
+            # A warm pi adopted by a job that continues its session file (a wake).
+            await self.switch_session(job, services)
+            return set(self.in_file)
         self.job, self.services = job, services
         self.take_lock(job)
-        if not warm or self.pi_gone or self.process.returncode is not None:
+        if up:
+            log.info("warm start: pi %s was up before this job existed", self.process.pid)
+        else:
             await self.start_pi()
         return set(self.in_file)
+
+    async def switch_session(self, job: JobInfo, services: WorkerServices) -> None:
+        """Make the warm pi this worker started (for a slot's session file, which pi has
+        not written: it writes a file at its first assistant message) continue ``job``'s
+        session file: pi's RPC ``switch_session``, which runs the code a cold ``pi
+        --session FILE`` with the same flags runs, in the session's cwd. pi loads its
+        extensions afresh for the new session: the new roost extension connects to the
+        bridge again (the old one lets go at its ``session_shutdown``) and says hello;
+        the seqs in the file are read as a cold start reads them."""
+        assert self.job is not None and self.process is not None
+        slot_session, pid = self.job.session, self.process.pid
+        self.release_lock()
+        self.lock = None
+        self.job, self.services = job, services
+        self.take_lock(job)
+        prepare_for_pi(job.session, job.cwd)
+        self.in_file, self.tail = set(), None
+        old, self.bridge, self.hello = self.bridge, None, False
+        async with self.pumping() as tg:
+            if old is not None:
+                tg.start_soon(self.read_bridge, old)  # until the old extension lets go
+            response = await self.command({"type": "switch_session", "sessionPath": job.session})
+            if not response.get("success") or (response.get("data") or {}).get("cancelled"):
+                raise PiError(f"pi did not switch to {job.session}: {response.get('error') or 'cancelled'}")
+            with anyio.move_on_after(float(os.environ.get("ROOST_PI_START_TIMEOUT", START_TIMEOUT))):
+                await self.until(lambda: self.hello or self.pi_gone)
+            if not self.hello:
+                raise PiError("pi switched sessions but its roost extension did not say hello again; see the job log")
+            state = await self.command({"type": "get_state"})
+            session_file = (state.get("data") or {}).get("sessionFile")
+            if not session_file or os.path.realpath(session_file) != os.path.realpath(job.session):
+                raise PiError(f"pi opened {session_file}, not {job.session}")
+            if old is not None:
+                with contextlib.suppress(Exception):
+                    await old.stream.aclose()
+        self.scan()
+        log.info("warm start: pi %s (started for %s) switched to this job's session %s", pid, slot_session, job.session)
 
     async def start_pi(self) -> None:
         """Start (or restart) pi on the job's session file and wait for its extension."""
@@ -369,7 +412,9 @@ class PiHost(ProcessHost):
         op = frame.get("op")
         try:
             if op == "hello":
-                result: dict[str, Any] = {"tools": await self.tool_definitions()}
+                # ``job``: what the extension puts in ROOST_JOB for the tools it starts (a
+                # warm pi started under a slot's name; after a switch it runs this job).
+                result: dict[str, Any] = {"tools": await self.tool_definitions(), "job": self.job.id if self.job else None}
                 self.hello = True
                 self.notify()
             elif op == "tool_call":

@@ -358,10 +358,13 @@ function hasPeerMarker(entries: readonly unknown[]): boolean {
  * `wanted` once any session of this pi has become a peer (every later session_start then
  * registers), and the daemon socket once found.
  */
-const processState: { wanted: boolean; socket?: string; startTime?: Promise<number | null> } = ((globalThis as any).__roostPiState ??= { wanted: false });
+const processState: { wanted: boolean; socket?: string; startTime?: Promise<number | null>; bridge?: string } = ((globalThis as any).__roostPiState ??= { wanted: false });
 
 export default async function roost(pi: ExtensionAPI) {
-	const bridgePath = process.env.ROOST_PI_BRIDGE;
+	// Kept for the process: a background pi switched to another session (a warm pi taking
+	// a waking job's session file) loads this extension again, and it talks to the worker.
+	if (process.env.ROOST_PI_BRIDGE) processState.bridge = process.env.ROOST_PI_BRIDGE;
+	const bridgePath = processState.bridge;
 	// Tools and scripts this pi starts must not find the worker's private channel.
 	delete process.env.ROOST_PI_BRIDGE;
 	const registered = new Set<string>();
@@ -493,12 +496,21 @@ export default async function roost(pi: ExtensionAPI) {
 					throw new Error(`unknown bridge op ${frame.op}`);
 			}
 		};
+		let leaving = false;
 		link.onClose = () => {
 			// The worker is gone: nothing may run on without it.
-			ctxRef?.shutdown();
+			if (!leaving) ctxRef?.shutdown();
 		};
+		// This session ends (pi quits, or switches to another session file, whose own
+		// instance of this extension connects again): let go of the worker's channel.
+		pi.on("session_shutdown", () => {
+			leaving = true;
+			link.close();
+		});
 
 		const hello = await link.call("hello", { pid: process.pid });
+		// The tools pi starts carry the job they run for (a warm pi started under a slot's).
+		if (typeof hello.job === "string") process.env.ROOST_JOB = hello.job;
 		registerTools((hello.tools ?? []) as ToolDef[], (def, args) => link.call("tool_call", { name: def.name, args }));
 
 		pi.on("session_start", (_event, ctx) => {

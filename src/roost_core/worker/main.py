@@ -10,10 +10,12 @@ job starts: nothing of the job outlives the worker.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -28,6 +30,7 @@ from roost_core.hosts.base import JobInfo, RunOutcome
 from roost_core.peerlink import PeerLink
 from roost_core.protocol import ProtocolError
 from roost_core.queue import Item
+from roost_core.store import write_all
 from roost_core.transcript import message_ids_in
 from roost_core.worker.reply_queue import ReplyQueue
 from roost_core.worker.supervisor import Supervisor
@@ -221,9 +224,24 @@ class Worker:
                 # test waits for this line before it lets a slow tool end).
                 log.info("item %d (%s) arrived during a run: it goes in at the next tool boundary", item.seq, item.kind)
         elif name == "adopt":
+            if self.warm and not self.adopted.is_set():
+                self.take_identity(event)
             self.adopted.set()
         elif name == "shutdown":
             self.stop(str(event.get("reason", "shutdown")))
+
+    def take_identity(self, event: dict[str, Any]) -> None:
+        """``adopt`` for another job than the slot's (a wake): become that job (its id and
+        token for the hello) and write to its log from now on. Its host notices the
+        other session file when it opens, and switches its warm process to it."""
+        job_id, token = event.get("job"), event.get("token")
+        if not isinstance(job_id, str) or job_id == self.job_id or not isinstance(token, str):
+            return
+        slot_id, self.job_id, self.token = self.job_id, job_id, token
+        new_log, slot_log = event.get("log"), event.get("slotLog")
+        if isinstance(new_log, str):
+            move_log(new_log, slot_log if isinstance(slot_log, str) else None)
+        log.info("warm start: this warm worker (slot %s, its host already up) is now the worker of %s", slot_id, job_id)
 
     def stop(self, reason: str) -> None:
         self.shutdown_reason = reason
@@ -587,6 +605,33 @@ class Worker:
                 await anyio.sleep(0.05)
 
 
+def move_log(new: str, old: str | None) -> None:
+    """Write to ``new`` (the adopting job's log) from now on: what ``old`` (the warm
+    slot's log) says so far is copied over first, and ``old`` removed."""
+    try:
+        fd = os.open(new, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except OSError as exc:
+        log.warning("cannot open the job's log %s: %s", new, exc)
+        return
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if old is not None:
+            try:
+                before = Path(old).read_bytes()
+            except OSError:
+                before = b""
+            if before:
+                write_all(fd, b"--- this worker's log while it waited as a warm slot ---\n" + before + b"--- end of the warm slot's log ---\n")
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        if old is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(old)
+    finally:
+        os.close(fd)
+
+
 def cut(text: str | None) -> str | None:
     """``text`` within :data:`REPORT_CHARS`, saying so when it was cut."""
     if text is None or len(text) <= REPORT_CHARS:
@@ -614,5 +659,8 @@ def run(prepared: PreparedPlugins | None = None) -> int:
     # Read and dropped at once, so the host's processes start with exactly the
     # environment a cold start of this job gives them.
     warm = os.environ.pop("ROOST_WARM", None) == "1"
+    cold = os.environ.pop("ROOST_COLD_START", None)
+    if cold:
+        log.info("cold start: %s", cold)
     worker = Worker(job_id, token, socket_path, prepared, warm=warm)
     return anyio.run(worker.main)
