@@ -131,7 +131,7 @@ def build_parser(*, with_hosts: bool = True) -> argparse.ArgumentParser:
 
     log = sub.add_parser("log", help="show a job's transcript")
     log.add_argument("id", help=ID_HELP)
-    log.add_argument("--json", action="store_true", help="entries (with trace and hops) and the job's sent-item receipts")
+    log.add_argument("--json", action="store_true", help="entries (with trace and hops) and the receipts of the items the job sent and received")
     log.add_argument("--follow", "-f", action="store_true", help="keep printing entries as the transcript grows")
 
     dead = sub.add_parser("dead", help="agent items that can never be delivered, with the reason")
@@ -396,19 +396,22 @@ def cmd_rm(args: argparse.Namespace) -> int:
 
 def cmd_log(args: argparse.Namespace) -> int:
     from roost_core.hosts import registered_hosts, transcript_reader
-    from roost_core.transcript import iter_rendered, read_entries
+    from roost_core.transcript import iter_rendered, read_entries, received_by_seq
 
     with client() as conn:
         result = conn.call("log", job=args.id)
     if args.json:
-        print(json_text({"id": result["id"], "session": result["session"], "entries": read_entries(result["session"]), "sent": result.get("sent", [])}))
+        print(json_text({
+            "id": result["id"], "session": result["session"], "entries": read_entries(result["session"]),
+            "sent": result.get("sent", []), "received": result.get("received", []),
+        }))
         return 0
     pm = local_manager()
     # The job's host says how its transcript reads (roost's own format when it says nothing).
     read = transcript_reader(registered_hosts(pm).get(result.get("host") or ""))
     if args.follow:
         return follow_log(pm, result["session"], read)
-    for text in iter_rendered(pm, result["session"], read):
+    for text in iter_rendered(pm, result["session"], read, received_by_seq(result.get("received"))):
         print(shown(text, keep=LOG_KEEPS))
     return 0
 

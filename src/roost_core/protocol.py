@@ -33,6 +33,8 @@ ITEM_RESERVE = 4096
 #: (``Field.max_bytes``) before anything is stored; a reply or task within it always
 #: makes an item that fits in a frame (its text is carried once).
 MAX_TEXT_BYTES = MAX_FRAME - ITEM_RESERVE
+#: The most seqs one ``seen`` names (a host tells what one model request holds new).
+MAX_SEEN = 1000
 
 # Stable error codes. Clients match on these, never on messages.
 BAD_JSON = "bad_json"

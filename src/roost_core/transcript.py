@@ -308,13 +308,42 @@ def parse_entries(raw: dict[str, Any]) -> list[TranscriptEntry]:
 LineReader = Callable[[dict[str, Any]], list[TranscriptEntry]]
 
 
-def iter_rendered(pm: Any, path: str | Path, read: LineReader = parse_entries) -> Iterator[str]:
+def iter_rendered(pm: Any, path: str | Path, read: LineReader = parse_entries, receipts: dict[int, dict[str, Any]] | None = None) -> Iterator[str]:
     """The rendered text of each entry of a session file that shows something, its
-    lines read by ``read`` (the host's reader)."""
+    lines read by ``read`` (the host's reader). ``receipts``: the receipts of the items
+    the session received, by seq (the ``log`` op's ``received``): an agent item's text
+    ends with what its sender's receipt says (:func:`receipt_note`)."""
     from roost_core.policy import render_entry
 
     for raw in read_entries(path):
         for entry in read(raw):
             text = render_entry(pm, entry)
+            if text and receipts and entry.custom_type == AGENT_MESSAGE_TYPE:
+                receipt = receipts.get(entry.details.get("seq"))  # type: ignore[arg-type]
+                if receipt is not None:
+                    text += "\n" + receipt_note(receipt)
             if text:
                 yield text
+
+
+def receipt_note(receipt: dict[str, Any], now: float | None = None) -> str:
+    """One line on what became of a received item, as its sender's receipt says:
+    ``↳ answered · seen 14:02:07 · answered 14:02:09`` (a day other than today by date)."""
+    parts = [f"↳ {receipt.get('state')}"]
+    for key in ("seen", "answered"):
+        when = receipt.get(key)
+        if isinstance(when, (int, float)):
+            parts.append(f"{key} {clock_time(when, now)}")
+    return " · ".join(parts)
+
+
+def clock_time(epoch: float, now: float | None = None) -> str:
+    """``epoch`` as local time of day (with the date when it is not today)."""
+    then = _dt.datetime.fromtimestamp(epoch)
+    today = _dt.datetime.fromtimestamp(now) if now is not None else _dt.datetime.now()
+    return then.strftime("%H:%M:%S" if then.date() == today.date() else "%b %d %H:%M:%S")
+
+
+def received_by_seq(received: Any) -> dict[int, dict[str, Any]]:
+    """The ``log`` op's ``received`` receipts by seq (none from an older daemon)."""
+    return {r["seq"]: r for r in received or () if isinstance(r, dict) and isinstance(r.get("seq"), int)}

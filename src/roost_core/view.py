@@ -25,6 +25,7 @@ from typing import Any
 from roost_core.dialogs import dialog_line, options_text
 from roost_core.names import shown, shown_rows
 from roost_core.peerstate import label
+from roost_core.transcript import received_by_seq
 
 GROUPS = ("dir", "state")
 #: Width of the fixed columns right of the name: relation, state, queued, last message.
@@ -565,6 +566,11 @@ class LiveView:
         #: The host of the peer whose transcript is open (how its lines read).
         self.log_host: str | None = None
         self.log_stamp: tuple[int, int] | None = None
+        #: The receipts of the items the open transcript's job received, by seq (and
+        #: that job's id; None for a foreground peer's transcript).
+        self.log_receipts: dict[int, dict[str, Any]] = {}
+        self.log_receipts_of: str | None = None
+        self.tg: Any = None
         self.exit_code = 0
 
     def draw(self) -> None:
@@ -580,12 +586,28 @@ class LiveView:
             self.view.set_rows(frame["agents"])
             if self.view.mode == "log":
                 self.reload_log()
+                if self.tg is not None and self.log_receipts_of is not None:
+                    self.tg.start_soon(self.refresh_receipts, self.log_receipts_of)
+            self.draw()
+
+    async def refresh_receipts(self, job_id: str) -> None:
+        """Ask again what the open transcript's received items' receipts say (seen,
+        answered): they change without the file changing."""
+        result = await self.call("log", job=job_id)
+        if result is None or self.view.log_id != job_id:
+            return
+        receipts = received_by_seq(result.get("received"))
+        if receipts != self.log_receipts:
+            self.log_receipts = receipts
+            self.log_stamp = None  # drawn again with them
+            self.reload_log()
             self.draw()
 
     async def main(self) -> int:
         import anyio
 
         async with anyio.create_task_group() as tg:
+            self.tg = tg
             keys_send, keys_receive = anyio.create_memory_object_stream[str](256)
             tg.start_soon(self.watch)
             tg.start_soon(self.signals, tg.cancel_scope)
@@ -804,6 +826,10 @@ class LiveView:
             if result is None:
                 return
             session = result.get("session")
+            self.log_receipts = received_by_seq(result.get("received"))
+            self.log_receipts_of = row["id"]
+        else:
+            self.log_receipts, self.log_receipts_of = {}, None
         if not session:
             self.view.flash = f"{row['name']} has no session file"
             return
@@ -837,7 +863,7 @@ class LiveView:
             return
         self.log_stamp = stamp
         read = transcript_reader(registered_hosts(self.pm).get(self.log_host or ""))
-        texts = list(iter_rendered(self.pm, session, read)) if session is not None and stamp is not None else []
+        texts = list(iter_rendered(self.pm, session, read, self.log_receipts)) if session is not None and stamp is not None else []
         self.view.set_log(texts, self.console.size[0])
 
 

@@ -133,6 +133,10 @@ class ClaudeHost(ProcessHost):
         #: Permission prompts become roost dialogs (``claudePermissionPrompts: "ask"``);
         #: False: they are refused at once (``"none"``).
         self.ask_permissions = True
+        #: Seqs of the agent items handed to Claude Code in a hook's output whose model
+        #: call has not answered yet: the next ``assistant`` event is that call's answer,
+        #: so they were in it (seen).
+        self.handed: list[int] = []
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -243,6 +247,14 @@ class ClaudeHost(ProcessHost):
             tokens, cost = result_usage(event)
             self.result_usage = (max(tokens, self.result_usage[0]), max(cost, self.result_usage[1]))
         self.scan()
+        if kind == "assistant" and self.handed:
+            # Claude Code tells of no model request as it goes out; its answer is the
+            # first sign that the items handed over in a hook's output were in it (those
+            # its transcript shows: a hook output that never reached it is handed again).
+            assert self.services is not None
+            known = self.known_seqs()
+            self.services.seen([seq for seq in self.handed if seq in known])
+            self.handed = []
         self.notify()
 
     def scan(self) -> None:
@@ -327,7 +339,10 @@ class ClaudeHost(ProcessHost):
                     self.outbox.append(item)
         items, self.outbox = self.outbox, []
         self.pending.update({item.seq: item for item in items})
-        return hook_output(event, items)
+        output = hook_output(event, items)
+        if output is not None:
+            self.handed.extend(item.seq for item in items)
+        return output
 
     # ------------------------------------------------------------------ runs
 

@@ -100,7 +100,7 @@ class Daemon:
         self.agents = AgentRows(self.tables, self.budgets, self.jobs, self.foreground)
         self.watchers = Watchers(self.agents.rows)
         self.registry = Registry(self.jobs, self.foreground, JobFiles(paths.jobs_dir, durable=durable), self.watchers)
-        self.persistence = Persistence(paths, pm, self.registry, self.hosts, durable=durable)
+        self.persistence = Persistence(paths, pm, self.registry, self.hosts, durable=durable, receipts=self.receipts)
         self.ledger = self.persistence.ledger
         self.workers = Workers(paths, config, self.registry, self.persistence, self.hosts, self.clock)
         # Starting a worker for an item is the one effect the mailroom asks for.
@@ -162,6 +162,7 @@ class Daemon:
             Route("warm_ready", OPS["warm_ready"], worker.op_warm_ready),
             Route("job_status", OPS["job_status"], worker.op_job_status),
             Route("ack", OPS["ack"], worker.op_ack, accept=worker.accept_ack),
+            Route("seen", OPS["seen"], worker.op_seen),
             Route("peer_register", OPS["peer_register"], messaging.op_peer_register, after=messaging.after_register),
             Route("peers", OPS["peers"], messaging.op_peers),
             Route("tool_call", OPS["tool_call"], messaging.op_tool_call),

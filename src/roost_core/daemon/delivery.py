@@ -173,7 +173,7 @@ class Mailroom:
         peer.in_flight[seq] = event
         peer.last_message = pushed.created
         self.quotes.remember(item.id, item.text)
-        self.receipts.record(sender.id, target.id, target.name, item.kind, "delivered", seq=seq, text=item.text)
+        self.receipts.record(sender.id, target.id, target.name, item.kind, "delivered", seq=seq, text=item.text, msg_id=item.id, reply_to=item.reply_to)
         answer["result"] = "delivered"
         answer["seq"] = seq
         if hold:
@@ -390,7 +390,7 @@ class QueuedAnswer(msgspec.Struct):
         job.last_message = time.time()
         # (``acknowledged`` when the worker acked it while it was being made durable:
         # its ack found no receipt to move yet.)
-        self.mailroom.receipts.record(item.sender.id, target.id, target.name, item.kind, done.receipt, seq=queued.seq, text=item.text)
+        self.mailroom.receipts.record(item.sender.id, target.id, target.name, item.kind, done.receipt, seq=queued.seq, text=item.text, msg_id=item.id, reply_to=item.reply_to)
         answer["result"] = outcome
         answer["seq"] = queued.seq
         if job.dialog and outcome in ("delivered", "queued"):

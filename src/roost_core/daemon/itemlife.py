@@ -188,3 +188,43 @@ def on_commit(stage: Stage, receiver: Receiver) -> Committed:
         return _COMMITS[stage, receiver]
     except KeyError:
         raise ItemLifeError(f"an item {stage.value} takes no {Event.COMMIT.value}") from None
+
+
+class Sighting(enum.Enum):
+    """What happens to an agent item as its sender sees it (:data:`RECEIPT_MOVES`); each
+    member's value is the receipt state it leads to."""
+
+    __hash__ = object.__hash__
+
+    #: On the receiver's connection.
+    PUSH = "delivered"
+    #: In the receiver's transcript (its ack).
+    RECEIVER_ACK = "acknowledged"
+    #: The receiving model had it in a model request (op ``seen``).
+    MODEL_SAW = "seen"
+    #: A message naming it in ``reply_to`` came back from its receiver.
+    ANSWER = "answered"
+    #: It can never be delivered.
+    DROP = "dead"
+
+
+_BEFORE_SEEN = ("queued", "delivered", "acknowledged")
+
+#: Every move of a receipt: (state, sighting) -> next state. Any other leaves it as it is.
+RECEIPT_MOVES: dict[tuple[str, Sighting], str] = {
+    ("queued", Sighting.PUSH): "delivered",
+    ("queued", Sighting.RECEIVER_ACK): "acknowledged",
+    ("delivered", Sighting.RECEIVER_ACK): "acknowledged",
+    ("queued", Sighting.DROP): "dead",
+    ("delivered", Sighting.DROP): "dead",
+    # Seen before its ack is possible: a host writes the item, the model call follows,
+    # and the ack's round trip may come after it.
+    **{(state, Sighting.MODEL_SAW): "seen" for state in _BEFORE_SEEN},
+    # An answer says its receiver read it, whether or not its host told when.
+    **{(state, Sighting.ANSWER): "answered" for state in (*_BEFORE_SEEN, "seen")},
+}
+
+
+def receipt_move(state: str, sighting: Sighting) -> str | None:
+    """The state a receipt in ``state`` moves to on ``sighting``; None: it stays."""
+    return RECEIPT_MOVES.get((state, sighting))

@@ -261,5 +261,6 @@ class JobOps:
             "host": job.host,
             "entries": read_entries(job.session) if args.get("entries") else None,
             "sent": self.receipts.sent_by(job.id),
+            "received": self.receipts.received_by(job.id),
         }
 

@@ -237,7 +237,13 @@ class Messaging:
         sender = sender_info(self.tables, conn)
         listed = self.tables.listed_for(sender)
         watch = self.watches.add_watch(conn, sender, args["watch"]) if args.get("watch") else None
-        return {"self": {"id": sender.id, "name": sender.name}, "peers": listed, "sent": self.receipts.sent_by(sender.id), "watch": watch}
+        return {
+            "self": {"id": sender.id, "name": sender.name},
+            "peers": listed,
+            "sent": self.receipts.sent_by(sender.id),
+            "sentCounts": self.receipts.tally(sender.id),
+            "watch": watch,
+        }
 
     async def op_send(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         return await settle(self.accept_send(conn, args))

@@ -177,3 +177,11 @@ class WorkerOps:
             return self.mailroom.ack_peer(conn.peer, args["seq"])
         raise ProtocolError(UNAUTHORIZED, "ack needs a bound connection")
 
+    async def op_seen(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        """The receiving model had the items ``seqs`` (of this worker's job, or this
+        foreground peer) in a model request: their senders' receipts say ``seen``."""
+        receiver = conn.job if conn.job is not None else conn.peer
+        if receiver is None:
+            raise ProtocolError(UNAUTHORIZED, "seen needs a bound connection")
+        return {"seen": self.mailroom.receipts.saw(receiver.id, args["seqs"])}
+

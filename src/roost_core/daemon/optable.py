@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from roost_core.daemon.ledger import KEY_CHARS
-from roost_core.protocol import MAX_TEXT_BYTES, Field, compile_args
+from roost_core.protocol import MAX_SEEN, MAX_TEXT_BYTES, Field, compile_args
 
 NAME = 200
 #: A text that becomes a queued item (a reply, a task, a message) is at most TEXT
@@ -109,6 +109,7 @@ OPS: dict[str, Op] = {
         who="worker",
     ),
     "ack": Op({"seq": Field(int, required=True, check=lambda v: None if v >= 0 else "must be >= 0")}, who="bound", accept=True),
+    "seen": Op({"seqs": Field(list, required=True, max_len=MAX_SEEN, check=lambda v: None if all(type(s) is int and s >= 0 for s in v) else "must be seqs (integers >= 0)")}, who="bound"),
     "peer_register": Op(
         {
             "session": Field((str, type(None)), max_len=PATH),

@@ -16,6 +16,7 @@ from roost_core.daemon.hostset import HostSet
 from roost_core.daemon.itemlife import Stage
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.ledger import AnswerLedger
+from roost_core.daemon.receipts import Receipts
 from roost_core.daemon.registry import Registry
 from roost_core.hosts import session_seqs
 from roost_core.paths import Paths
@@ -46,8 +47,10 @@ class Persistence:
     ``delivered`` and no peer acked (peer id -> (ledger slot, deliver event)), pushed
     again when the peer registers."""
 
-    def __init__(self, paths: Paths, pm: Any, registry: Registry, hosts: HostSet, *, durable: bool) -> None:
+    def __init__(self, paths: Paths, pm: Any, registry: Registry, hosts: HostSet, *, durable: bool, receipts: Receipts | None = None) -> None:
         self.paths = paths
+        #: The senders' receipts: those seen or answered are kept in the journal.
+        self.receipts = receipts
         self.pm = pm
         self.registry = registry
         self.hosts = hosts
@@ -93,6 +96,13 @@ class Persistence:
                 except ValueError:
                     bad_records += 1
                 continue
+            if record.get("op") == "receipt":
+                try:
+                    if self.receipts is not None:
+                        self.receipts.restore(record)
+                except ValueError:
+                    bad_records += 1
+                continue
             job_id = record.get("job")
             if not isinstance(job_id, str):
                 bad_records += 1
@@ -115,10 +125,16 @@ class Persistence:
             loaded.queue.durable = loaded.queue.reply_seq
             # Every item read back is durable, and this daemon has pushed it nowhere yet.
             loaded.stages = dict.fromkeys((item.seq for item in loaded.queue.items), Stage.JOURNALED)
+            if self.receipts is not None:
+                for item in loaded.queue.items:
+                    if item.is_agent_item and item.sender:
+                        self.receipts.recall(loaded.id, loaded.name, item.seq, item.sender, item.kind, item.text or item.content, item.created, item.msg_id)
             if loaded.undelivered_report is not None:
                 self.registry.kept_reports[loaded.id] = None
         changes.changed()
         journal = self.journal = Journal(self.paths.journal, durable=self.durable, snapshot=self.journal_snapshot, reserve=journal_reserve())
+        if self.receipts is not None:
+            self.receipts.write = self.write_receipt
         try:
             journal.replace_with(journal.snapshot_bytes())
         except OSError as exc:
@@ -213,6 +229,8 @@ class Persistence:
             records.append({"op": "seq", "job": job.id, "replySeq": job.queue.reserved, "acked": job.queue.acked})
             records.extend({"op": "item", "job": job.id, "deliver": item.to_event()} for item in job.queue.items)
         records.extend(self.ledger.records())
+        if self.receipts is not None:
+            records.extend(self.receipts.records())
         return records
 
     def write_answer(self, record: dict[str, Any]) -> Commit | None:
@@ -227,6 +245,18 @@ class Persistence:
         except JournalError as exc:
             log.warning("answer record not journaled (%s)", exc)
             return None
+
+
+    def write_receipt(self, record: dict[str, Any]) -> None:
+        """Hand a receipt's record to the journal (its next commit, not waited for). One
+        the journal cannot take stays in memory only: a restart forgets it."""
+        journal = self.journal
+        if journal is None:
+            return
+        try:
+            journal.add(record)
+        except JournalError as exc:
+            log.warning("receipt record not journaled (%s)", exc)
 
 
 def transcript_max_seq(job: Job, hosts: HostSet) -> int | None:

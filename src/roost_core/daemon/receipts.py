@@ -1,11 +1,15 @@
 """Receipts and dead letters: every agent item has a visible life.
 
 ``queued`` (stored, the receiver is not connected) → ``delivered`` (pushed to the
-receiver) → ``acknowledged`` (read into its transcript); or ``refused`` (the sender was
-told why) or ``dead`` (it can never be delivered: the target was removed, its queue was
-full, a foreground receiver was not running). Dead letters are kept in ``dead.jsonl`` so
-``roost dead`` shows them after a restart; receipts are kept in memory, the last
-:data:`PER_SENDER` per sender.
+receiver) → ``acknowledged`` (read into its transcript) → ``seen`` (the receiving model
+had it in a model request) → ``answered`` (a message naming it in ``reply_to`` came back
+from its receiver); or ``refused`` (the sender was told why) or ``dead`` (it can never be
+delivered: the target was removed, its queue was full, a foreground receiver was not
+running). How a receipt moves is :data:`~roost_core.daemon.itemlife.RECEIPT_MOVES`.
+Dead letters are kept in ``dead.jsonl`` so ``roost dead`` shows them after a restart;
+receipts are kept in memory, the last :data:`PER_SENDER` per sender, and those seen or
+answered in the journal too (``receipt`` records, :meth:`Receipts.restore`), so a daemon
+restart keeps what the sender learned of them.
 
 Every ``queue_full`` refusal is a dead letter, so a client that retries into a full queue
 makes thousands a second. So the letters of one loop pass share a write, and the file is
@@ -28,6 +32,7 @@ from typing import Any
 import msgspec
 
 from roost_core import faults, platform
+from roost_core.daemon.itemlife import RECEIPT_MOVES, Sighting
 from roost_core.protocol import encode
 from roost_core.store import atomic_write, fsync_dir, write_all
 
@@ -58,6 +63,11 @@ class Receipt(msgspec.Struct, gc=False):
     preview: str
     created: float
     updated: float
+    #: The item's message id (what a reply names in ``reply_to``), when it has one.
+    msg_id: str | None = None
+    #: When the receiving model first had it in a model request; when an answer came.
+    seen: float | None = None
+    answered: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -66,12 +76,35 @@ class Receipt(msgspec.Struct, gc=False):
             "toName": self.to_name,
             "kind": self.kind,
             "seq": self.seq,
+            "id": self.msg_id,
             "state": self.state,
             "reason": self.reason,
             "preview": self.preview,
             "created": self.created,
             "updated": self.updated,
+            "seen": self.seen,
+            "answered": self.answered,
         }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Receipt:
+        """A receipt as :meth:`to_json` wrote it (``ValueError`` for anything else)."""
+        if not is_letter(data):
+            raise ValueError("not a receipt")
+        times = [data.get(key) for key in ("seen", "answered")]
+        if not all(t is None or (isinstance(t, (int, float)) and not isinstance(t, bool)) for t in times) or not isinstance(data.get("id"), (str, type(None))):
+            raise ValueError("a receipt's id and times")
+        return cls(
+            data["sender"], data["to"], data.get("toName") or "", data["kind"], data["state"], data["seq"], data.get("reason"),
+            data.get("preview") or "", float(data["created"]), float(data["updated"]), data.get("id"), times[0], times[1],
+        )
+
+
+#: :data:`~roost_core.daemon.itemlife.RECEIPT_MOVES` by the state each event leads to
+#: (what :meth:`Receipts.move` is told): one lookup per move.
+_MOVES = {(state, sighting.value): after for (state, sighting), after in RECEIPT_MOVES.items()}
+#: Receipt states a sender counts per receiver (``roost_agents``), by what it is called there.
+TALLY = {"queued": "queued", "delivered": "unseen", "acknowledged": "unseen", "seen": "seen", "answered": "answered"}
 
 
 #: Message ids whose first words the daemon keeps, for the quote a reply carries.
@@ -110,7 +143,14 @@ class Receipts:
         self.later = later
         self._flush_due = False
         self._by_sender: dict[str, deque[Receipt]] = {}
+        #: Every kept receipt with a seq, by (receiver, seq): what a move finds.
         self._by_item: dict[tuple[str, int], Receipt] = {}
+        #: Every kept receipt with a message id, by (message id, receiver): what an answer
+        #: finds (a broadcast's one id names an item at each receiver).
+        self._by_message: dict[tuple[str, str], Receipt] = {}
+        #: Hands a ``receipt`` record to the journal (set once it is loaded; the
+        #: persistence's): a receipt that is seen or answered is kept across restarts.
+        self.write: Callable[[dict[str, Any]], Any] | None = None
         self.dead: deque[dict[str, Any]] = deque(maxlen=MAX_DEAD)
         for path in (self.set_aside_file, dead_file):
             self.dead.extend(self.read_letters(path))
@@ -172,34 +212,119 @@ class Receipts:
         if bad:
             log.error("dead letters: %d lines of %s are no letters: set aside in %s, the rest is served", len(bad), path.name, aside.name)
 
-    def record(self, sender: str, to: str, to_name: str, kind: str, state: str, *, seq: int | None = None, reason: str | None = None, text: str = "") -> Receipt:
+    def record(
+        self, sender: str, to: str, to_name: str, kind: str, state: str, *, seq: int | None = None, reason: str | None = None, text: str = "",
+        msg_id: str | None = None, reply_to: str | None = None,
+    ) -> Receipt:
+        """Keep the receipt of an item ``sender`` sent to ``to`` (``seq`` there, its
+        message id ``msg_id``). ``reply_to``: the item answers the message of that id,
+        whose receipt (``sender`` received it) says ``answered`` from now on."""
         now = time.time()
-        receipt = Receipt(sender, to, to_name, kind, state, seq, reason, text[:PREVIEW_CHARS], now, now)
+        receipt = Receipt(sender, to, to_name, kind, state, seq, reason, text[:PREVIEW_CHARS], now, now, msg_id)
         box = self._by_sender.get(sender)
         if box is None:  # (not setdefault: that would make a deque per call)
             box = self._by_sender[sender] = deque(maxlen=PER_SENDER)
-        if len(box) == box.maxlen and box[0].seq is not None:
-            self._by_item.pop((box[0].to, box[0].seq), None)
+        if len(box) == box.maxlen:
+            self._forget(box[0])
         box.append(receipt)
-        if seq is not None and state != "acknowledged":
-            # Kept by item until it is acknowledged (or dead): what ``move`` finds.
+        if seq is not None:
             self._by_item[(to, seq)] = receipt
+            if msg_id is not None:
+                self._by_message[(msg_id, to)] = receipt
         if state == "dead":
+            self.bury(receipt)
+        if reply_to is not None:
+            self.answer(reply_to, sender, now)
+        return receipt
+
+    def _forget(self, receipt: Receipt) -> None:
+        """``receipt`` leaves its sender's box (the oldest of a full one): its indexes go."""
+        if receipt.seq is not None and self._by_item.get((receipt.to, receipt.seq)) is receipt:
+            del self._by_item[(receipt.to, receipt.seq)]
+        if receipt.msg_id is not None and self._by_message.get((receipt.msg_id, receipt.to)) is receipt:
+            del self._by_message[(receipt.msg_id, receipt.to)]
+
+    def move(self, to: str, seq: int, state: str, reason: str | None = None) -> Receipt | None:
+        """An item of ``to`` changed state (``delivered``, ``acknowledged``, ``seen``,
+        ``dead``: the :class:`~roost_core.daemon.itemlife.Sighting` of that name); the
+        receipt if it moved (:data:`~roost_core.daemon.itemlife.RECEIPT_MOVES`)."""
+        receipt = self._by_item.get((to, seq))
+        if receipt is None:
+            return None
+        after = _MOVES.get((receipt.state, state))
+        if after is None:
+            return None
+        receipt.state, receipt.reason, receipt.updated = after, reason, time.time()
+        if after == "dead":
             self.bury(receipt)
         return receipt
 
-    def move(self, to: str, seq: int, state: str, reason: str | None = None) -> None:
-        """An item of ``to`` changed state (delivered, acknowledged, dead)."""
-        receipt = self._by_item.get((to, seq))
-        if receipt is None or receipt.state in ("acknowledged", "dead"):
+    def saw(self, to: str, seqs: list[int]) -> int:
+        """The model of ``to`` had the items ``seqs`` in a model request: the receipts
+        not seen before say ``seen`` (journaled). How many moved."""
+        moved = 0
+        for seq in seqs:
+            receipt = self.move(to, seq, Sighting.MODEL_SAW.value)
+            if receipt is not None:
+                receipt.seen = receipt.updated
+                self.keep(receipt)
+                moved += 1
+        return moved
+
+    def answer(self, msg_id: str, by: str, when: float | None = None) -> Receipt | None:
+        """``by`` sent a message naming ``msg_id`` in ``reply_to``: the receipt of that
+        message at ``by`` says ``answered`` (journaled); a reply from anyone else, or to
+        a message whose receipt is no longer kept, moves nothing."""
+        receipt = self._by_message.get((msg_id, by))
+        if receipt is None:
+            return None
+        after = _MOVES.get((receipt.state, Sighting.ANSWER.value))
+        if after is None:
+            return None
+        receipt.state = after
+        receipt.answered = receipt.updated = time.time() if when is None else when
+        self.keep(receipt)
+        return receipt
+
+    def keep(self, receipt: Receipt) -> None:
+        """Write ``receipt`` as it is now to the journal (its next commit): a daemon that
+        starts reads it back (:meth:`restore`). Not waited for: a receipt tells, it
+        promises nothing; one the journal cannot take stays in memory."""
+        if self.write is not None:
+            self.write(receipt_record(receipt))
+
+    def restore(self, record: dict[str, Any]) -> None:
+        """Keep a ``receipt`` record read back from the journal (``ValueError`` for one
+        roost did not write). A later record of the same item replaces the earlier."""
+        receipt = Receipt.from_json(record.get("receipt"))
+        if receipt.seq is None:
+            raise ValueError("a kept receipt has a seq")
+        known = self._by_item.get((receipt.to, receipt.seq))
+        if known is not None and known.sender == receipt.sender:
+            known.state, known.updated, known.seen, known.answered = receipt.state, receipt.updated, receipt.seen, receipt.answered
             return
-        if state == "delivered" and receipt.state == "delivered":
+        box = self._by_sender.get(receipt.sender)
+        if box is None:
+            box = self._by_sender[receipt.sender] = deque(maxlen=PER_SENDER)
+        if len(box) == box.maxlen:
+            self._forget(box[0])
+        box.append(receipt)
+        self._by_item[(receipt.to, receipt.seq)] = receipt
+        if receipt.msg_id is not None:
+            self._by_message[(receipt.msg_id, receipt.to)] = receipt
+
+    def recall(self, to: str, to_name: str, seq: int, sender: str, kind: str, text: str, created: float, msg_id: str | None) -> None:
+        """A daemon that starts finds an agent item of ``to`` still queued in its journal:
+        its sender's receipt says ``queued`` again (unless a ``receipt`` record kept it)."""
+        if (to, seq) in self._by_item:
             return
-        receipt.state, receipt.reason, receipt.updated = state, reason, time.time()
-        if state in ("acknowledged", "dead"):
-            self._by_item.pop((to, seq), None)
-        if state == "dead":
-            self.bury(receipt)
+        receipt = self.record(sender, to, to_name, kind, "queued", seq=seq, text=text, msg_id=msg_id)
+        receipt.created = receipt.updated = created
+
+    def records(self) -> list[dict[str, Any]]:
+        """The ``receipt`` records of every kept receipt that is seen or answered (the
+        journal's snapshot)."""
+        return [receipt_record(r) for box in self._by_sender.values() for r in box if r.seen is not None or r.answered is not None]
 
     def bury(self, receipt: Receipt) -> None:
         """Keep a dead letter: in memory at once, in ``dead.jsonl`` as soon as the disk
@@ -285,6 +410,27 @@ class Receipts:
 
     def sent_by(self, sender: str, limit: int = 20) -> list[dict[str, Any]]:
         return [receipt.to_json() for receipt in list(self._by_sender.get(sender, ()))[-limit:]]
+
+    def tally(self, sender: str) -> dict[str, dict[str, int]]:
+        """Per receiver, how many of the items ``sender`` sent (its last :data:`PER_SENDER`)
+        are still ``queued``, delivered but ``unseen``, ``seen`` and ``answered`` (only
+        the counts that are not 0): what ``roost_agents`` shows the sender."""
+        counts: dict[str, dict[str, int]] = {}
+        for receipt in self._by_sender.get(sender, ()):
+            name = TALLY.get(receipt.state)
+            if name is not None:
+                row = counts.setdefault(receipt.to, {})
+                row[name] = row.get(name, 0) + 1
+        return counts
+
+    def received_by(self, to: str) -> list[dict[str, Any]]:
+        """The kept receipts of the items sent to ``to``, by seq (``roost log``)."""
+        return [receipt.to_json() for receipt in sorted((r for (receiver, _seq), r in self._by_item.items() if receiver == to), key=lambda r: r.seq or 0)]
+
+
+def receipt_record(receipt: Receipt) -> dict[str, Any]:
+    """The journal record of a receipt (:meth:`Receipts.restore` reads it back)."""
+    return {"op": "receipt", "receipt": receipt.to_json()}
 
 
 def is_letter(value: Any) -> bool:

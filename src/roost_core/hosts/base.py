@@ -59,6 +59,10 @@ class WorkerServices(Protocol):
     def delivered(self, item: Item) -> None:
         """The item's entry is in the transcript (its ``message_end``): it may be acked."""
 
+    def seen(self, seqs: list[int]) -> None:
+        """The agent's model had the items ``seqs`` in a model request (their senders'
+        receipts say ``seen``). A host that cannot tell never calls it."""
+
     async def call_tool(self, name: str, args: dict[str, Any]) -> tuple[bool, str]:
         """Run a roost tool (``roost_agents``, ``roost_send``...) through the daemon:
         ``(ok, text for the model)``."""

@@ -17,6 +17,10 @@ Seqs in the session file, so a restarted worker drops resends:
 - dialog answers: a ``custom`` entry of type ``pi-roost-seq`` with ``data.seq``, appended
   right after pi has the answer.
 
+Before each model request the extension tells which agent items the request holds that
+the one before did not (those after its last assistant message): ``seen`` over the
+bridge, which the worker tells the daemon (the senders' receipts say ``seen``).
+
 An item counts as delivered (``services.delivered``) only once that line is in the file:
 the host tails the session file on every pi event.
 """
@@ -420,6 +424,11 @@ class PiHost(ProcessHost):
             elif op == "tool_call":
                 ok, text = await self.services.call_tool(str(frame.get("name")), dict(frame.get("args") or {}))
                 result = {"ok": ok, "text": text}
+            elif op == "seen":
+                # pi's next model request holds these items (the extension's ``context``
+                # handler): their senders' receipts say seen.
+                self.services.seen([seq for seq in frame.get("seqs") or [] if type(seq) is int and seq >= 0])
+                result = {}
             elif op == "boundary":
                 # A tool boundary: whatever waits goes in before pi's next model call.
                 items = self.services.take_steer()

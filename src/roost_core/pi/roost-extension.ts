@@ -347,6 +347,23 @@ function roostSession(entries: readonly unknown[]): boolean {
 	});
 }
 
+/**
+ * The queue seqs of the agent items a model request holds that the request before it did
+ * not: the roost messages after its last assistant message (an item arrives as a steer
+ * after a tool result, or starts a turn after the last answer). What `seen` tells the
+ * daemon: the receiving model had them in a request (their senders' receipts say seen).
+ */
+function newAgentSeqs(messages: readonly unknown[]): number[] {
+	const seqs: number[] = [];
+	for (let index = messages.length - 1; index >= 0; index--) {
+		const message = messages[index] as Json;
+		if (message?.role === "assistant") break;
+		const seq = message?.details?.seq;
+		if (message?.role === "custom" && message.customType === MESSAGE_TYPE && Number.isInteger(seq) && seq >= 0) seqs.push(seq);
+	}
+	return seqs.reverse();
+}
+
 function hasPeerMarker(entries: readonly unknown[]): boolean {
 	return entries.some((raw) => (raw as Json).type === "custom" && (raw as Json).customType === PEER_ENTRY);
 }
@@ -526,6 +543,12 @@ export default async function roost(pi: ExtensionAPI) {
 			} catch {
 				// The worker will hand them over at the next boundary or when pi is idle.
 			}
+			return undefined;
+		});
+		// Before each model request: the items it holds new are seen (the worker tells the daemon).
+		pi.on("context", (event) => {
+			const seqs = newAgentSeqs(event.messages);
+			if (seqs.length > 0) link.notify("seen", { seqs });
 			return undefined;
 		});
 		pi.on("message_end", (event, ctx) => {
@@ -789,6 +812,14 @@ export default async function roost(pi: ExtensionAPI) {
 			const seq = Number(message.details?.seq);
 			if (!awaitingEnd.has(seq)) return undefined;
 			ack(seq, "ended");
+			return undefined;
+		});
+
+		// Before each model request: the items it holds new are seen (told to the daemon
+		// on the peer's connection; an item is only ever pushed on one).
+		pi.on("context", (event) => {
+			const seqs = newAgentSeqs(event.messages);
+			if (seqs.length > 0 && peerId && link && !link.closed) link.notify("seen", { seqs });
 			return undefined;
 		});
 

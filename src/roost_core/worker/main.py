@@ -28,7 +28,7 @@ from roost_core.dialogs import clean_options
 from roost_core.hosts import registered_hosts
 from roost_core.hosts.base import JobInfo, RunOutcome
 from roost_core.peerlink import PeerLink
-from roost_core.protocol import ProtocolError
+from roost_core.protocol import MAX_SEEN, ProtocolError
 from roost_core.queue import Item
 from roost_core.store import write_all
 from roost_core.transcript import message_ids_in
@@ -138,6 +138,9 @@ class Worker:
         self.usage: dict[str, Any] | None = None
         self.usage_sent: dict[str, Any] | None = None
         self.usage_wanted = anyio.Event()
+        #: Seqs the job's model had in a model request, not yet told to the daemon.
+        self.seen_unsent: list[int] = []
+        self.seen_wanted = anyio.Event()
         self.processes = Supervisor(on_host_pid=self.host_pid_changed)
         #: A warm worker (``roost_core.daemon.pool``) starts its host before its job
         #: exists, then waits to be adopted by it.
@@ -212,6 +215,7 @@ class Worker:
         self.ack_wanted.set()
         self.usage_sent = None  # a new daemon may not have it
         self.usage_wanted.set()
+        self.seen_wanted.set()
 
     async def on_event(self, event: dict[str, Any], client: AsyncClient | None = None) -> None:
         """A pushed event (the link's ``on_event``): an item to hold, ``adopt``, ``shutdown``."""
@@ -301,6 +305,30 @@ class Worker:
                 except (DaemonUnavailable, ProtocolError) as exc:
                     log.warning("usage not sent: %s", exc)
 
+    def seen(self, seqs: list[int]) -> None:
+        """The host's model had the items ``seqs`` in a model request: told to the daemon
+        (op ``seen``), which moves their senders' receipts."""
+        fresh = [seq for seq in seqs if seq not in self.seen_unsent]
+        if fresh:
+            # Bounded as one op takes them; a host tells each seq about once.
+            self.seen_unsent = (self.seen_unsent + fresh)[-MAX_SEEN:]
+            self.seen_wanted.set()
+
+    async def seen_sender(self) -> None:
+        while not self.shutdown.is_set():
+            await self.seen_wanted.wait()
+            self.seen_wanted = anyio.Event()
+            seqs, self.seen_unsent = self.seen_unsent, []
+            if not seqs:
+                continue
+            try:
+                await self.call("seen", seqs=seqs)
+            except DaemonUnavailable:
+                # Told again once the link is back (``resync``).
+                self.seen_unsent = (seqs + self.seen_unsent)[-MAX_SEEN:]
+            except ProtocolError as exc:
+                log.warning("seen %s not told: %s", seqs, exc)
+
     def delivered(self, item: Item) -> None:
         self.queue.mark_done(item.seq)
         self.ack_wanted.set()
@@ -377,6 +405,7 @@ class Worker:
             tg.start_soon(self.link)
             tg.start_soon(self.ack_sender)
             tg.start_soon(self.usage_sender)
+            tg.start_soon(self.seen_sender)
             try:
                 if self.warm and not await self.warm_up():
                     return self.exit_code

@@ -90,6 +90,19 @@ def _watch_line(watch: dict[str, Any] | None) -> list[str]:
     return [f"not watching {who}: nothing under way (state {watch.get('state')})"]
 
 
+#: The order ``roost_agents`` counts what the caller sent a peer in (``Receipts.tally``).
+_TALLY_ORDER = ("queued", "unseen", "seen", "answered")
+
+
+def _tally_text(counts: dict[str, int] | None) -> str:
+    """What the caller sent a peer, by where it is: ``you sent 2: 1 unseen, 1 answered``
+    (empty when nothing)."""
+    if not counts:
+        return ""
+    parts = [f"{counts[name]} {name}" for name in _TALLY_ORDER if counts.get(name)]
+    return f"; you sent {sum(counts.values())}: {', '.join(parts)}"
+
+
 def _activity_text(peer: dict[str, Any]) -> str:
     """What a peer is doing and what a message will do to it (``done, hibernated: a
     message wakes it``), with the status line."""
@@ -104,8 +117,10 @@ def _agents_text(data: dict[str, Any]) -> str:
     if not peers:
         return "\n".join(["no reachable agent sessions", *_sent_lines(data), *_watch_line(data.get("watch"))])
     lines = []
+    tallies = data.get("sentCounts") or {}
     for peer in peers:
         line = f"{peer.get('id', '?')}  {_name(peer.get('name', '?'))}  [{peer.get('relation', '?')}]  {_activity_text(peer)}"
+        line += _tally_text(tallies.get(peer.get("id")))
         if peer.get("summary"):
             line += f" — {peer['summary']}"
         lines.append(line)
