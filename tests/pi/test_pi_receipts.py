@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
+
+import anyio
 
 from conftest import wait_until
 from fg import in_thread, run_async, session, spawn
@@ -94,3 +97,52 @@ def test_pi_receipt_goes_delivered_seen_answered_and_survives_a_restart(pi_kit, 
             assert ok and any(line.startswith(kid) and "; you sent 1: 1 answered" in line for line in text.splitlines()), text
 
     run_async(after)
+
+
+async def until(check, timeout: float, what: str):
+    """``await check()`` until it is truthy (as conftest's ``wait_until``, for an async check)."""
+    deadline = time.monotonic() + timeout
+    while not (value := await check()):
+        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
+        await anyio.sleep(0.02)
+    return value
+
+
+async def seen_one(mine):
+    receipt = await mine()
+    return receipt if receipt is not None and receipt["seen"] is not None else None
+
+
+def test_a_foreground_pi_tells_seen_on_its_own_connection(pi_kit, write_config, tmp_path):
+    write_config({"agentExternalMessages": True})
+    scenario = {
+        "run": [{"kind": "reply", "match": "who", "steps": [{"agents": {}}, {"say": "listed them"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    }
+    fake = pi_kit.fake(scenario)
+    daemon = pi_kit.daemon()
+    pi = pi_kit.rpc_pi(tmp_path / "fg" / "mine.jsonl", tmp_path / "work")
+    pi.prompt("who is around?")  # its first roost call makes it a peer
+    wait_until(lambda: daemon.call("daemon_status")["foreground"] == 1, what="the pi peer")
+    text = "hello from outside"
+
+    async def story() -> dict:
+        async with session(daemon, tmp_path, name="outsider") as outsider:
+            _ok, _text, rows = await outsider.call_tool("roost_agents", {})
+            (peer,) = [row for row in rows["peers"] if row["kind"] == "foreground"]
+
+            async def mine() -> dict | None:
+                _ok, _text, data = await outsider.call_tool("roost_agents", {})
+                return next((r for r in data["sent"] if r["to"] == peer["id"]), None)
+
+            ok, answer, data = await outsider.call_tool("roost_send", {"to": peer["id"], "message": text})
+            assert ok and data["result"] == "delivered", answer
+            # pi takes it as a new turn: the request that holds it makes it seen.
+            await in_thread(wait_until, lambda: holding(fake, text), 60, what="pi's request with the message")
+            receipt = await until(lambda: seen_one(mine), 60, "seen")
+            ok, agents, _data = await outsider.call_tool("roost_agents", {})
+            assert any(line.startswith(peer["id"]) and "; you sent 1: 1 seen" in line for line in agents.splitlines()), agents
+            return receipt
+
+    receipt = run_async(story)
+    assert receipt["state"] == "seen" and receipt["seen"] >= receipt["created"]
