@@ -150,3 +150,69 @@ def test_the_daemon_steps_a_job_items_stage_at_each_event(tmp_path) -> None:
             await daemon.journal.aclose()
 
     anyio.run(main)
+
+
+# ---------------------------------------------------------------------------- receipts
+
+from roost_core.daemon.itemlife import RECEIPT_MOVES, Sighting, receipt_move  # noqa: E402
+from roost_core.daemon.receipts import Receipts  # noqa: E402
+
+#: Every move a receipt takes, written out; every other (state, sighting) leaves it as it is.
+RECEIPT_ALLOWED = {
+    ("queued", Sighting.PUSH): "delivered",
+    ("queued", Sighting.RECEIVER_ACK): "acknowledged",
+    ("delivered", Sighting.RECEIVER_ACK): "acknowledged",
+    ("queued", Sighting.DROP): "dead",
+    ("delivered", Sighting.DROP): "dead",
+    ("queued", Sighting.MODEL_SAW): "seen",
+    ("delivered", Sighting.MODEL_SAW): "seen",
+    ("acknowledged", Sighting.MODEL_SAW): "seen",
+    ("queued", Sighting.ANSWER): "answered",
+    ("delivered", Sighting.ANSWER): "answered",
+    ("acknowledged", Sighting.ANSWER): "answered",
+    ("seen", Sighting.ANSWER): "answered",
+}
+RECEIPT_STATES = ("queued", "delivered", "acknowledged", "seen", "answered", "refused", "dead")
+
+
+def test_the_receipt_table_is_the_one_written_here() -> None:
+    assert RECEIPT_MOVES == RECEIPT_ALLOWED
+
+
+@pytest.mark.parametrize("state", RECEIPT_STATES)
+@pytest.mark.parametrize("sighting", list(Sighting), ids=lambda v: v.name)
+def test_a_receipt_only_moves_forward(state: str, sighting: Sighting) -> None:
+    after = receipt_move(state, sighting)
+    assert after == RECEIPT_ALLOWED.get((state, sighting))
+    if after is not None and after != "dead":
+        assert RECEIPT_STATES.index(after) > RECEIPT_STATES.index(state)
+
+
+def test_receipts_see_answer_tally_and_come_back_from_their_records(tmp_path) -> None:
+    """Seen before the ack stays seen; only the receiver's reply answers (per receiver of a
+    broadcast's one id); the counts per receiver; a restart's receipts from the journal."""
+    written: list[dict] = []
+    receipts = Receipts(tmp_path / "dead.jsonl", durable=False)
+    receipts.write = written.append
+    receipts.record("lead", "kid1", "one", "message", "delivered", seq=4, text="hi", msg_id="m00000001")
+    receipts.record("lead", "kid2", "two", "message", "queued", seq=9, text="hi", msg_id="m00000001")
+    receipts.record("lead", "kid2", "two", "message", "delivered", seq=10, text="more", msg_id="m00000002")
+    assert receipts.saw("kid1", [4, 5]) == 1
+    receipts.move("kid1", 4, "acknowledged")  # its ack after the model call: still seen
+    assert receipts.saw("kid1", [4]) == 0
+    receipts.record("kid2", "lead", "lead", "message", "delivered", seq=1, text="not you", reply_to="m00000002")
+    receipts.record("kid1", "lead", "lead", "message", "delivered", seq=2, text="4", reply_to="m00000001")
+    assert receipts.answer("m00000001", "nobody") is None
+    states = {(r["to"], r["seq"]): (r["state"], r["seen"] is not None, r["answered"] is not None) for r in receipts.sent_by("lead")}
+    assert states == {("kid1", 4): ("answered", True, True), ("kid2", 9): ("queued", False, False), ("kid2", 10): ("answered", False, True)}
+    assert receipts.tally("lead") == {"kid1": {"answered": 1}, "kid2": {"queued": 1, "answered": 1}}
+    assert [r["seq"] for r in receipts.received_by("kid2")] == [9, 10]
+    # Three records (a seen, two answers): read back, the last of each item wins.
+    assert [(w["receipt"]["to"], w["receipt"]["state"]) for w in written] == [("kid1", "seen"), ("kid2", "answered"), ("kid1", "answered")]
+    again = Receipts(tmp_path / "dead.jsonl", durable=False)
+    for record in written:
+        again.restore(record)
+    assert {(r["to"], r["seq"], r["state"]) for r in again.sent_by("lead")} == {("kid1", 4, "answered"), ("kid2", 10, "answered")}
+    assert again.records() == [{"op": "receipt", "receipt": r} for r in again.sent_by("lead")]
+    with pytest.raises(ValueError):
+        again.restore({"op": "receipt", "receipt": {"sender": "lead"}})
