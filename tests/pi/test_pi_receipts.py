@@ -11,7 +11,6 @@ import sys
 import time
 
 import anyio
-
 from conftest import wait_until
 from fg import in_thread, run_async, session, spawn
 
