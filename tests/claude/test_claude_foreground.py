@@ -90,6 +90,10 @@ def test_a_users_claude_code_gets_items_mid_turn_and_at_the_stop(claude_kit, wri
                 fake.release.set()
                 await in_thread(wait_until, lambda: len(claude.results()) == 1, 90, what="the turn's end")
                 await in_thread(wait_until, lambda: peer_row(daemon, "cc-user")["pending"] == 0, 30, what="every item acknowledged")
+                # The Stop hook after the answer to it tells the model had it (issue 42.4).
+                _ok, _text, data = await outsider.call_tool("roost_agents", {})
+                (mine,) = [r for r in data["sent"] if r["to"] == me["id"]]
+                assert mine["state"] == "seen" and mine["seen"] >= mine["created"], mine
                 return me
 
         me = run_async(story)

@@ -40,7 +40,7 @@ from roost_core import locks
 from roost_core.claude import config_dir
 from roost_core.claude.hook import hook_output, items_text, wants_items
 from roost_core.claude.transcript import TranscriptSeqs
-from roost_core.client import AsyncClient
+from roost_core.client import AsyncClient, DaemonUnavailable
 from roost_core.paths import Paths
 from roost_core.peerlink import LinkedPeer
 from roost_core.protocol import ProtocolError
@@ -49,6 +49,9 @@ from roost_core.worker.reply_queue import ReplyQueue
 
 log = logging.getLogger("roost.mcp")
 
+#: The hooks Claude Code runs only after a model call (a tool it asked for, the end of
+#: its answer): the items its transcript showed before one were in that call.
+SEEN_AFTER = ("PostToolUse", "Stop")
 #: How long to watch Claude Code's transcript for items a hook handed over.
 CONFIRM_SECONDS = 60.0
 CONFIRM_INTERVAL = 0.1
@@ -113,6 +116,11 @@ class McpPeer(LinkedPeer):
         self.lock: locks.WriterLock | None = None
         #: Items handed to Claude Code whose seq its transcript does not show yet.
         self.handed: dict[int, Item] = {}
+        #: Seqs its transcript shows whose model call has not been told of yet (``seen``),
+        #: and those of them taken by ``roost_inbox``: that tool's own PostToolUse comes
+        #: before any model call has them.
+        self.unseen: list[int] = []
+        self.pulled: set[int] = set()
         self._watching = False
 
     async def __aenter__(self) -> McpPeer:
@@ -242,12 +250,15 @@ class McpPeer(LinkedPeer):
         items = await self.take()
         if not items:
             return "no agent items waiting"
+        self.pulled.update(item.seq for item in items)
         return items_text(items)
 
     async def answer_hook(self, event: str, data: dict[str, Any]) -> dict[str, Any] | None:
         """A Claude Code hook of the client: learn the session, hand over what waits."""
         self.claude_session(data.get("transcript_path"), data.get("session_id"))
         await self.confirm()
+        if event in SEEN_AFTER:
+            await self.tell_seen()
         if self.peer_id is None or not self.link.is_linked or not wants_items(event, data):
             return None
         return hook_output(event, await self.take())
@@ -260,7 +271,22 @@ class McpPeer(LinkedPeer):
         for seq in [seq for seq in self.handed if seq in self.transcript.seqs]:
             self.handed.pop(seq)
             self.queue.mark_done(seq)
+            self.unseen.append(seq)
         await self._send_ack()
+
+    async def tell_seen(self) -> None:
+        """A hook that follows a model call (:data:`SEEN_AFTER`): the items the transcript
+        showed before it were in that call (the senders' receipts say ``seen``). Claude
+        Code tells of no model request as it goes out; this is the first sign of one."""
+        seqs = [seq for seq in self.unseen if seq not in self.pulled]
+        self.unseen = [seq for seq in self.unseen if seq in self.pulled]
+        self.pulled.clear()  # their tool's hook is this one: the next follows a model call
+        if not seqs or self.peer_id is None or not self.link.is_linked:
+            return
+        try:
+            await self.call("seen", seqs=seqs)
+        except (ProtocolError, DaemonUnavailable) as exc:
+            log.warning("seen %s not told: %s", seqs, exc)
 
     def watch_transcript(self) -> None:
         if self._watching or self._tg is None:
