@@ -20,7 +20,20 @@ def receipts(lead_data) -> list[dict]:
     return lead_data["sent"]
 
 
-def test_receipts_move_queued_delivered_acknowledged(daemon, tmp_path):
+async def receipt_in(lead, preview: str, state: str) -> dict:
+    """The caller's receipt of the item ``preview`` once it says ``state`` (its
+    ``roost_agents``, asked again until then, as ``wait_until`` does)."""
+    deadline = anyio.current_time() + 30
+    while True:
+        _, _, data = await lead.call_tool("roost_agents", {})
+        (receipt,) = [r for r in data["sent"] if r["preview"] == preview]
+        if receipt["state"] == state:
+            return receipt
+        assert anyio.current_time() < deadline, f"{preview!r} is {receipt['state']}, never {state}"
+        await anyio.sleep(0.02)
+
+
+def test_receipts_move_queued_delivered_acknowledged_seen(daemon, tmp_path):
     gate = tmp_path / "gate"
 
     async def story():
@@ -36,15 +49,15 @@ def test_receipts_move_queued_delivered_acknowledged(daemon, tmp_path):
             assert f"message to kid ({kid}): queued" in text
             daemon.call("reply", job=kid, text="resume")
             await in_thread(wait_until, lambda: daemon.job(kid)["pending"] == 0 and daemon.job(kid)["state"] != "running", what="drained")
-            _, _, data = await lead.call_tool("roost_agents", {})
-            (first,) = [r for r in data["sent"] if r["preview"] == "while stopped"]
-            assert first["state"] == "acknowledged"
-            # A live receiver: delivered at once, acknowledged once in its transcript.
+            # Acknowledged, then seen: the scripted model call after it read it.
+            first = await receipt_in(lead, "while stopped", "seen")
+            assert first["seen"] >= first["created"] and first["answered"] is None
+            # A live receiver: delivered at once, acknowledged once in its transcript,
+            # seen once its next model call has it.
             await send(lead, kid, "live one")
             await in_thread(wait_until, lambda: daemon.job(kid)["pending"] == 0, what="acked")
-            _, _, data = await lead.call_tool("roost_agents", {})
-            (live,) = [r for r in data["sent"] if r["preview"] == "live one"]
-            assert live["state"] == "acknowledged" and live["updated"] >= live["created"]
+            live = await receipt_in(lead, "live one", "seen")
+            assert live["updated"] >= live["seen"] >= live["created"]
 
     run_async(story)
 

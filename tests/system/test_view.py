@@ -346,3 +346,29 @@ def test_a_dialog_shows_in_the_view_and_is_answered_there(daemon, terminal):
     terminal.wait_for(lambda s: " done " in line_of(s, "shipper") and "waits for you" not in s, "the dialog gone from the view")
     terminal.keys("q")
     assert terminal.wait_exit() == 0
+
+
+@needs_tmux
+def test_the_views_transcript_says_what_became_of_each_received_item(daemon, terminal):
+    """A received agent item's receipt under it in the transcript (issue 42.4): the lead's
+    scripted model call after the kid's report has it, so the report is seen."""
+    scenario = {
+        "run": [{"steps": [{"spawn": {"task": "count the apples", "name": "kid", "model": "kid"}}, {"say": "spawned"}]}],
+        "default": {"steps": [{"say": "noted {from_name}"}]},
+        "models": {"kid": {"default": {"steps": [{"say": "12 apples"}]}}},
+    }
+    lead = daemon.start_job("delegate", name="lead", scenario=scenario)
+
+    def report_seen() -> dict | None:
+        return next((r for r in daemon.call("log", job=lead)["received"] if r["kind"] == "report" and r["state"] == "seen"), None)
+
+    receipt = wait_until(report_seen, what="the kid's report seen by the lead")
+    terminal.start_view("--select", "lead")
+    terminal.wait_for(lambda s: line_of(s, "lead").startswith("›"), "lead selected")
+    terminal.keys("Enter")
+    screen = terminal.wait_for(lambda s: "assistant: noted kid" in s, "the lead's transcript")
+    lines = screen.splitlines()
+    note = next(n for n, line in enumerate(lines) if line.startswith("↳ seen · seen "))
+    assert any("report" in line and "kid" in line for line in lines[:note]), screen
+    assert lines[note].split(" · seen ")[1].strip() == time.strftime("%H:%M:%S", time.localtime(receipt["seen"]))
+    terminal.keys("q")

@@ -136,6 +136,8 @@ class ScriptedHost:
         self.used_runs: set[int] = set()
         self.run_count = 0
         self.fresh: list[Item] = []
+        #: Agent items written since the last model call: the next one has them (seen).
+        self.unseen: list[int] = []
         #: What the session's model calls cost so far (summed from its file at open).
         self.tokens = 0
         self.cost = 0.0
@@ -194,6 +196,7 @@ class ScriptedHost:
             )
         if item.is_agent_item:
             faults.point("worker.after_message_end_before_ack")
+            self.unseen.append(item.seq)
         self.services.delivered(item)
 
     def boundary(self) -> None:
@@ -205,8 +208,12 @@ class ScriptedHost:
             self.fresh.append(item)
 
     def assistant(self, content: list[dict[str, Any]], stop: str, usage: Any = None) -> None:
-        """One model call's answer, with the usage the scenario says it cost."""
+        """One model call's answer, with the usage the scenario says it cost. The call
+        held the agent items written since the last one: they are seen."""
         assert self.writer is not None and self.services is not None
+        if self.unseen:
+            self.services.seen(self.unseen)
+            self.unseen = []
         extra: dict[str, Any] = {"stopReason": stop, "model": "scripted"}
         usage = usage if isinstance(usage, dict) else self.scenario.get("usage")
         if isinstance(usage, dict):
