@@ -189,8 +189,9 @@ def test_a_receipt_only_moves_forward(state: str, sighting: Sighting) -> None:
 
 
 def test_receipts_see_answer_tally_and_come_back_from_their_records(tmp_path) -> None:
-    """Seen before the ack stays seen; only the receiver's reply answers (per receiver of a
-    broadcast's one id); the counts per receiver; a restart's receipts from the journal."""
+    """Seen before the ack stays seen; only the receiver's reply back to its sender answers
+    (per receiver of a broadcast's one id); the counts per receiver; a restart's receipts
+    from the journal."""
     written: list[dict] = []
     receipts = Receipts(tmp_path / "dead.jsonl", durable=False)
     receipts.write = written.append
@@ -202,7 +203,8 @@ def test_receipts_see_answer_tally_and_come_back_from_their_records(tmp_path) ->
     assert receipts.saw("kid1", [4]) == 0
     receipts.record("kid2", "lead", "lead", "message", "delivered", seq=1, text="not you", reply_to="m00000002")
     receipts.record("kid1", "lead", "lead", "message", "delivered", seq=2, text="4", reply_to="m00000001")
-    assert receipts.answer("m00000001", "nobody") is None
+    assert receipts.answer("m00000001", "nobody", "lead") is None
+    assert receipts.answer("m00000001", "kid2", "someone else") is None
     states = {(r["to"], r["seq"]): (r["state"], r["seen"] is not None, r["answered"] is not None) for r in receipts.sent_by("lead")}
     assert states == {("kid1", 4): ("answered", True, True), ("kid2", 9): ("queued", False, False), ("kid2", 10): ("answered", False, True)}
     assert receipts.tally("lead") == {"kid1": {"answered": 1}, "kid2": {"queued": 1, "answered": 1}}

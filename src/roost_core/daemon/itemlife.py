@@ -27,6 +27,16 @@ item's stage (``Job.stages``, by seq, until its ack is durable; an item no longe
 was dropped with its job) and asks :func:`step` at each event, and :func:`on_commit` for
 a commit's answer. A foreground peer's item needs no
 store: it is ``pushed`` while it is in the peer's ``in_flight``.
+
+An agent item's life goes on after its ack, as its sender sees it (its receipt,
+:class:`~roost_core.daemon.receipts.Receipt`): the receiving model may have it in a model
+request (``seen``: its host tells the daemon, op ``seen``), and a message naming it in
+``reply_to`` may come back from its receiver to its sender (``answered``).
+:data:`RECEIPT_MOVES` is that machine: its states are the receipt's (``queued``,
+``delivered``, ``acknowledged``, ``seen``, ``answered``; ``refused`` and ``dead`` are
+final), its events what happened to the item (:class:`Sighting`). An event a state does
+not take leaves the receipt as it is (a late push, an ack after the model saw it): a
+receipt never goes back.
 """
 
 from __future__ import annotations
@@ -202,7 +212,7 @@ class Sighting(enum.Enum):
     RECEIVER_ACK = "acknowledged"
     #: The receiving model had it in a model request (op ``seen``).
     MODEL_SAW = "seen"
-    #: A message naming it in ``reply_to`` came back from its receiver.
+    #: A message naming it in ``reply_to`` came back from its receiver to its sender.
     ANSWER = "answered"
     #: It can never be delivered.
     DROP = "dead"

@@ -3,9 +3,9 @@
 ``queued`` (stored, the receiver is not connected) → ``delivered`` (pushed to the
 receiver) → ``acknowledged`` (read into its transcript) → ``seen`` (the receiving model
 had it in a model request) → ``answered`` (a message naming it in ``reply_to`` came back
-from its receiver); or ``refused`` (the sender was told why) or ``dead`` (it can never be
-delivered: the target was removed, its queue was full, a foreground receiver was not
-running). How a receipt moves is :data:`~roost_core.daemon.itemlife.RECEIPT_MOVES`.
+from its receiver to its sender); or ``refused`` (the sender was told why) or ``dead``
+(it can never be delivered: the target was removed, its queue was full, a foreground
+receiver was not running). How a receipt moves is :data:`~roost_core.daemon.itemlife.RECEIPT_MOVES`.
 Dead letters are kept in ``dead.jsonl`` so ``roost dead`` shows them after a restart;
 receipts are kept in memory, the last :data:`PER_SENDER` per sender, and those seen or
 answered in the journal too (``receipt`` records, :meth:`Receipts.restore`), so a daemon
@@ -145,9 +145,6 @@ class Receipts:
         self._by_sender: dict[str, deque[Receipt]] = {}
         #: Every kept receipt with a seq, by (receiver, seq): what a move finds.
         self._by_item: dict[tuple[str, int], Receipt] = {}
-        #: Every kept receipt with a message id, by (message id, receiver): what an answer
-        #: finds (a broadcast's one id names an item at each receiver).
-        self._by_message: dict[tuple[str, str], Receipt] = {}
         #: Hands a ``receipt`` record to the journal (set once it is loaded; the
         #: persistence's): a receipt that is seen or answered is kept across restarts.
         self.write: Callable[[dict[str, Any]], Any] | None = None
@@ -217,32 +214,26 @@ class Receipts:
         msg_id: str | None = None, reply_to: str | None = None,
     ) -> Receipt:
         """Keep the receipt of an item ``sender`` sent to ``to`` (``seq`` there, its
-        message id ``msg_id``). ``reply_to``: the item answers the message of that id,
-        whose receipt (``sender`` received it) says ``answered`` from now on."""
+        message id ``msg_id``). ``reply_to``: the item answers the message of that id
+        that ``to`` sent ``sender``, whose receipt says ``answered`` from now on."""
         now = time.time()
         receipt = Receipt(sender, to, to_name, kind, state, seq, reason, text[:PREVIEW_CHARS], now, now, msg_id)
         box = self._by_sender.get(sender)
         if box is None:  # (not setdefault: that would make a deque per call)
             box = self._by_sender[sender] = deque(maxlen=PER_SENDER)
-        if len(box) == box.maxlen:
-            self._forget(box[0])
+        if len(box) == PER_SENDER:
+            # The oldest leaves the box: its indexes go ((receiver, seq) is never reused).
+            old = box[0]
+            if old.seq is not None:
+                self._by_item.pop((old.to, old.seq), None)
         box.append(receipt)
         if seq is not None:
             self._by_item[(to, seq)] = receipt
-            if msg_id is not None:
-                self._by_message[(msg_id, to)] = receipt
         if state == "dead":
             self.bury(receipt)
         if reply_to is not None:
-            self.answer(reply_to, sender, now)
+            self.answer(reply_to, sender, to, now)
         return receipt
-
-    def _forget(self, receipt: Receipt) -> None:
-        """``receipt`` leaves its sender's box (the oldest of a full one): its indexes go."""
-        if receipt.seq is not None and self._by_item.get((receipt.to, receipt.seq)) is receipt:
-            del self._by_item[(receipt.to, receipt.seq)]
-        if receipt.msg_id is not None and self._by_message.get((receipt.msg_id, receipt.to)) is receipt:
-            del self._by_message[(receipt.msg_id, receipt.to)]
 
     def move(self, to: str, seq: int, state: str, reason: str | None = None) -> Receipt | None:
         """An item of ``to`` changed state (``delivered``, ``acknowledged``, ``seen``,
@@ -271,11 +262,13 @@ class Receipts:
                 moved += 1
         return moved
 
-    def answer(self, msg_id: str, by: str, when: float | None = None) -> Receipt | None:
-        """``by`` sent a message naming ``msg_id`` in ``reply_to``: the receipt of that
-        message at ``by`` says ``answered`` (journaled); a reply from anyone else, or to
-        a message whose receipt is no longer kept, moves nothing."""
-        receipt = self._by_message.get((msg_id, by))
+    def answer(self, msg_id: str, by: str, to: str, when: float | None = None) -> Receipt | None:
+        """``by`` sent ``to`` a message naming ``msg_id`` in ``reply_to``: when ``to``
+        sent ``by`` that message, its receipt says ``answered`` (journaled). A reply from
+        anyone else, to anyone else, or to a message whose receipt is no longer kept
+        moves nothing. (Looked for among ``to``'s last receipts, newest first: a reply
+        costs that, a send nothing.)"""
+        receipt = next((r for r in reversed(self._by_sender.get(to, ())) if r.msg_id == msg_id and r.to == by), None)
         if receipt is None:
             return None
         after = _MOVES.get((receipt.state, Sighting.ANSWER.value))
@@ -306,12 +299,10 @@ class Receipts:
         box = self._by_sender.get(receipt.sender)
         if box is None:
             box = self._by_sender[receipt.sender] = deque(maxlen=PER_SENDER)
-        if len(box) == box.maxlen:
-            self._forget(box[0])
+        if len(box) == PER_SENDER and box[0].seq is not None:
+            self._by_item.pop((box[0].to, box[0].seq), None)
         box.append(receipt)
         self._by_item[(receipt.to, receipt.seq)] = receipt
-        if receipt.msg_id is not None:
-            self._by_message[(receipt.msg_id, receipt.to)] = receipt
 
     def recall(self, to: str, to_name: str, seq: int, sender: str, kind: str, text: str, created: float, msg_id: str | None) -> None:
         """A daemon that starts finds an agent item of ``to`` still queued in its journal:
