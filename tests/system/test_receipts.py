@@ -180,3 +180,23 @@ def test_log_follow_streams_the_transcript(daemon, tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_a_restart_keeps_the_receipt_of_an_item_still_queued(daemon, tmp_path):
+    """Its item is in the journal: a daemon that starts gives its sender's receipt back."""
+
+    async def story() -> tuple[str, str]:
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "first", "kid", scenario=QUIET)
+            await in_thread(daemon.wait_job, kid)
+            daemon.call("stop", job=kid)
+            await in_thread(daemon.wait_reaped, kid)
+            ok, text, data = await send(lead, kid, "while stopped")
+            assert ok and data["result"] == "stopped", text
+            return kid, lead.peer_id
+
+    kid, lead_id = run_async(story)
+    daemon.kill9()
+    daemon.restart()
+    received = daemon.call("log", job=kid)["received"]
+    assert [(r["preview"], r["state"], r["sender"], r["seen"]) for r in received] == [("while stopped", "queued", lead_id, None)]

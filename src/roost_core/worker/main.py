@@ -429,6 +429,12 @@ class Worker:
                     # Let the last ack go out before the connection closes.
                     with anyio.move_on_after(2):
                         await self.daemon_link.ack(self.queue.watermark, answer=True)
+                    if self.seen_unsent and self.client is not None:
+                        try:
+                            with anyio.move_on_after(2):
+                                await self.call("seen", seqs=self.seen_unsent)
+                        except (DaemonUnavailable, ProtocolError):
+                            pass  # a receipt tells; it promises nothing
                     if self.usage is not None and self.usage != self.usage_sent and self.client is not None:
                         try:
                             with anyio.move_on_after(2):
