@@ -135,8 +135,10 @@ class ClaudeHost(ProcessHost):
         self.ask_permissions = True
         #: Seqs of the agent items handed to Claude Code in a hook's output whose model
         #: call has not answered yet: the next ``assistant`` event is that call's answer,
-        #: so they were in it (seen).
+        #: so they were in it; and those answered that the transcript does not show yet
+        #: (seen once it does: a hook output that never reached it is handed again).
         self.handed: list[int] = []
+        self.answered: list[int] = []
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -246,22 +248,31 @@ class ClaudeHost(ProcessHost):
             self.results += 1
             tokens, cost = result_usage(event)
             self.result_usage = (max(tokens, self.result_usage[0]), max(cost, self.result_usage[1]))
-        self.scan()
         if kind == "assistant" and self.handed:
             # Claude Code tells of no model request as it goes out; its answer is the
-            # first sign that the items handed over in a hook's output were in it (those
-            # its transcript shows: a hook output that never reached it is handed again).
-            assert self.services is not None
-            known = self.known_seqs()
-            self.services.seen([seq for seq in self.handed if seq in known])
+            # first sign that the items handed over in a hook's output were in it.
+            self.answered.extend(self.handed)
             self.handed = []
+        self.scan()
         self.notify()
+
+    def tell_seen(self) -> None:
+        """The answered hand-overs the transcript shows are seen (it may write the hook's
+        output after the answer has begun to stream)."""
+        assert self.services is not None
+        known = self.known_seqs()
+        seen = [seq for seq in self.answered if seq in known]
+        if seen:
+            self.answered = [seq for seq in self.answered if seq not in known]
+            self.services.seen(seen)
 
     def scan(self) -> None:
         """Settle the items the transcript shows; tell the session's usage."""
         assert self.transcript is not None
         self.transcript.scan()
         self.settle_found()
+        if self.answered:
+            self.tell_seen()
         self.report_usage()
 
     def known_seqs(self) -> set[int]:

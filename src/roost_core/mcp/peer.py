@@ -121,6 +121,9 @@ class McpPeer(LinkedPeer):
         #: before any model call has them.
         self.unseen: list[int] = []
         self.pulled: set[int] = set()
+        #: Handed items a model call has followed whose line the transcript did not show
+        #: yet (Claude Code writes it behind): seen as soon as it does.
+        self.followed: set[int] = set()
         self._watching = False
 
     async def __aenter__(self) -> McpPeer:
@@ -177,6 +180,7 @@ class McpPeer(LinkedPeer):
             self.queue = ReplyQueue()
             self.queue.start(set())
             self.handed.clear()
+            self.unseen, self.followed = [], set()
             self.link.relink()
 
     # ------------------------------------------------------------------ the daemon link
@@ -268,11 +272,18 @@ class McpPeer(LinkedPeer):
         if self.transcript is None:
             return
         self.transcript.scan()
+        late: list[int] = []
         for seq in [seq for seq in self.handed if seq in self.transcript.seqs]:
             self.handed.pop(seq)
             self.queue.mark_done(seq)
-            self.unseen.append(seq)
+            if seq in self.followed:
+                self.followed.discard(seq)
+                late.append(seq)
+            else:
+                self.unseen.append(seq)
         await self._send_ack()
+        if late:
+            await self.say_seen(late)
 
     async def tell_seen(self) -> None:
         """A hook that follows a model call (:data:`SEEN_AFTER`): the items the transcript
@@ -280,7 +291,13 @@ class McpPeer(LinkedPeer):
         Code tells of no model request as it goes out; this is the first sign of one."""
         seqs = [seq for seq in self.unseen if seq not in self.pulled]
         self.unseen = [seq for seq in self.unseen if seq in self.pulled]
+        # Handed, and followed by a model call, but not in the transcript yet.
+        self.followed.update(seq for seq in self.handed if seq not in self.pulled)
         self.pulled.clear()  # their tool's hook is this one: the next follows a model call
+        await self.say_seen(seqs)
+
+    async def say_seen(self, seqs: list[int]) -> None:
+        """Tell the daemon the model had ``seqs`` (op ``seen``)."""
         if not seqs or self.peer_id is None or not self.link.is_linked:
             return
         try:
