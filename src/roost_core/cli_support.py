@@ -25,6 +25,7 @@ from typing import Any
 
 from roost_core.dialogs import dialog_line, options_text
 from roost_core.names import shell_word, shown
+from roost_core.peerstate import background_text
 
 #: States in which a job is not running: what ``roost wait`` waits for by default.
 SETTLED = ("idle", "needs_input", "done", "failed", "stopped")
@@ -349,14 +350,18 @@ def job_live(row: dict[str, Any]) -> bool:
 
 def job_detail(row: dict[str, Any]) -> str:
     """The question of a job that asks, else its error, else its summary; a job stopped
-    after it had failed says so first (the stop does not hide the failure)."""
+    after it had failed says so first (the stop does not hide the failure), and a job that
+    keeps processes running says how many and which (``[1 background process: ...]``)."""
     if row.get("dialog"):
         return f"waits for you: {dialog_line(row.get('question'), row.get('dialogOptions'))} (roost answer {row['id']})"
     if row["state"] == "needs_input":
         return row.get("question") or ""
     if row["state"] == "stopped" and row.get("stoppedFrom") == "failed":
         return f"failed, then stopped: {row.get('error') or 'no error given'}"
-    return row.get("error") or row.get("summary") or ""
+    detail = row.get("error") or row.get("summary") or ""
+    background = background_text(row)
+    # A settled job that keeps processes running says so first: it is not hibernated.
+    return f"[{background}] {detail}".rstrip() if background else detail
 
 
 NAME_WIDTH = 30

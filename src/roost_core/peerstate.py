@@ -3,17 +3,21 @@
 
 A job's ``state`` says how its last run settled; it does not say whether a process is
 there to read a message. ``idle`` covers a live idle child, a hibernated one and one whose
-worker crashed, which a lead must tell apart (to wake it, not spawn a duplicate). No I/O:
-the daemon's tables give the record's fields.
+worker crashed, which a lead must tell apart (to wake it, not spawn a duplicate); and a
+settled child that keeps processes of its own running (a dev server it started) is not
+hibernated while they run. No I/O: the daemon's tables give the record's fields.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 #: What a message does to a peer in each activity (the ``onMessage`` of a row).
 ON_MESSAGE = {
     "running": "a message reaches it in this run",
     "dialog": "a message waits until the user answers its dialog",
     "idle": "a message starts a run",
+    "background": "a message starts a run; its background processes keep running",
     "needs_input": "a message starts a run",
     "hibernated": "a message wakes it",
     "asleep": "a message wakes it",
@@ -25,12 +29,16 @@ ON_MESSAGE = {
 }
 
 
-def job_activity(*, state: str, live: bool, dialog: bool, crashes: int, spawned: bool, accepts_messages: bool) -> str:
+def job_activity(
+    *, state: str, live: bool, dialog: bool, crashes: int, spawned: bool, accepts_messages: bool, background: int = 0
+) -> str:
     """A job's activity: ``running``, ``dialog`` (waiting on a dialog), ``idle`` or
     ``needs_input`` (settled, its worker there: ``done`` and a live ``failed`` count as
-    idle), ``hibernated`` (a settled spawned child with no process), ``asleep`` (any
-    other settled job with no process: reaped), ``crashed`` (its worker died; a message
-    restarts it), ``ended`` (stopped by the user) or ``no messages`` (its host takes none)."""
+    idle), ``background`` (settled, its worker there, waiting on ``background`` processes
+    of its own that still run: not hibernated meanwhile), ``hibernated`` (a settled
+    spawned child with no process), ``asleep`` (any other settled job with no process:
+    reaped), ``crashed`` (its worker died; a message restarts it), ``ended`` (stopped by
+    the user) or ``no messages`` (its host takes none)."""
     if not accepts_messages:
         return "no messages"
     if state == "stopped":
@@ -40,7 +48,7 @@ def job_activity(*, state: str, live: bool, dialog: bool, crashes: int, spawned:
     if live:
         if state in ("running", "needs_input"):
             return state
-        return "idle"
+        return "background" if background else "idle"
     if crashes or state in ("failed", "running"):
         # No worker, and the last one died (a crash while idle keeps the state it had).
         return "crashed"
@@ -58,6 +66,17 @@ def label(state: str, activity: str | None) -> str:
     if activity is None or activity == state or activity in _SAID_BY_STATE:
         return state
     return f"{state}, {activity}"
+
+
+def background_text(row: dict[str, Any]) -> str:
+    """A row's background processes in a few words (``2 background processes: sleep 300;
+    npm run dev``), or "" when it has none: what ``roost jobs`` and ``roost agents`` add."""
+    count = row.get("background") or 0
+    if not count:
+        return ""
+    commands = "; ".join(str(entry.get("command") or "?") for entry in row.get("backgroundShown") or ())
+    noun = "process" if count == 1 else "processes"
+    return f"{count} background {noun}" + (f": {commands}" if commands else "")
 
 
 def foreground_activity(live: bool) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 from roost_core.dialogs import dialog_line
 from roost_core.names import shown_rows
-from roost_core.peerstate import label
+from roost_core.peerstate import background_text, label
 
 STATE_ORDER = ("running", "needs_input", "idle", "done", "failed", "stopped", "connected", "not running")
 
@@ -50,6 +50,8 @@ def _line(row: dict[str, Any], indent: str, meta: str = "", root: bool = False) 
         text += f"  [{spent}]"
     if root and tree_text(row):
         text += f"  [{tree_text(row)}]"
+    if background_text(row):
+        text += f"  [{background_text(row)[:80]}]"
     if detail:
         text += f"  — {detail if row.get('dialog') else detail[:60]}"
     return text

@@ -24,7 +24,7 @@ from typing import Any
 
 from roost_core.dialogs import dialog_line, options_text
 from roost_core.names import shown, shown_rows
-from roost_core.peerstate import label
+from roost_core.peerstate import background_text, label
 from roost_core.transcript import received_by_seq
 
 GROUPS = ("dir", "state")
@@ -242,6 +242,8 @@ def plain_lines(rows: list[dict[str, Any]], group: str, selected: dict[str, Any]
             text += f"  [{spent}]"
         if not row.get("parent") and tree_text(row):
             text += f"  [{tree_text(row)}]"
+        if background_text(row):
+            text += f"  [{background_text(row)[:80]}]"
         detail = detail_of(row)
         if detail:
             text += f"  — {detail[:60]}"
@@ -486,6 +488,8 @@ class View:
             facts.append(str(row["onMessage"]))
         if row.get("status"):
             facts.append(f"status {row['status']}")
+        if background_text(row):
+            facts.append(background_text(row))
         facts.append(f"queued {row.get('pending') or 0}")
         facts.append(f"last message {last_message(row.get('lastMessage'))}")
         from roost_core.treeview import tree_text, usage_text

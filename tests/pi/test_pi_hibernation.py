@@ -6,11 +6,24 @@ with the same session file, model, thinking level, cwd and tree links as before.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import uuid
 
 import proctools
+import pytest
 from conftest import wait_until
 from fg import in_thread, run_async, send, session, spawn
 from pikit import agent_items, message_text
+
+NAMES: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def no_server_survives_a_failed_test():
+    yield
+    proctools.kill_named(NAMES)
+
 
 #: What pi's bash tool writes about its own process tree: pi (the tool's parent) and the
 #: worker (pi's parent), each as "pid start-time", from /proc (not from roost).
@@ -84,3 +97,43 @@ def test_a_pi_child_hibernates_and_a_message_wakes_it_to_answer_once(pi_kit, wri
     # A second pi ran it: the log shows two starts on the same file.
     log = (daemon.paths.jobs_dir / f"{kid}.log").read_text()
     assert log.count("starting pi") == 2
+
+
+def test_a_pi_child_keeps_its_server_until_it_exits_then_hibernates(pi_kit, write_config, tmp_path):
+    """Issue 42.3 with the pinned real pi: pi's bash tool starts a server in the
+    background (``setsid``, its shell gone) and the child settles; it is not hibernated
+    while the server runs, ``roost jobs`` and ``roost agents`` show the server, and once
+    the test kills it the child hibernates. (``roost stop`` ending such a server:
+    tests/system/test_background_processes.py.)"""
+    write_config({"hibernateAfterSeconds": 0})
+    name = f"roost-server-{uuid.uuid4().hex[:12]}"
+    NAMES.append(name)
+    pidfile = tmp_path / f"{name}.pid"
+    # The run settles once the server runs under its name (it renames itself as it starts).
+    ready = f"until grep -q {name} /proc/$(cat {pidfile} 2>/dev/null)/cmdline 2>/dev/null; do sleep 0.05; done"
+    pi_kit.fake({
+        "run": [{"steps": [{"shell": proctools.escapee_command(pidfile, name)}, {"shell": ready}, {"say": "the server runs"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    })
+    daemon = pi_kit.daemon()
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "start the dev server", "devserver", host="pi")
+            running = await in_thread(wait_until, lambda: proctools.escapee(pidfile, name), 90, what="the server running")
+            row = await in_thread(wait_until, lambda: (r := daemon.job(kid))["state"] == "done" and r["background"] and r, 90, what="settled with its server")
+            return kid, running, row
+
+    kid, running, row = run_async(story)
+    assert row["live"] and row["hostPid"] and proctools.alive(running)
+    assert row["backgroundShown"] == [{"pid": running[0], "command": f"{name} 300"}]
+    jobs = pi_kit.roost("jobs").stdout
+    assert f"[1 background process: {name} 300] the server runs" in jobs
+    (agents,) = [line for line in pi_kit.roost("agents").stdout.splitlines() if kid in line]
+    assert "done, background" in agents and f"[1 background process: {name} 300]" in agents
+    assert proctools.alive(running) and daemon.job(kid)["live"]
+    pi = proctools.proc(row["hostPid"])
+    os.kill(running[0], signal.SIGKILL)
+    after = wait_until(lambda: not (r := daemon.job(kid))["live"] and r, 60, what="the child hibernated once its server exited")
+    assert after["state"] == "done" and after["background"] == 0
+    wait_until(lambda: not proctools.alive(pi), what="its pi ended")

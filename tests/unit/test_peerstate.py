@@ -5,11 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from roost_core.peerstate import ON_MESSAGE, foreground_activity, job_activity, label
+from roost_core.peerstate import (
+    ON_MESSAGE,
+    background_text,
+    foreground_activity,
+    job_activity,
+    label,
+)
 
 
-def activity(state="idle", live=True, dialog=False, crashes=0, spawned=True, accepts_messages=True) -> str:
-    return job_activity(state=state, live=live, dialog=dialog, crashes=crashes, spawned=spawned, accepts_messages=accepts_messages)
+def activity(state="idle", live=True, dialog=False, crashes=0, spawned=True, accepts_messages=True, background=0) -> str:
+    return job_activity(
+        state=state, live=live, dialog=dialog, crashes=crashes, spawned=spawned, accepts_messages=accepts_messages, background=background
+    )
 
 
 @pytest.mark.parametrize(
@@ -28,6 +36,12 @@ def activity(state="idle", live=True, dialog=False, crashes=0, spawned=True, acc
         ({"state": "stopped", "live": False}, "ended"),
         ({"state": "stopped", "live": True}, "ended"),  # its worker is being ended
         ({"state": "running", "accepts_messages": False}, "no messages"),
+        # Settled, its worker there, processes of its own still running (not hibernated).
+        ({"state": "done", "background": 2}, "background"),
+        ({"state": "running", "background": 2}, "running"),
+        ({"state": "needs_input", "background": 1}, "needs_input"),
+        ({"state": "stopped", "background": 1}, "ended"),
+        ({"state": "done", "live": False, "background": 1}, "hibernated"),  # (a stale count: no worker, nothing runs)
     ],
 )
 def test_job_activity(fields, expected) -> None:
@@ -42,3 +56,11 @@ def test_foreground_activity_and_labels() -> None:
     assert label("stopped", "ended") == "stopped"
     assert label("not running", "gone") == "not running"
     assert label("idle", None) == "idle"
+
+
+def test_background_text_says_how_many_and_which() -> None:
+    assert background_text({"background": 0}) == "" and background_text({}) == ""
+    assert background_text({"background": 1, "backgroundShown": [{"pid": 7, "command": "npm run dev"}]}) == "1 background process: npm run dev"
+    shown = [{"pid": 7, "command": "a"}, {"pid": 8, "command": "b"}]
+    assert background_text({"background": 9, "backgroundShown": shown}) == "9 background processes: a; b"
+    assert label("done", "background") == "done, background"

@@ -162,6 +162,18 @@ def test_parents_states_and_zombies(impl, sleepers):
     assert child.pid not in impl.zombie_children(os.getpid())
 
 
+def test_a_command_line_is_its_arguments_joined_and_none_once_gone(impl):
+    code = "import sys; print(flush=True); sys.stdin.read()"
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        child.stdout.readline()  # running (exec'd)
+        assert impl.command_line(child.pid) == f"{sys.executable} -c {code}"
+    finally:
+        child.kill()
+        child.wait()
+    assert impl.command_line(child.pid) is None
+
+
 def test_the_environment_a_process_started_with_is_found_not_one_it_set_later(impl):
     entry = f"ROOST_TEST_MARK={uuid.uuid4().hex}"
     name, value = entry.split("=")

@@ -55,6 +55,8 @@ class AgentRows:
                     "question": peer.question,
                     "dialog": bool(job and job.dialog),
                     "dialogOptions": job.dialog_options if job and job.dialog else None,
+                    "background": job.background if job else 0,
+                    "backgroundShown": job.background_shown if job else [],
                     "activity": activity,
                     "onMessage": peerstate.ON_MESSAGE[activity],
                     "parentSession": peer.parent_session,

@@ -29,7 +29,7 @@ class Job(NotesChanges):
     note every change (:mod:`~roost_core.daemon.changes`), so the daemon's peer table is
     built again after any of them moves."""
 
-    shown: ClassVar[frozenset[str]] = frozenset({"name", "host", "cwd", "session", "state", "status", "summary", "question", "parent_session", "parent_peer", "root_session", "worker_pid", "dialog", "dialog_options", "crashes"})
+    shown: ClassVar[frozenset[str]] = frozenset({"name", "host", "cwd", "session", "state", "status", "summary", "question", "parent_session", "parent_peer", "root_session", "worker_pid", "dialog", "dialog_options", "crashes", "background"})
 
     id: str
     name: str
@@ -95,6 +95,11 @@ class Job(NotesChanges):
     #: The warm slot this job was made from, until its worker is started from it.
     slot: Any = None
     reaping: bool = False
+    #: How many processes the job keeps running on purpose, settled (its worker says:
+    #: ``roost_core.worker.background``), and the first few as ``{pid, command}``; while
+    #: any run, it is not hibernated.
+    background: int = 0
+    background_shown: list[dict[str, Any]] = attrs.field(factory=list)
     idle_since: float = attrs.field(factory=time.monotonic)
     sent: int = 0  # items pushed to the current worker connection (seq watermark)
     #: Each item's stage (``daemon.itemlife``) by seq, from its acceptance until its ack
@@ -183,6 +188,8 @@ class Job(NotesChanges):
             "connected": self.worker_connected,
             "workerPid": self.worker_pid,
             "hostPid": self.host_pid,
+            "background": self.background,
+            "backgroundShown": self.background_shown,
             "dialog": self.dialog,
             "dialogOptions": self.dialog_options if self.dialog else None,
             "pending": len(self.queue.items),

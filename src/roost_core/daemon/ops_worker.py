@@ -152,6 +152,9 @@ class WorkerOps:
             job.run_causes = [c for c in args["causes"] if isinstance(c, dict) and isinstance(c.get("seq"), int)]
         if "hostPid" in args:
             job.host_pid = args["hostPid"]
+        if "background" in args and (args["background"], args.get("backgroundShown") or []) != (job.background, job.background_shown):
+            job.background = args["background"]
+            job.background_shown = [{"pid": e["pid"], "command": e["command"]} for e in args.get("backgroundShown") or ()]
         if "state" in args and args["state"] != "failed" and "error" not in args:
             job.error = None
         if args.get("settled"):

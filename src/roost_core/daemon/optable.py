@@ -46,6 +46,21 @@ class Op:
         return self
 
 
+#: A worker names at most this many background processes (``roost_core.worker.background``).
+BACKGROUND_SHOWN = 5
+#: ... each with a command line of at most this many characters.
+BACKGROUND_COMMAND = 200
+
+
+def _check_background(shown: list[Any]) -> str | None:
+    for entry in shown:
+        if not (isinstance(entry, dict) and type(entry.get("pid")) is int and isinstance(entry.get("command"), str)):
+            return "holds an entry that is not {pid, command}"
+        if len(entry["command"]) > BACKGROUND_COMMAND:
+            return f"holds a command longer than {BACKGROUND_COMMAND} characters"
+    return None
+
+
 def _check_key(key: str) -> str | None:
     return None if key else "must not be empty"
 
@@ -105,6 +120,8 @@ OPS: dict[str, Op] = {
             "hostPid": Field((int, type(None)), check=lambda v: None if v is None or 0 < v < 2**31 else "is not a process id"),
             "broadcastChain": Field(bool),
             "usage": Field(dict, max_len=10),
+            "background": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
+            "backgroundShown": Field(list, max_len=BACKGROUND_SHOWN, check=_check_background),
         },
         who="worker",
     ),

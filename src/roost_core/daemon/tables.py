@@ -273,6 +273,7 @@ def activity_of(peer: PeerInfo, job: Job | None) -> str:
         crashes=job.crashes if job else 0,
         spawned=job.spawned if job else peer.parent_session is not None or peer.parent_peer is not None,
         accepts_messages=peer.accepts_messages,
+        background=job.background if job else 0,
     )
 
 

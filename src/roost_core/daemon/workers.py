@@ -163,8 +163,10 @@ class Workers:
         then is called: a spawned child is *hibernated* after ``hibernateAfterSeconds``
         (a parent's answer or a message wakes it soon, or never), any other job is
         *reaped* after ``reapAfterSeconds``. Either way the next item wakes it from its
-        session file, as if it had never slept."""
-        if job.spawned and self.config.hibernate_after_seconds < self.config.reap_after_seconds:
+        session file, as if it had never slept. A child that keeps processes running on
+        purpose (``background``) is not hibernated while they run (that would end them):
+        it is reaped as any other job, and hibernated once they have exited."""
+        if job.spawned and not job.background and self.config.hibernate_after_seconds < self.config.reap_after_seconds:
             return self.config.hibernate_after_seconds, "hibernated"
         return self.config.reap_after_seconds, "reaped"
 
@@ -265,6 +267,8 @@ class Workers:
         job.reaping = False
         job.dialog = False
         job.dialog_options = None
+        job.background = 0
+        job.background_shown = []
         if not clean:
             job.crashes += 1
             if job.state == "running":

@@ -19,7 +19,8 @@ The facilities (docs/reliability.md says what each guarantee rests on, per platf
 
 * who connected: :func:`peer_credentials`;
 * processes: :func:`process_start_time`, :func:`pids`, :func:`parent_links`,
-  :func:`is_running`, :func:`zombie_children`, :func:`processes_with_env`;
+  :func:`is_running`, :func:`zombie_children`, :func:`processes_with_env`,
+  :func:`command_line`;
 * fds: :func:`close_inherited_fds`;
 * owning what a job starts: :class:`Family` (:data:`ADOPTS_ORPHANS`);
 * exit watches: :func:`watch_exit` (:data:`CAN_WATCH_EXITS`, :class:`NoExitWatch`);
@@ -76,6 +77,7 @@ parent_links = _chosen.parent_links
 is_running = _chosen.is_running
 zombie_children = _chosen.zombie_children
 processes_with_env = _chosen.processes_with_env
+command_line = _chosen.command_line
 close_inherited_fds = _chosen.close_inherited_fds
 Family = _chosen.Family
 watch_exit = _chosen.watch_exit
@@ -85,7 +87,7 @@ write_synced = _chosen.write_synced
 
 __all__ = [
     "ADOPTS_ORPHANS", "CAN_WATCH_EXITS", "CHOICES", "NAME", "PLATFORM_VARIABLE", "Family", "NoExitWatch",
-    "PlatformError", "choose", "close_inherited_fds", "is_running", "parent_links", "peer_credentials",
+    "PlatformError", "choose", "close_inherited_fds", "command_line", "is_running", "parent_links", "peer_credentials",
     "pids", "process_start_time", "processes_with_env", "sync_data", "sync_file", "watch_exit",
     "write_synced", "zombie_children",
 ]

@@ -34,6 +34,7 @@ __all__ = [
     "ExitFd",
     "Family",
     "close_inherited_fds",
+    "command_line",
     "is_running",
     "parent_links",
     "peer_credentials",
@@ -104,6 +105,18 @@ def is_running(pid: int) -> bool:
     """True when ``pid`` is a process that has not exited (a zombie has)."""
     fields = _stat_fields(pid)
     return fields is not None and fields[0] != "Z"
+
+
+def command_line(pid: int) -> str | None:
+    """The command line of ``pid``, its arguments joined by spaces (``/proc/PID/cmdline``);
+    None when it is gone or cannot be read, "" for a process that shows none (a kernel
+    thread, a zombie)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return None
+    return raw.rstrip(b"\0").replace(b"\0", b" ").decode(errors="replace")
 
 
 def zombie_children(parent: int) -> list[int]:

@@ -47,6 +47,7 @@ __all__ = [
     "ExitFd",
     "Family",
     "close_inherited_fds",
+    "command_line",
     "is_running",
     "parent_links",
     "peer_credentials",
@@ -174,6 +175,15 @@ def is_running(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except (psutil.Error, ValueError, OverflowError):
         return False
+
+
+def command_line(pid: int) -> str | None:
+    """The command line of ``pid``, its arguments joined by spaces (psutil's); None when it
+    is gone or cannot be read, "" for a process that shows none."""
+    try:
+        return " ".join(psutil.Process(pid).cmdline())
+    except (psutil.Error, OSError, ValueError, OverflowError):
+        return None
 
 
 def zombie_children(parent: int) -> list[int]:

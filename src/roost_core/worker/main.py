@@ -32,6 +32,7 @@ from roost_core.protocol import MAX_SEEN, ProtocolError
 from roost_core.queue import Item
 from roost_core.store import write_all
 from roost_core.transcript import message_ids_in
+from roost_core.worker.background import BackgroundWatch
 from roost_core.worker.reply_queue import ReplyQueue
 from roost_core.worker.supervisor import Supervisor
 
@@ -142,6 +143,9 @@ class Worker:
         self.seen_unsent: list[int] = []
         self.seen_wanted = anyio.Event()
         self.processes = Supervisor(on_host_pid=self.host_pid_changed)
+        #: What the job keeps running once a run settles (its daemon does not hibernate it
+        #: meanwhile).
+        self.background = BackgroundWatch(self.processes, lambda found: self.status(wait=False, **found))
         #: A warm worker (``roost_core.daemon.pool``) starts its host before its job
         #: exists, then waits to be adopted by it.
         self.warm = warm
@@ -406,6 +410,7 @@ class Worker:
             tg.start_soon(self.ack_sender)
             tg.start_soon(self.usage_sender)
             tg.start_soon(self.seen_sender)
+            tg.start_soon(self.background.run)
             try:
                 if self.warm and not await self.warm_up():
                     return self.exit_code
@@ -557,6 +562,10 @@ class Worker:
             # as a crash: both are cut, as the result is.
             outcome = attrs.evolve(outcome, question=cut(outcome.question), error=cut(outcome.error))
             summary = first_line(outcome.final_text) or first_line(outcome.question or "") or None
+            # What the run left running on purpose, told before the handback settles it:
+            # the daemon must know before it could hibernate the job (one connection, in
+            # order; no wait).
+            await self.status(wait=False, **self.background.at_settle())
             # The handback settles the run on the daemon's side (state and report in one
             # op), so a worker that dies now leaves a run either reported or crashed.
             await self.handback(outcome)

@@ -17,6 +17,12 @@ What is killed when (the daemon's side, for a worker that is itself dead, is
   process died in settles only once they are (:meth:`Supervisor.settled`);
 * the worker ends (stop, reap, hibernation, remove, no daemon): every descendant.
 
+What a settled job keeps running on purpose (a dev server started with ``nohup ... &`` or
+``setsid``: a process outside the host's own tree, whose starter has exited) is its
+*background* (:meth:`Supervisor.background`): the worker reports it, the daemon does not
+hibernate the job while any of it runs (:mod:`roost_core.worker.background`), and it
+still ends with the worker, as everything else does.
+
 Leftovers get SIGTERM, :data:`LEFTOVER_GRACE` seconds, then SIGKILL (a process that
 ignores SIGTERM cannot outlive its job), and the worker collects the exit of any that
 were re-parented to it.
@@ -150,6 +156,50 @@ class Supervisor:
         if self.on_host_pid is not None:
             with contextlib.suppress(Exception):
                 await self.on_host_pid(pid)
+
+    # ------------------------------------------------------------------ background
+
+    def background(self) -> list[tuple[int, str]]:
+        """The job's background processes now: live processes of the job outside every
+        live host process's tree (what a tool started and left running: its own shell has
+        exited), with their command lines; parents before children. Exits that came back
+        to the worker are collected first, so an ended one is not counted."""
+        self.collect()
+        found = []
+        for pid in self.leftovers():
+            command = platform.command_line(pid)
+            if command is not None:
+                found.append((pid, command))
+        return found
+
+    async def until_one_exits(self, pids: Sequence[int], timeout: float) -> None:
+        """Return once one of ``pids`` has exited (an exit watch each: a pidfd, a kqueue),
+        or after ``timeout`` seconds (what they start meanwhile is seen at the next look;
+        the timer alone where exits cannot be watched)."""
+        watches = []
+        try:
+            for pid in pids:
+                try:
+                    watches.append(platform.watch_exit(pid))
+                except ProcessLookupError:
+                    return  # gone already
+                except OSError:
+                    continue  # no exit watch here (or no fd now): the timer tells
+            with anyio.move_on_after(timeout):
+                if not watches:
+                    await anyio.sleep_forever()
+                async with anyio.create_task_group() as race:
+
+                    async def exited(fd: int) -> None:
+                        await anyio.wait_readable(fd)
+                        race.cancel_scope.cancel()
+
+                    for watch in watches:
+                        race.start_soon(exited, watch.fileno())
+        finally:
+            for watch in watches:
+                with contextlib.suppress(OSError):
+                    watch.close()
 
     # ------------------------------------------------------------------ ending
 
