@@ -11,6 +11,13 @@ tiktoken's ``encode_ordinary``.
 ``bench/tooldefs_main.json`` and counted in the same run with the same tokenizer. The
 target: the total stays within 1.2x of it, with room left for the ``host`` parameter
 issue 15 adds to ``roost_spawn``.
+
+What a message costs (issue 42), counted the same way: a two-character message framed by
+the default envelope (a message from a child, with its message id, as a send frames it),
+the overhead around its body (the envelope and the no-user-authority notice), the notice
+alone, and five such items that reach a model together — as the model reads them now (the
+notice once, after the last: ``envelope_rules.one_notice``) against each with its own
+notice (the baseline, as before).
 """
 
 from __future__ import annotations
@@ -44,6 +51,59 @@ def current_definitions() -> list[dict[str, Any]]:
     return [tool.to_json() for tool in policy.tool_definitions(make_plugin_manager(config, autoload=False), config)]
 
 
+#: The message whose cost is counted: two characters.
+SHORT_MESSAGE = "ok"
+#: Items that reach a model together in the batch row.
+BATCH = 5
+
+
+def message_costs() -> dict[str, int]:
+    """Tokens of a two-character message as the receiving model reads it: framed alone,
+    its body, the notice, and a batch of :data:`BATCH` such items with one notice and with
+    one each (each text a message of its own in the request, as pi sends them)."""
+    import quicktok
+
+    from roost_core import envelope_rules, policy
+    from roost_core.config import Config
+    from roost_core.plugins import make_plugin_manager
+    from roost_core.testing import make_item, make_peer
+
+    encoding = quicktok.get_encoding(ENCODING)
+
+    def tokens(text: str) -> int:
+        return len(encoding.encode(text))
+
+    pm = make_plugin_manager(Config(), autoload=False)
+    sender = make_peer(id="a1b2c3d4", name="Checkout refactor")
+    framed = [
+        policy.frame_item(pm, make_item(sender=sender, text=SHORT_MESSAGE, id=f"m{n:08x}", relation="child"))
+        for n in range(BATCH)
+    ]
+    return {
+        "item": tokens(framed[0]),
+        "body": tokens(SHORT_MESSAGE),
+        "notice": tokens("\n" + envelope_rules.NO_USER_AUTHORITY),
+        "batch_one_notice": sum(tokens(text) for text in envelope_rules.one_notice(framed)),
+        "batch_each_notice": sum(tokens(text) for text in framed),
+    }
+
+
+def cost_rows() -> list[Row]:
+    """The rows of what a message costs (see the module docstring)."""
+    cost = message_costs()
+    overhead = cost["item"] - cost["body"]
+    batch, each = cost["batch_one_notice"], cost["batch_each_notice"]
+    return [
+        Row("tool tokens", f"a {len(SHORT_MESSAGE)}-character message as received", f"{cost['item']} tokens", raw=cost),
+        Row("tool tokens", "per-item overhead (envelope + notice)", f"{overhead} tokens", raw={}),
+        Row("tool tokens", "per-item overhead in a batch (envelope only)", f"{overhead - cost['notice']} tokens", f"{overhead} tokens (own notice)",
+            (overhead - cost["notice"]) / overhead, raw={}),
+        Row("tool tokens", "the no-user-authority notice", f"{cost['notice']} tokens", raw={}),
+        Row("tool tokens", f"{BATCH} items reaching a model together", f"{batch} tokens (one notice)", f"{each} tokens (a notice each)",
+            batch / each, "< 1.00x", batch < each, raw={}),
+    ]
+
+
 def run(quick: bool = False, smoke: bool = False) -> list[Row]:
     now = count(current_definitions())
     before = count(json.loads(BASELINE_FILE.read_text()))
@@ -64,4 +124,4 @@ def run(quick: bool = False, smoke: bool = False) -> list[Row]:
     ]
     for name, tokens in now.items():
         rows.append(Row("tool tokens", name, f"{tokens} tokens", f"{before.get(name, 0)} tokens" if name in before else "new", tokens / before[name] if before.get(name) else None, raw={}))
-    return rows
+    return rows + cost_rows()

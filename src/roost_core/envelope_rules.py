@@ -29,6 +29,15 @@ any form (escaped, quoted, indented) that holds neither the close nor the openin
 A text that breaks a rule refuses its item (:func:`frame_or_refuse`: ``plugin_error``, and
 a line in the daemon's log); it is never stored or delivered.
 
+**One notice per batch.** Every item is framed, checked and stored with its notice. Items
+that reach a receiver's model together (one prompt, one steer batch) carry it once: where
+a host hands several framed texts over side by side, each but the last loses the notice
+that ends it (:func:`one_notice`; the pi extension does the same to each run of
+consecutive agent messages in a model request, from :data:`NO_USER_AUTHORITY` as the
+worker's bridge and the ``tools`` op give it). So the model reads the envelopes, then the
+notice, which covers what it follows; the texts as stored, and every envelope's close
+and head, are unchanged.
+
 The terminal side of the envelope, names and bodies drawn by ``roost log``, ``roost
 view`` and the tables, is :func:`roost_core.names.shown` (re-exported here as
 :func:`neutralise`): control, bidi and line-separator characters become visible escapes.
@@ -40,7 +49,7 @@ import functools
 import logging
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -53,7 +62,10 @@ if TYPE_CHECKING:
 
     from roost_core.records import OutgoingItem
 
-__all__ = ["MARK_CHARS", "NO_USER_AUTHORITY", "PROBE", "EnvelopeViolation", "answering_plugin", "check", "checked_frame", "frame_or_refuse", "neutralise", "probe_item"]
+__all__ = [
+    "MARK_CHARS", "NO_USER_AUTHORITY", "PROBE", "EnvelopeViolation", "answering_plugin", "check", "checked_frame", "frame_or_refuse",
+    "neutralise", "one_notice", "probe_item",
+]
 
 #: The notice every framed agent item carries, whichever plugin frames it.
 NO_USER_AUTHORITY = (
@@ -80,6 +92,18 @@ _ANY_BREAK = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 
 log = logging.getLogger("roost.envelope")
+
+
+def one_notice(texts: Sequence[str]) -> list[str]:
+    """``texts`` (framed items that reach a receiver's model together, in order) with the
+    no-user-authority notice once per run: a text that ends with it loses it when the next
+    text ends with it too, so every envelope is still followed by the notice, which the
+    last text of each run keeps. A text without the notice (a user's reply) breaks a run."""
+    out = list(texts)
+    for index in range(len(out) - 1):
+        if out[index].endswith(_NOTICE_TAIL) and out[index + 1].endswith(_NOTICE_TAIL):
+            out[index] = out[index][: -len(_NOTICE_TAIL)]
+    return out
 
 
 class EnvelopeViolation(Exception):

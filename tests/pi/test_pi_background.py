@@ -151,6 +151,97 @@ def test_a_message_sent_during_a_slow_tool_reaches_the_next_model_call(pi_kit, t
     assert len(items) == 1 and items[0]["details"]["kind"] == "message"
 
 
+def test_five_messages_that_reach_pi_together_carry_the_notice_once(pi_kit, tmp_path):
+    """Issue 42 ("what a message costs in tokens"): five messages held during a slow tool
+    reach pi as one steer batch; the next model request has the five envelopes and the
+    no-user-authority notice once, after the last. The session file keeps each item as
+    framed, its notice included. (pi takes steered messages into its next model call all
+    at once with ``steeringMode: "all"``; its default, one at a time, gives each a model
+    call of its own, where each keeps its notice.)"""
+    gate = tmp_path / "gate"
+    scenario = {
+        "run": [{"steps": [{"wait_for": str(gate)}, {"say": "after the slow tool"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    }
+    fake = pi_kit.fake(scenario)
+    pi_kit.update_settings({"steeringMode": "all"})
+    daemon = pi_kit.daemon()
+    words = [f"note {n}" for n in range(1, 6)]
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "do the slow thing", "slowpoke", host="pi")
+            await in_thread(wait_until, lambda: len(fake.requests()) >= 1, 60, what="the first model call")
+            for text in words:
+                ok, answer, data = await send(lead, kid, text)
+                assert ok and data["result"] == "delivered", answer
+            worker_log = daemon.paths.jobs_dir / f"{kid}.log"
+            await in_thread(
+                wait_until, lambda: worker_log.read_text().count("arrived during a run") == 5, 60, what="the worker to hold all five"
+            )
+            gate.write_text("go")
+            await in_thread(daemon.wait_job, kid, timeout=60)
+            return kid
+
+    kid = run_async(story)
+    second = [r for r in fake.requests() if r["model"] == "fake-model"][1]
+    texts = [message_text(m) for m in second["messages"]]
+    framed = framed_inputs(second)
+    assert [next(w for w in words if f"\n{w}\n" in text) for text in framed] == words
+    # One notice in the whole request, after the last envelope; each envelope closed.
+    assert sum(text.count(NO_USER_AUTHORITY) for text in texts) == 1
+    assert framed[-1].endswith("</agent-message>\n" + NO_USER_AUTHORITY)
+    assert all(text.rstrip("\n").endswith("</agent-message>") for text in framed[:-1])
+    # Stored as framed: every item in the session file keeps its own notice.
+    items = agent_items(daemon.entries(kid))
+    assert len(items) == 5 and all(item["content"].endswith(NO_USER_AUTHORITY) for item in items)
+
+
+def test_five_messages_for_an_idle_pi_are_one_prompt_with_one_notice(pi_kit, tmp_path):
+    """Five follow-ups (``urgent: false``) wait for a slow run to end, then reach the idle
+    pi as one batch: with pi's own steering mode (one at a time), one model request holds
+    the five envelopes and the notice once, and the child answers them in one turn."""
+    gate = tmp_path / "gate"
+    scenario = {
+        "run": [{"steps": [{"wait_for": str(gate)}, {"say": "after the slow tool"}]}],
+        "default": {"steps": [{"say": "ok"}]},
+    }
+    fake = pi_kit.fake(scenario)
+    daemon = pi_kit.daemon()
+    words = [f"later {n}" for n in range(1, 6)]
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "do the slow thing", "slowpoke", host="pi")
+            await in_thread(wait_until, lambda: len(fake.requests()) >= 1, 60, what="the first model call")
+            for text in words:
+                ok, answer, data = await lead.call_tool("roost_send", {"to": kid, "message": text, "urgent": False})
+                assert ok and data["result"] == "delivered", answer
+            worker_log = daemon.paths.jobs_dir / f"{kid}.log"
+            await in_thread(
+                wait_until, lambda: worker_log.read_text().count("arrived during a run") == 5, 60, what="the worker to hold all five"
+            )
+            gate.write_text("go")
+            await in_thread(wait_until, lambda: len(agent_items(daemon.entries(kid))) == 5, 60, what="all five in the session")
+            await in_thread(daemon.wait_job, kid, timeout=60)
+            return kid
+
+    kid = run_async(story)
+    requests = [r for r in fake.requests() if r["model"] == "fake-model"]
+    with_items = [r for r in requests if framed_inputs(r)]
+    # One request took them all (the first after the slow run), in order, one notice.
+    first = with_items[0]
+    framed = framed_inputs(first)
+    assert [next(w for w in words if f"\n{w}\n" in text) for text in framed] == words
+    assert sum(message_text(m).count(NO_USER_AUTHORITY) for m in first["messages"]) == 1
+    assert framed[-1].endswith(NO_USER_AUTHORITY)
+    # Answered in one turn: no request after it but the ones its own reply made.
+    assert len(requests) == 3, [len(framed_inputs(r)) for r in requests]
+    items = agent_items(daemon.entries(kid))
+    assert [item["details"]["seq"] for item in items] == sorted(item["details"]["seq"] for item in items)
+    assert all(item["content"].endswith(NO_USER_AUTHORITY) for item in items)
+
+
 def test_a_reaped_pi_job_restarts_with_its_session_and_holds_the_message_once(pi_kit, write_config, tmp_path):
     write_config({"reapAfterSeconds": 0.5})
     fake = pi_kit.fake({"default": {"steps": [{"say": "ok: {input}"}]}})

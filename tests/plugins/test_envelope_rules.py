@@ -307,3 +307,29 @@ def test_the_send_path_checks_every_framer_but_roosts_own_proven_one(monkeypatch
     with pytest.raises(ProtocolError) as refused:
         policy.CompiledHooks(make_manager(envelope, ("raw-from", NoNotice()))).frame_item(item)
     assert refused.value.code == PLUGIN_ERROR
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(batch=st.lists(st.tuples(names, bodies), min_size=1, max_size=5))
+def test_a_batch_carries_the_notice_once_and_every_envelope_still_reads_back(batch):
+    """Items that reach a model together (``one_notice``): the notice ends only the last
+    text, every other text is its frame whole up to the notice, and the batch, joined as a
+    host joins it, reads back (the default envelope's parser) as the same senders and
+    bodies in order: no body reaches past its frame once the notices are gone."""
+    items = [item_for(name, body) for name, body in batch]
+    framed = [outcome(GOOD["envelope"], item) for item in items]
+    assert all(text is not None for text in framed)
+    once = envelope_rules.one_notice(framed)
+    assert once[-1] == framed[-1] and once[-1].endswith("\n" + NO_USER_AUTHORITY)
+    assert all(text + "\n" + NO_USER_AUTHORITY == whole for text, whole in zip(once[:-1], framed[:-1], strict=True))
+    assert [e["body"] for e in parse_envelopes("\n\n".join(once))] == [body for _, body in batch]
+
+
+def test_one_notice_keeps_the_notice_before_a_text_without_one():
+    """A user's reply (no notice) between agent items breaks the run: the item before it
+    keeps its notice."""
+    agent = [outcome(GOOD["envelope"], item_for("alice", f"m{n}")) for n in range(3)]
+    once = envelope_rules.one_notice([agent[0], "the user's own words", agent[1], agent[2]])
+    assert once[0] == agent[0] and once[1] == "the user's own words"
+    assert not once[2].endswith(NO_USER_AUTHORITY) and once[3] == agent[2]
+    assert envelope_rules.one_notice([]) == []

@@ -229,3 +229,9 @@ def test_agent_tools_off(daemon_factory, write_config, tmp_path):
     assert daemon.call("tools")["tools"] == []
     result = next(e for e in daemon.entries(job) if e.get("type") == "message" and e["message"].get("role") == "toolResult")
     assert result["message"]["isError"] is True and "unknown tool" in result["message"]["content"][0]["text"]
+
+
+def test_the_tools_op_gives_the_notice_an_extension_keeps_once_per_batch(daemon):
+    """A foreground pi's extension takes the notice from ``tools`` to give agent items
+    that reach its model together one notice (``envelope_rules.one_notice``)."""
+    assert daemon.call("tools")["notice"] == NO_USER_AUTHORITY

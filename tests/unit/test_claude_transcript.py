@@ -19,6 +19,7 @@ from roost_core.claude import (
 )
 from roost_core.claude.hook import hook_output, items_text, wants_items
 from roost_core.claude.transcript import TranscriptSeqs
+from roost_core.envelope_rules import NO_USER_AUTHORITY
 from roost_core.queue import Item
 
 SID = "11111111-2222-4333-8444-555555555555"
@@ -105,6 +106,10 @@ def test_hook_answers() -> None:
     assert hook_output("UserPromptSubmit", items)["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
     assert hook_output("Stop", items) == {"decision": "block", "reason": items_text(items)}
     assert hook_output("PostToolUse", []) is None
+    # Framed items handed over together carry the no-user-authority notice once, last.
+    notice = "\n" + NO_USER_AUTHORITY
+    framed = [Item(seq=5, kind="message", content="<agent-message a>" + notice), Item(seq=6, kind="report", content="<agent-message b>" + notice)]
+    assert items_text(framed) == "[roost seq 5 6]\n<agent-message a>\n\n<agent-message b>" + notice
     # A stop that already follows a block is never blocked again: no loop.
     assert wants_items("Stop", {"stop_hook_active": False}) and not wants_items("Stop", {"stop_hook_active": True})
     assert not wants_items("SessionStart", {}) and wants_items("PostToolUse", {}) and wants_items("UserPromptSubmit", {})

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from roost_core.claude import BRIDGE_ENV, marker
+from roost_core.envelope_rules import one_notice
 
 #: The events ``roost claude install`` registers.
 EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop")
@@ -37,8 +38,10 @@ REQUEST_TIMEOUT = 20.0
 
 
 def items_text(items: list[Any]) -> str:
-    """The text that hands ``items`` (framed by the daemon already) to Claude Code."""
-    return marker([item.seq for item in items]) + "\n" + "\n\n".join(item.content for item in items)
+    """The text that hands ``items`` (framed by the daemon already) to Claude Code: they
+    reach its model together, so with the notice once, after the last
+    (:func:`roost_core.envelope_rules.one_notice`)."""
+    return marker([item.seq for item in items]) + "\n" + "\n\n".join(one_notice([item.content for item in items]))
 
 
 def wants_items(event: str, data: dict[str, Any]) -> bool:

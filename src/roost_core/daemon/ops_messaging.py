@@ -30,6 +30,7 @@ from roost_core.daemon.tools import CallerServices, ToolBox, run_tool, tool_call
 from roost_core.daemon.watch import Watchers
 from roost_core.daemon.watches import Watches
 from roost_core.daemon.workers import Workers
+from roost_core.envelope_rules import NO_USER_AUTHORITY
 from roost_core.paths import Paths
 from roost_core.protocol import (
     BAD_ARGS,
@@ -101,7 +102,9 @@ class Messaging:
         self.clock = clock
 
     async def op_tools(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
-        return {"tools": self.tools.listed()}
+        """The agent tools, and the notice every agent item ends with (an extension gives a
+        run of agent messages in one model request one notice: ``envelope_rules.one_notice``)."""
+        return {"tools": self.tools.listed(), "notice": NO_USER_AUTHORITY}
 
     async def op_tool_call(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         """Run an agent tool for a bound session: its declaration's ``run`` (see

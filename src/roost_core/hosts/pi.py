@@ -45,6 +45,7 @@ from anyio.abc import SocketAttribute
 
 from roost_core import locks, platform
 from roost_core.dialogs import CONFIRM_OPTIONS, MAX_OPTIONS, choice_of, clean_options
+from roost_core.envelope_rules import NO_USER_AUTHORITY
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exited
 from roost_core.hosts.process import ProcessHost, SessionTail
 from roost_core.queue import Item
@@ -418,7 +419,13 @@ class PiHost(ProcessHost):
             if op == "hello":
                 # ``job``: what the extension puts in ROOST_JOB for the tools it starts (a
                 # warm pi started under a slot's name; after a switch it runs this job).
-                result: dict[str, Any] = {"tools": await self.tool_definitions(), "job": self.job.id if self.job else None}
+                # ``notice``: the extension gives a run of agent messages in one model
+                # request one notice (roost_core.envelope_rules.one_notice).
+                result: dict[str, Any] = {
+                    "tools": await self.tool_definitions(),
+                    "job": self.job.id if self.job else None,
+                    "notice": NO_USER_AUTHORITY,
+                }
                 self.hello = True
                 self.notify()
             elif op == "tool_call":
@@ -581,6 +588,9 @@ class PiHost(ProcessHost):
                     await self.extension("untag")
                     return RunOutcome("failed", error=f"pi refused the prompt: {response.get('error')}")
                 rest = [item for item in items if item is not first]
+            elif not replies:
+                await self.steer_together(items)
+                rest = []
             else:
                 await self.extension("steer", items=[item_json(items[0])])
                 rest = items[1:]
@@ -599,13 +609,24 @@ class PiHost(ProcessHost):
                     break
                 starts = self.agent_starts
                 self.pending.update({item.seq: item for item in more})
-                await self.extension("steer", items=[item_json(more[0])])
+                if all(item.kind != "reply" for item in more):
+                    await self.steer_together(more)
+                    later = []
+                else:
+                    await self.extension("steer", items=[item_json(more[0])])
+                    later = more[1:]
                 await self.until(lambda starts=starts: self.agent_starts > starts or self.pi_gone)
-                if len(more) > 1 and not self.pi_gone:
-                    await self.extension("steer", items=[item_json(item) for item in more[1:]])
+                if later and not self.pi_gone:
+                    await self.extension("steer", items=[item_json(item) for item in later])
             await self.wait_for_pending(lambda: self.pi_gone)
             text = ((await self.command({"type": "get_last_assistant_text"})).get("data") or {}).get("text") or ""
         return self.outcome(items, text)
+
+    async def steer_together(self, items: list[Item]) -> None:
+        """Agent items for an idle pi, as one prompt: the extension appends all but the last
+        to the session and the last starts the turn, so the model reads them in one request
+        (with one notice: ``envelope_rules.one_notice``), whatever pi's steering mode."""
+        await self.extension("steer", items=[item_json(item) for item in items], together=True)
 
     def outcome(self, items: list[Item], text: str) -> RunOutcome:
         last = next((m for m in reversed(self.last_messages) if m.get("role") == "assistant"), None) or {}

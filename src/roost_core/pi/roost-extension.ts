@@ -386,6 +386,16 @@ export default async function roost(pi: ExtensionAPI) {
 	delete process.env.ROOST_PI_BRIDGE;
 	const registered = new Set<string>();
 	let ctxRef: ExtensionContext | undefined;
+	/** The no-user-authority notice every agent item ends with, as the worker (bridge hello)
+	 * or the daemon (`tools`) gives it; null until then (nothing is changed). */
+	let notice: string | null = null;
+
+	// Agent messages that reach the model side by side carry the notice once: the request
+	// (never the session file) drops it from each but the last of a run.
+	pi.on("context", (event) => {
+		const messages = notice ? oneNotice(event.messages as Json[], notice) : null;
+		return messages ? { messages: messages as any } : undefined;
+	});
 
 	// ---------------------------------------------------------------- shared pieces
 
@@ -419,7 +429,9 @@ export default async function roost(pi: ExtensionAPI) {
 		return out;
 	}
 
-	function inject(item: Item): void {
+	/** An agent item into the session: a steer (or, for an idle pi, the start of a turn);
+	 * `quiet`: only appended (an idle pi's batch, before the item that starts the turn). */
+	function inject(item: Item, quiet = false): void {
 		pi.sendMessage(
 			{
 				customType: MESSAGE_TYPE,
@@ -442,7 +454,7 @@ export default async function roost(pi: ExtensionAPI) {
 			},
 			// The daemon decided the mode (roost_decide_delivery); a background worker
 			// holds follow-ups itself, so only a foreground session ever gets one here.
-			{ triggerTurn: true, deliverAs: item.delivery === "followUp" ? "followUp" : "steer" },
+			quiet ? { triggerTurn: false } : { triggerTurn: true, deliverAs: item.delivery === "followUp" ? "followUp" : "steer" },
 		);
 	}
 
@@ -476,10 +488,17 @@ export default async function roost(pi: ExtensionAPI) {
 		/**
 		 * Put items into the session. When pi is idle only the first item may start a run
 		 * (the worker sends one item then, and the rest once the run has started); while
-		 * it runs every item is a steer, taken in before the next model call.
+		 * it runs every item is a steer, taken in before the next model call. `together`
+		 * (agent items only): for an idle pi, all but the last are appended and the last
+		 * starts the run, so one model request holds them all.
 		 */
-		const apply = (items: Item[]) => {
+		const apply = (items: Item[], together = false) => {
+			const quiet = together && items.every((item) => item.kind !== "reply") && (ctxRef ? ctxRef.isIdle() : true);
 			items.forEach((item, index) => {
+				if (quiet && index < items.length - 1) {
+					inject({ ...item, delivery: "steer" }, true);
+					return;
+				}
 				const idle = index === 0 && (ctxRef ? ctxRef.isIdle() : true);
 				if (item.kind === "reply") {
 					tags.push({ seq: item.seq, kind: item.kind });
@@ -495,7 +514,7 @@ export default async function roost(pi: ExtensionAPI) {
 		link.onRequest = async (frame) => {
 			switch (frame.op) {
 				case "steer":
-					apply((frame.items ?? []) as Item[]);
+					apply((frame.items ?? []) as Item[], !!frame.together);
 					return {};
 				case "tag":
 					// The next user message (an RPC prompt the worker sends now) carries these seqs.
@@ -528,6 +547,7 @@ export default async function roost(pi: ExtensionAPI) {
 		const hello = await link.call("hello", { pid: process.pid });
 		// The tools pi starts carry the job they run for (a warm pi started under a slot's).
 		if (typeof hello.job === "string") process.env.ROOST_JOB = hello.job;
+		if (typeof hello.notice === "string" && hello.notice) notice = hello.notice;
 		registerTools((hello.tools ?? []) as ToolDef[], (def, args) => link.call("tool_call", { name: def.name, args }));
 
 		pi.on("session_start", (_event, ctx) => {
@@ -741,6 +761,7 @@ export default async function roost(pi: ExtensionAPI) {
 			const conn = await connect();
 			const answer = await conn.call("tools");
 			tools = (answer.tools ?? []) as ToolDef[];
+			if (typeof answer.notice === "string" && answer.notice) notice = answer.notice;
 			return tools;
 		};
 
@@ -901,6 +922,26 @@ export default async function roost(pi: ExtensionAPI) {
 	}
 }
 
+
+/**
+ * A model request's messages with the no-user-authority notice once per run of consecutive
+ * agent messages (roost_core.envelope_rules.one_notice): an agent message that ends with
+ * the notice loses it when the next message is an agent message that ends with it too, so
+ * every envelope is still followed by the notice. Null when nothing changes. The messages
+ * are copied, never changed: they are the session's own.
+ */
+function oneNotice(messages: Json[], notice: string): Json[] | null {
+	const tail = `\n${notice}`;
+	const noticed = (message: Json | undefined): boolean =>
+		message?.role === "custom" && message.customType === MESSAGE_TYPE && typeof message.content === "string" && message.content.endsWith(tail);
+	let changed = false;
+	const out = messages.map((message, index) => {
+		if (!noticed(message) || !noticed(messages[index + 1])) return message;
+		changed = true;
+		return { ...message, content: message.content.slice(0, -tail.length) };
+	});
+	return changed ? out : null;
+}
 
 function textOf(content: unknown): string {
 	if (!Array.isArray(content)) return String(content ?? "");
