@@ -395,23 +395,26 @@ def cmd_rm(args: argparse.Namespace) -> int:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    from roost_core.hosts import registered_hosts, transcript_reader
-    from roost_core.transcript import iter_rendered, read_entries, received_by_seq
+    from roost_core.hosts import registered_hosts, session_lines, transcript_reader
+    from roost_core.transcript import iter_rendered, received_by_seq
 
     with client() as conn:
         result = conn.call("log", job=args.id)
+    pm = local_manager()
+    # The job's host says where its transcript is and how it reads (roost's own format
+    # in the one session file when it says nothing).
+    spec = registered_hosts(pm).get(result.get("host") or "")
+    lines = session_lines(spec, result["session"])
     if args.json:
         print(json_text({
-            "id": result["id"], "session": result["session"], "entries": read_entries(result["session"]),
+            "id": result["id"], "session": result["session"], "entries": lines,
             "sent": result.get("sent", []), "received": result.get("received", []),
         }))
         return 0
-    pm = local_manager()
-    # The job's host says how its transcript reads (roost's own format when it says nothing).
-    read = transcript_reader(registered_hosts(pm).get(result.get("host") or ""))
+    read = transcript_reader(spec)
     if args.follow:
         return follow_log(pm, result["session"], read)
-    for text in iter_rendered(pm, result["session"], read, received_by_seq(result.get("received"))):
+    for text in iter_rendered(pm, result["session"], read, received_by_seq(result.get("received")), lines):
         print(shown(text, keep=LOG_KEEPS))
     return 0
 

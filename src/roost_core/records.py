@@ -240,7 +240,11 @@ class HostSpec:
     :class:`TranscriptEntry` records ``roost log``, ``roost view`` and the tools' peer
     transcripts render (none for a line that shows nothing); ``transcript_seqs(path)`` is
     the queue seqs a session file holds (what the daemon reads of a worker that died with
-    it). ``command`` is the host's ``roost NAME ...`` command (:class:`HostCommand`).
+    it). ``transcript_lines(path)``, for a host whose session is not the one JSONL file
+    ``path`` (an agent that starts another file when it resumes, or keeps a database), is
+    every parsed line of the session, in order, as ``transcript_entries`` reads them
+    (``roost log``, the view and peer transcripts read the session through it).
+    ``command`` is the host's ``roost NAME ...`` command (:class:`HostCommand`).
 
     ``scenario``, for a host that plays a script instead of asking a model (``scripted``),
     is called in the daemon as ``scenario(given, cwd, parent)`` at every ``start``
@@ -258,6 +262,7 @@ class HostSpec:
     unavailable: Any = None
     transcript_entries: Any = None
     transcript_seqs: Any = None
+    transcript_lines: Any = None
     command: HostCommand | None = None
     scenario: Any = None
 

@@ -308,14 +308,22 @@ def parse_entries(raw: dict[str, Any]) -> list[TranscriptEntry]:
 LineReader = Callable[[dict[str, Any]], list[TranscriptEntry]]
 
 
-def iter_rendered(pm: Any, path: str | Path, read: LineReader = parse_entries, receipts: dict[int, dict[str, Any]] | None = None) -> Iterator[str]:
+def iter_rendered(
+    pm: Any,
+    path: str | Path,
+    read: LineReader = parse_entries,
+    receipts: dict[int, dict[str, Any]] | None = None,
+    lines: list[dict[str, Any]] | None = None,
+) -> Iterator[str]:
     """The rendered text of each entry of a session file that shows something, its
     lines read by ``read`` (the host's reader). ``receipts``: the receipts of the items
     the session received, by seq (the ``log`` op's ``received``): an agent item's text
-    ends with what its sender's receipt says (:func:`receipt_note`)."""
+    ends with what its sender's receipt says (:func:`receipt_note`). ``lines`` are the
+    session's lines when the caller has them already (a host's ``transcript_lines``),
+    else the file's."""
     from roost_core.policy import render_entry
 
-    for raw in read_entries(path):
+    for raw in read_entries(path) if lines is None else lines:
         for entry in read(raw):
             text = render_entry(pm, entry)
             if text and receipts and entry.custom_type == AGENT_MESSAGE_TYPE:

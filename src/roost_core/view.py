@@ -569,7 +569,7 @@ class LiveView:
         self.log_session: str | None = None
         #: The host of the peer whose transcript is open (how its lines read).
         self.log_host: str | None = None
-        self.log_stamp: tuple[int, int] | None = None
+        self.log_stamp: Any = None
         #: The receipts of the items the open transcript's job received, by seq (and
         #: that job's id; None for a foreground peer's transcript).
         self.log_receipts: dict[int, dict[str, Any]] = {}
@@ -848,7 +848,7 @@ class LiveView:
     def reload_log(self) -> None:
         """Render the open transcript again if its file changed since the last time, read
         as its host writes it (``HostSpec.transcript_entries``)."""
-        from roost_core.hosts import registered_hosts, transcript_reader
+        from roost_core.hosts import registered_hosts, session_lines, transcript_reader
         from roost_core.transcript import iter_rendered
 
         if self.pm is None:
@@ -856,8 +856,14 @@ class LiveView:
 
             self.pm = local_manager()
         session = self.log_session
-        stamp: tuple[int, int] | None = None
-        if session is not None:
+        spec = registered_hosts(self.pm).get(self.log_host or "")
+        stamp: Any = None
+        lines: list[dict[str, Any]] | None = None
+        if session is not None and spec is not None and spec.transcript_lines is not None:
+            # A session kept in several files: the stamp is what they hold.
+            lines = session_lines(spec, session)
+            stamp = (len(lines), hash(repr(lines[-1])) if lines else 0)
+        elif session is not None:
             try:
                 info = os.stat(session)
                 stamp = (info.st_size, info.st_mtime_ns)
@@ -866,8 +872,8 @@ class LiveView:
         if stamp is not None and stamp == self.log_stamp:
             return
         self.log_stamp = stamp
-        read = transcript_reader(registered_hosts(self.pm).get(self.log_host or ""))
-        texts = list(iter_rendered(self.pm, session, read, self.log_receipts)) if session is not None and stamp is not None else []
+        read = transcript_reader(spec)
+        texts = list(iter_rendered(self.pm, session, read, self.log_receipts, lines)) if session is not None and stamp is not None else []
         self.view.set_log(texts, self.console.size[0])
 
 

@@ -27,11 +27,10 @@ from roost_core.daemon.watch import Watchers
 from roost_core.daemon.watches import Watches
 from roost_core.daemon.workers import Workers
 from roost_core.dialogs import choice_of, options_text
-from roost_core.hosts import session_seqs
+from roost_core.hosts import session_lines, session_seqs
 from roost_core.paths import Paths
 from roost_core.protocol import BAD_ARGS, JOB_STOPPED, NO_DIALOG, NOT_AN_OPTION, ProtocolError
 from roost_core.store import JournalError
-from roost_core.transcript import read_entries
 
 log = logging.getLogger("roost.daemon")
 
@@ -259,7 +258,7 @@ class JobOps:
             "session": job.session,
             # The reader of the session file is the host's (HostSpec.transcript_entries).
             "host": job.host,
-            "entries": read_entries(job.session) if args.get("entries") else None,
+            "entries": session_lines(self.hosts.get(job.host), job.session) if args.get("entries") else None,
             "sent": self.receipts.sent_by(job.id),
             "received": self.receipts.received_by(job.id),
         }

@@ -22,11 +22,10 @@ from roost_core.daemon.callers import caller_of, sender_info
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.delivery import settle
 from roost_core.daemon.optable import OPS
-from roost_core.hosts import transcript_reader
+from roost_core.hosts import session_lines, transcript_reader
 from roost_core.protocol import NOT_FOUND, UNREACHABLE, ProtocolError
 from roost_core.records import ToolCall, ToolDef, ToolServices, TranscriptEntry
 from roost_core.toolschema import check_tool_args
-from roost_core.transcript import read_entries
 
 log = logging.getLogger("roost.daemon")
 
@@ -136,6 +135,7 @@ class CallerServices(ToolServices):
             raise ProtocolError(UNREACHABLE, decision.reason or f"peer {target.id} is not reachable")
         if not target.session:
             raise ProtocolError(NOT_FOUND, f"{target.id} has no transcript")
-        read = transcript_reader(self.messaging.hosts.get(target.host or ""))  # the host's own format
-        entries = [entry for raw in read_entries(target.session) for entry in read(raw)]
+        spec = self.messaging.hosts.get(target.host or "")
+        read = transcript_reader(spec)  # the host's own format
+        entries = [entry for raw in session_lines(spec, target.session) for entry in read(raw)]
         return entries[-max(0, min(last, MAX_TRANSCRIPT_ENTRIES)) :] if last > 0 else []

@@ -74,3 +74,14 @@ def session_seqs(spec: HostSpec | None, path: str) -> set[int]:
     from roost_core.transcript import read_entries, seqs_in
 
     return seqs_in(read_entries(path))
+
+
+def session_lines(spec: HostSpec | None, path: str) -> list[dict[str, Any]]:
+    """Every parsed line of the session ``path`` of a job on ``spec``'s host: its
+    ``transcript_lines`` when it has one (a session kept in several files), else the JSON
+    objects of the file itself."""
+    if spec is not None and spec.transcript_lines is not None:
+        return list(spec.transcript_lines(path))
+    from roost_core.transcript import read_entries
+
+    return read_entries(path)
