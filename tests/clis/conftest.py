@@ -72,3 +72,15 @@ def qwen_host(tmp_path, roost_env, daemon_factory):
     kit = QwenHostKit(tmp_path, roost_env, daemon_factory, qwen_bin())
     yield kit
     kit.cleanup()
+
+
+@pytest.fixture
+def gemini_host(tmp_path, roost_env, daemon_factory):
+    """A daemon world whose jobs run the pinned Gemini CLI (``geminikit.GeminiHostKit``)."""
+    from geminikit import GeminiHostKit, gemini_bin
+
+    kit = GeminiHostKit(tmp_path, roost_env, daemon_factory, gemini_bin())
+    yield kit
+    if kit.fake is not None:
+        kit.fake.stop()
+        assert not kit.fake.violations, kit.fake.violations

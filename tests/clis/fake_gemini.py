@@ -29,6 +29,7 @@ from fake_openai import answer, check_frames
 
 _ENVELOPE = re.compile(r"<agent-message [^>\n]*>\n.*?\n</agent-message>", re.DOTALL)
 _HOOK_CONTEXT = re.compile(r"<hook_context>(.*?)</hook_context>", re.DOTALL)
+_MARKER = re.compile(r"\A\[roost seq(?: \d+)+\]\n?")
 
 USAGE = {"promptTokenCount": 100, "candidatesTokenCount": 10, "totalTokenCount": 110, "cachedContentTokenCount": 0}
 SIDE_ANSWER = "Fake session summary"
@@ -53,14 +54,23 @@ def to_chat(contents: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 response = part["functionResponse"]
                 output = json.dumps(response.get("response"))
                 chat.append({"role": "tool", "tool_call_id": response.get("id"), "content": output})
-                # Agent items an AfterTool hook added (roost's delivery) are inputs of their own.
+                # Items an AfterTool hook added (roost's delivery) are inputs of their own.
                 for context in _HOOK_CONTEXT.findall(str((response.get("response") or {}).get("output", ""))):
-                    if "<agent-message" in context:
-                        check_frames(context)
-                        chat.extend({"role": "user", "content": piece} for piece in _ENVELOPE.findall(context))
+                    chat.extend(handed_inputs(context))
             elif "text" in part and part["text"].strip() and not part["text"].lstrip().startswith(_CLI_OWN):
-                chat.append({"role": "user", "content": part["text"]})
+                chat.extend(handed_inputs(part["text"]))
     return chat
+
+
+def handed_inputs(text: str) -> list[dict[str, Any]]:
+    """A text as user inputs: roost's marker line (``[roost seq ...]``, roost's Gemini
+    host's hand-overs) is not part of any; framed agent items are one input each (their
+    frames checked); any other text is one input."""
+    text = _MARKER.sub("", text, count=1)
+    if "<agent-message" in text:
+        check_frames(text)
+        return [{"role": "user", "content": piece} for piece in _ENVELOPE.findall(text)]
+    return [{"role": "user", "content": text}] if text.strip() else []
 
 
 def offered_tools(body: dict[str, Any]) -> dict[str, str]:

@@ -92,3 +92,62 @@ def assistant_texts(events: list[dict[str, Any]]) -> list[str]:
         else:
             joining = False
     return texts
+
+
+# ---------------------------------------------------------------------------- roost's gemini host
+
+
+class GeminiHostKit:
+    """A roost daemon whose jobs run the pinned Gemini CLI (host ``gemini``): the daemon's
+    environment is the Gemini world's (its HOME with ``~/.gemini/settings.json``, the fake
+    key and base URL), on top of the test's ``roost_env``."""
+
+    def __init__(self, tmp_path: Path, roost_env: dict[str, str], daemon_factory: Any, binary: str) -> None:
+        import os
+        import sys
+
+        self.cli = GeminiKit(tmp_path, binary)
+        self.env = roost_env
+        self.daemon_factory = daemon_factory
+        for key in [k for k in roost_env if k.startswith(("GEMINI", "GOOGLE")) or k.endswith("_PROXY") or k.endswith("_proxy")]:
+            roost_env.pop(key)
+        path = [str(Path(sys.executable).parent), roost_env.get("PATH", "/usr/bin:/bin")]
+        roost_env.update({
+            **{k: v for k, v in self.cli.env.items() if k != "PATH"},
+            "PATH": os.pathsep.join(path),
+            "ROOST_GEMINI_BIN": binary,
+            # A background job may run its scenario's shell steps (nobody can answer a
+            # confirmation there).
+            "ROOST_GEMINI_ARGS": "--approval-mode yolo",
+        })
+
+    @property
+    def fake(self) -> FakeGemini | None:
+        return self.cli.fake
+
+    def start_fake(self, scenario: Any) -> FakeGemini:
+        """The fake model, and ``~/.gemini/settings.json`` (offline) pointing at it."""
+        fake = self.cli.start_fake(scenario)
+        self.cli.configure()
+        self.env["GOOGLE_GEMINI_BASE_URL"] = fake.origin
+        return fake
+
+    def daemon(self) -> Any:
+        return self.daemon_factory().start()
+
+    def roost(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """``roost ARGS`` in this world."""
+        import sys
+
+        return subprocess.run([sys.executable, "-m", "roost_core.cli", *args], env=self.env, capture_output=True, text=True, timeout=timeout)
+
+    def log_lines(self, job: str) -> list[str]:
+        shown = self.roost("log", job)
+        assert shown.returncode == 0, shown.stderr
+        return shown.stdout.splitlines()
+
+    def session_lines(self, job: str) -> list[dict[str, Any]]:
+        """The job's whole Gemini session (``roost log --json``'s entries)."""
+        shown = self.roost("log", job, "--json")
+        assert shown.returncode == 0, shown.stderr
+        return list(json.loads(shown.stdout)["entries"])
