@@ -19,8 +19,10 @@ Tool names: the CLI names MCP tools ``mcp_<server>_<tool>``; a scenario calls th
 
 from __future__ import annotations
 
+import html
 import json
 import re
+import threading
 import uuid
 from typing import Any
 
@@ -55,8 +57,9 @@ def to_chat(contents: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 output = json.dumps(response.get("response"))
                 chat.append({"role": "tool", "tool_call_id": response.get("id"), "content": output})
                 # Items an AfterTool hook added (roost's delivery) are inputs of their own.
+                # (Gemini CLI escapes the context's "<" and ">": its frames are read unescaped.)
                 for context in _HOOK_CONTEXT.findall(str((response.get("response") or {}).get("output", ""))):
-                    chat.extend(handed_inputs(context))
+                    chat.extend(handed_inputs(html.unescape(context)))
             elif "text" in part and part["text"].strip() and not part["text"].lstrip().startswith(_CLI_OWN):
                 chat.extend(handed_inputs(part["text"]))
     return chat
@@ -89,9 +92,18 @@ def offered_tools(body: dict[str, Any]) -> dict[str, str]:
 
 
 class FakeGemini(CliFake):
-    """The Gemini API fake."""
+    """The Gemini API fake. ``hold(reply)`` true: that answer waits until ``release`` is
+    set (``holding`` is set while it waits), so a test can act while the model answers."""
 
+    def __init__(self, scenario: Any, log_path: Any) -> None:
+        super().__init__(scenario, log_path)
+        self.hold: Any = None
+        self.holding = threading.Event()
+        self.release = threading.Event()
 
+    def stop(self) -> None:
+        self.release.set()  # an answer still held goes out, so nothing waits on it
+        super().stop()
 
     def answer(self, path: str, body: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         if ":streamGenerateContent" not in path and ":generateContent" not in path:
@@ -109,6 +121,9 @@ class FakeGemini(CliFake):
         return chat, reply
 
     def render(self, path: str, body: dict[str, Any], reply: dict[str, Any]) -> Wire:
+        if self.hold is not None and self.hold(reply):
+            self.holding.set()
+            self.release.wait(120)
         if "error" in reply:
             return Wire(400, {"error": {"code": 400, "message": reply["error"], "status": "INVALID_ARGUMENT"}})
         parts: list[dict[str, Any]] = []

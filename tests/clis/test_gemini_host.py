@@ -4,6 +4,8 @@ items arrive mid-turn through its hooks, exactly once, and ``roost log`` renders
 
 from __future__ import annotations
 
+import json
+
 from clifake import scripted, users
 
 
@@ -22,3 +24,184 @@ def test_a_gemini_job_runs_its_task_with_roosts_tools_and_renders_in_roost_log(g
     assert gemini_host.log_lines(job) == ["› you: build the thing", "assistant: Done: build the thing"]
     # The usage of the session's answers counts toward the job.
     assert (daemon.job(job)["usage"] or {}).get("tokens") == 110
+
+
+# ---------------------------------------------------------------------------- agent items
+
+from conftest import wait_until  # noqa: E402
+from fg import in_thread, run_async, send, session, spawn  # noqa: E402
+
+from roost_core.claude import marked_seqs  # noqa: E402
+from roost_core.policy import NO_USER_AUTHORITY  # noqa: E402
+
+AUTHORITY_LINE = NO_USER_AUTHORITY.splitlines()[0]
+
+
+def handed(lines):
+    """roost's hand-overs in a Gemini session: (where, seqs, text) of each user text and
+    each tool result's hook context that starts with roost's marker."""
+    from roost_plugins.gemini.transcript import hook_context
+
+    found = []
+    for line in lines:
+        if line.get("type") != "user":
+            continue
+        for part in line.get("content") or []:
+            if "text" in part and marked_seqs(part["text"]):
+                found.append(("prompt", marked_seqs(part["text"]), part["text"]))
+            elif "functionResponse" in part and marked_seqs(hook_context(part["functionResponse"])):
+                found.append(("AfterTool", marked_seqs(hook_context(part["functionResponse"])), hook_context(part["functionResponse"])))
+    return found
+
+
+def test_a_gemini_child_gets_a_message_mid_turn_and_reports_once(gemini_host, tmp_path):
+    gate = tmp_path / "gate"
+    fake = gemini_host.start_fake({
+        "run": [{"steps": [{"agents": {}}, {"wait_for": str(gate)}, {"say": "after the tools"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    })
+    daemon = gemini_host.daemon()
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "do the slow thing", "slowpoke", host="gemini")
+            await in_thread(wait_until, lambda: len(scripted(fake)) >= 2, 90, what="the slow tool's call")
+            ok, text, data = await send(lead, kid, "also check the docs")
+            assert ok and data["result"] == "delivered", text
+            gate.write_text("go")
+            await lead.wait_for_delivery(1, timeout=90)
+            await in_thread(daemon.wait_job, kid, timeout=90)
+            return kid, list(lead.delivered)
+
+    kid, delivered = run_async(story)
+    # The job's roost tools ran through its worker: it saw its parent.
+    listing = scripted(fake)[1]
+    assert any(m["role"] == "tool" and "lead" in m["content"] and "[parent]" in m["content"] for m in listing["chat"]), listing["chat"]
+    # Handed over once, after the slow tool's result (AfterTool), with its marker.
+    lines = gemini_host.session_lines(kid)
+    hand_overs = handed(lines)
+    assert [(where, len(seqs)) for where, seqs, _ in hand_overs] == [("prompt", 1), ("AfterTool", 1)], hand_overs
+    assert "also check the docs" in hand_overs[1][2] and AUTHORITY_LINE in hand_overs[1][2]
+    # The model read it mid-turn: in the request after the tool, as an input after it.
+    last = scripted(fake)[-1]
+    assert any("also check the docs" in u for u in users(last)) and last["reply"]["text"] == "after the tools"
+    # The report reached the parent once, framed; nothing waits for the child.
+    assert [d["kind"] for d in delivered] == ["report"]
+    assert "after the tools" in delivered[0]["content"] and AUTHORITY_LINE in delivered[0]["content"]
+    assert delivered[0]["fromName"] == "slowpoke" and delivered[0]["relation"] == "child"
+    assert daemon.job(kid)["pending"] == 0
+    # roost log shows the agent message where the model read it.
+    shown = gemini_host.log_lines(kid)
+    assert shown[0] == "› you: do the slow thing" and shown[-1] == "assistant: after the tools"
+    assert any(line.startswith("✉ message from lead (parent)") for line in shown), shown
+
+
+def test_an_item_that_arrives_during_the_last_answer_denies_the_stop(gemini_host, tmp_path):
+    fake = gemini_host.start_fake({
+        "run": [{"steps": [{"shell": "echo one tool"}, {"say": "final words"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    })
+    fake.hold = lambda reply: reply.get("text") == "final words"
+    daemon = gemini_host.daemon()
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "finish up", "closer", host="gemini")
+            # The model is giving its last answer: the tool boundary has passed.
+            assert await in_thread(fake.holding.wait, 90), "the last answer never started"
+            ok, text, data = await send(lead, kid, "one more thing")
+            assert ok and data["result"] == "delivered", text
+            fake.release.set()
+            await lead.wait_for_delivery(1, timeout=90)
+            await in_thread(daemon.wait_job, kid, timeout=60)
+            return kid, list(lead.delivered)
+
+    kid, delivered = run_async(story)
+    # AfterAgent denied the stop with it: a new prompt in the same gemini run.
+    hand_overs = handed(gemini_host.session_lines(kid))
+    assert [where for where, _, _ in hand_overs] == ["prompt", "prompt"]
+    assert "one more thing" in hand_overs[1][2]
+    log = (daemon.paths.jobs_dir / f"{kid}.log").read_text()
+    assert log.count("starting gemini") == 1
+    # The run went on with it, and reported once at its real end.
+    assert scripted(fake)[-1]["reply"]["text"].startswith("ok: ")
+    assert [d["kind"] for d in delivered] == ["report"]
+    assert "one more thing" in delivered[0]["content"]
+
+
+def test_a_reaped_gemini_job_resumes_its_session_and_holds_the_message_once(gemini_host, write_config, tmp_path):
+    write_config({"reapAfterSeconds": 0.5})
+    fake = gemini_host.start_fake({"default": {"steps": [{"say": "ok: {input}"}]}})
+    daemon = gemini_host.daemon()
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "first task", "sleeper", host="gemini")
+            await lead.wait_for_delivery(1, timeout=90)
+            await in_thread(daemon.wait_reaped, kid)
+            _ok, text, data = await send(lead, kid, "wake up and look")
+            assert data["result"] == "started", text
+            await lead.wait_for_delivery(2, timeout=90)
+            await in_thread(daemon.wait_job, kid, timeout=60)
+            return kid
+
+    kid = run_async(story)
+    log = (daemon.paths.jobs_dir / f"{kid}.log").read_text()
+    assert log.count("starting gemini") == 2 and "--resume" in log
+    # One session: the second run resumed it and the model saw both turns.
+    last = scripted(fake)[-1]
+    assert users(last)[0] == "first task" and "wake up and look" in users(last)[-1]
+    lines = gemini_host.session_lines(kid)
+    assert [len(seqs) for _, seqs, _ in handed(lines)] == [1, 1]
+    assert sum(json.dumps(line).count("wake up and look") for line in lines if line.get("type") == "user") == 1
+    # The usage goes on from what the first run spent: every answer of both.
+    spent = 110 * len(scripted(fake))
+    wait_until(lambda: (daemon.job(kid)["usage"] or {}).get("tokens") == spent, 30, what="the job's usage over both runs")
+
+
+def test_a_worker_killed_after_the_hand_over_never_delivers_the_message_twice(gemini_host, tmp_path):
+    import proctools
+
+    gate = tmp_path / "gate"
+    fake = gemini_host.start_fake({
+        "run": [{"steps": [{"wait_for": str(gate)}, {"say": "after the tools"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    })
+    fake.hold = lambda reply: reply.get("text") == "after the tools"
+    daemon = gemini_host.daemon()
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "do the slow thing", "slowpoke", host="gemini")
+            await in_thread(wait_until, lambda: len(scripted(fake)) >= 1, 90, what="the slow tool's call")
+            ok, text, _data = await send(lead, kid, "also check the docs")
+            assert ok, text
+            gate.write_text("go")
+            # The hook handed it over and the model is answering: the session holds it.
+            assert await in_thread(fake.holding.wait, 90), "the answer after the tool never started"
+            assert [where for where, _, _ in handed(gemini_host.session_lines(kid))] == ["prompt", "AfterTool"]
+            worker = daemon.job(kid)["workerPid"]
+            everything = proctools.tree(worker)
+            proctools.kill9(worker)
+            await in_thread(wait_until, lambda: not any(proctools.alive(p) for p in everything), 60, what="the worker and gemini gone")
+            fake.release.set()
+            await in_thread(daemon.wait_reaped, kid)
+            # The next message starts a new worker on the same session.
+            ok, text, data = await send(lead, kid, "and the tests")
+            assert ok and data["result"] == "started", text
+            # The parent hears of the run the kill ended, then of the new one.
+            await lead.wait_for_delivery(2, timeout=90)
+            await in_thread(daemon.wait_job, kid, timeout=60)
+            return kid, list(lead.delivered), everything
+
+    kid, delivered, everything = run_async(story)
+    lines = gemini_host.session_lines(kid)
+    hand_overs = handed(lines)
+    # Once in the session: the new worker read it there and did not hand it over again.
+    assert [where for where, _, _ in hand_overs] == ["prompt", "AfterTool", "prompt"], hand_overs
+    assert sum(text.count("also check the docs") for _, _, text in hand_overs) == 1
+    assert "and the tests" in hand_overs[2][2]
+    assert [d["kind"] for d in delivered] == ["report", "report"]
+    assert "state: failed" in delivered[0]["content"] and "ok: and the tests" in delivered[1]["content"]
+    assert daemon.job(kid)["pending"] == 0
+    assert not any(proctools.alive(p) for p in everything)

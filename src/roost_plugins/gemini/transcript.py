@@ -24,6 +24,7 @@ new line with the same ``id`` (the last one holds). roost reads:
 from __future__ import annotations
 
 import glob
+import html
 import json
 import re
 from pathlib import Path
@@ -101,10 +102,12 @@ def user_seqs(message: dict[str, Any]) -> list[int]:
 
 
 def hook_context(response: dict[str, Any]) -> str:
-    """The ``<hook_context>`` that ends a function response's output ("" when none)."""
+    """The ``<hook_context>`` that ends a function response's output ("" when none), as
+    the hook wrote it: Gemini CLI escapes ``<``, ``>`` and ``&`` in it (the model reads
+    ``&lt;agent-message ...&gt;``)."""
     output = (response.get("response") or {}).get("output")
     match = _HOOK_CONTEXT.search(output) if isinstance(output, str) else None
-    return match[1] if match else ""
+    return html.unescape(match[1]) if match else ""
 
 
 class GeminiSession:
