@@ -151,3 +151,28 @@ class GeminiHostKit:
         shown = self.roost("log", job, "--json")
         assert shown.returncode == 0, shown.stderr
         return list(json.loads(shown.stdout)["entries"])
+
+    def user_gemini(self, prompt: str) -> subprocess.Popen[str]:
+        """The user's own ``gemini -p PROMPT --output-format stream-json`` (roost's
+        environment: a ``roost mcp`` it starts finds this daemon), in its own process
+        group; :meth:`finish` ends it."""
+        # (yolo: the scenario runs a shell step, which a headless run asks for otherwise)
+        return subprocess.Popen([self.cli.binary, "-p", prompt, "--output-format", "stream-json", "--approval-mode", "yolo"], cwd=self.cli.work, env=self.env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+    @staticmethod
+    def finish(proc: subprocess.Popen[str], timeout: float = 180) -> list[dict[str, Any]]:
+        """Wait for a :meth:`user_gemini` to end (its group killed after, whatever
+        happened); its events, asserting it exited 0."""
+        import os
+        import signal
+
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        assert proc.returncode == 0, f"gemini exited {proc.returncode}\n{err[-3000:]}"
+        return json_lines(out)

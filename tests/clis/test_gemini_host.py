@@ -12,7 +12,9 @@ from clifake import scripted, users
 def test_a_gemini_job_runs_its_task_with_roosts_tools_and_renders_in_roost_log(gemini_host):
     fake = gemini_host.start_fake({"default": {"steps": [{"say": "Done: {input}"}]}})
     daemon = gemini_host.daemon()
-    job = daemon.start_job("build the thing", host="gemini", name="builder")
+    started = gemini_host.roost("start", "--host", "gemini", "--name", "builder", "--json", "build the thing")
+    assert started.returncode == 0, started.stderr
+    job = json.loads(started.stdout)["id"]
     row = daemon.wait_job(job, timeout=90)
     assert row["state"] == "done", row
     assert row["summary"] == "Done: build the thing"
@@ -205,3 +207,42 @@ def test_a_worker_killed_after_the_hand_over_never_delivers_the_message_twice(ge
     assert "state: failed" in delivered[0]["content"] and "ok: and the tests" in delivered[1]["content"]
     assert daemon.job(kid)["pending"] == 0
     assert not any(proctools.alive(p) for p in everything)
+
+
+# ------------------------------------------------------------------ the user's own Gemini CLI
+
+
+def test_a_users_gemini_cli_joins_through_install_and_gets_a_message_mid_turn(gemini_host, write_config, tmp_path):
+    write_config({"agentExternalMessages": True})
+    gate = tmp_path / "gate"
+    fake = gemini_host.start_fake({
+        "run": [{"steps": [{"agents": {}}, {"wait_for": str(gate)}, {"say": "after the tools"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    })
+    daemon = gemini_host.daemon()
+    installed = gemini_host.roost("gemini", "install")
+    assert installed.returncode == 0, installed.stderr
+    user = gemini_host.user_gemini("look around")
+
+    async def story():
+        try:
+            return await talk()
+        finally:
+            gate.write_text("go")
+            await in_thread(gemini_host.finish, user)
+
+    async def talk():
+        async with session(daemon, tmp_path) as lead:
+            # It joined with its first roost tool call (roost_agents), as the folder's name.
+            await in_thread(wait_until, lambda: len(scripted(fake)) >= 2, 90, what="the slow tool's call")
+            rows = {row["name"]: row for row in (await lead.call("agents"))["agents"]}
+            assert "work" in rows, rows
+            ok, text, _data = await send(lead, rows["work"]["id"], "also check the docs")
+            assert ok, text
+
+    run_async(story)
+    # AfterTool handed it over (roost gemini hook -> the session's roost mcp server).
+    last = scripted(fake)[-1]
+    assert any("also check the docs" in u for u in users(last)) and last["reply"]["text"] == "after the tools"
+    tool_output = last["body"]["contents"][-1]["parts"][0]["functionResponse"]["response"]["output"]
+    assert "<hook_context>[roost seq" in tool_output

@@ -53,9 +53,10 @@ def hook_output(event: str, items: list[Any]) -> dict[str, Any] | None:
 
 def foreground_input(event: str, data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """A hook of the user's own Gemini CLI as the ``roost mcp`` server answers hooks (in
-    Claude Code's names: ``PostToolUse``, ``Stop``). The session's id and file are left out:
-    the server keys the session on its client process, not on Gemini CLI's files."""
-    return ("Stop" if event == "AfterAgent" else "PostToolUse"), {"stop_hook_active": bool(data.get("stop_hook_active"))}
+    Claude Code's names: ``PostToolUse``, ``Stop``), with the session's id and file (the
+    server keys the peer on that file and reads it with this host's ``transcript_seqs``)."""
+    kept = {key: data[key] for key in ("session_id", "transcript_path") if isinstance(data.get(key), str)}
+    return ("Stop" if event == "AfterAgent" else "PostToolUse"), {**kept, "stop_hook_active": bool(data.get("stop_hook_active"))}
 
 
 def from_foreground(event: str, output: Any) -> dict[str, Any] | None:

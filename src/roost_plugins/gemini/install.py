@@ -5,8 +5,9 @@
 other setting, MCP server and hook as it was:
 
 - the MCP server ``roost`` (``roost mcp``), trusted (Gemini CLI leaves an untrusted
-  server's tools out of a headless run) and with ``ROOST_MCP_HOOKS=1`` in its environment,
-  so it answers the hooks below;
+  server's tools out of a headless run) and with ``ROOST_MCP_HOST=gemini`` in its
+  environment, so it answers the hooks below and reads the session's files as this host
+  does;
 - the hooks ``AfterTool`` (matcher ``.*``) and ``AfterAgent``: ``roost gemini hook EVENT``.
 
 Installing twice changes nothing; an older roost's hooks are replaced, not doubled. A
@@ -22,11 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from roost_core.claude.install import roost_command
+from roost_core.mcp.server import HOST_ENV
 from roost_core.settingsfile import SettingsFileError, object_at, read_object, write_all
 from roost_plugins.gemini import EVENTS, SERVER_NAME, gemini_dir
-
-#: The environment variable that makes a foreground ``roost mcp`` answer hooks.
-HOOKS_ENV = "ROOST_MCP_HOOKS"
 
 
 def settings_path(env: Mapping[str, str] | None = None) -> Path:
@@ -73,7 +72,7 @@ def without_roost_hooks(hooks: dict[str, Any]) -> dict[str, Any]:
 
 def server_config() -> dict[str, Any]:
     command = roost_command()
-    return {"command": command[0], "args": [*command[1:], "mcp"], "env": {HOOKS_ENV: "1"}, "trust": True}
+    return {"command": command[0], "args": [*command[1:], "mcp"], "env": {HOST_ENV: "gemini"}, "trust": True}
 
 
 def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:

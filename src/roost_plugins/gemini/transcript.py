@@ -71,11 +71,12 @@ def job_home(session: str) -> Path:
     return path.parent / f"{path.stem}.gemini-home"
 
 
-def session_files(session_id: str, folder: Path) -> list[str]:
+def session_files(session_id: str, folder: Path, *, beside: bool = False) -> list[str]:
     """Gemini CLI's files of session ``session_id`` in its folder ``folder`` (a
-    ``.gemini``), oldest first: every ``tmp/*/chats/session-*-<id8>.jsonl`` whose header
-    names the session."""
-    pattern = str(folder / "tmp" / "*" / "chats" / f"session-*-{glob.escape(session_id[:8])}.jsonl")
+    ``.gemini``; with ``beside``, a ``chats`` folder itself), oldest first: every
+    ``tmp/*/chats/session-*-<id8>.jsonl`` whose header names the session."""
+    chats = folder if beside else folder / "tmp" / "*" / "chats"
+    pattern = str(chats / f"session-*-{glob.escape(session_id[:8])}.jsonl")
     found = []
     for path in glob.glob(pattern):
         try:
@@ -114,9 +115,10 @@ class GeminiSession:
     """A Gemini session read as it grows, across its files: ``seqs`` (every queue seq
     found), ``tokens`` (every answer's tokens), ``files`` (the files found)."""
 
-    def __init__(self, session_id: str, folder: Path) -> None:
+    def __init__(self, session_id: str, folder: Path, *, beside: bool = False) -> None:
         self.session_id = session_id
         self.folder = folder
+        self.beside = beside
         self.tails: dict[str, SessionTail] = {}
         self.seqs: set[int] = set()
         self._answers: dict[str, int] = {}
@@ -128,7 +130,7 @@ class GeminiSession:
 
     def scan(self) -> set[int]:
         """Read what was appended (a new file of the session too); the seqs found."""
-        for path in session_files(self.session_id, self.folder):
+        for path in session_files(self.session_id, self.folder, beside=self.beside):
             self.tails.setdefault(path, SessionTail(path))
         found: set[int] = set()
         for tail in self.tails.values():
@@ -146,11 +148,18 @@ class GeminiSession:
 
 
 def seqs_in_session(path: str) -> set[int]:
-    """The queue seqs the session of roost's file ``path`` holds (none before its first run)."""
+    """The queue seqs a session holds: ``path`` is roost's file of a job (none before its
+    first run), or one of Gemini CLI's own files of a user's session (what its hooks name
+    as ``transcript_path``: every file of that session beside it is read)."""
     header = read_header(path)
-    if header is None:
-        return set()
-    session = GeminiSession(header["sessionId"], job_home(path) / ".gemini")
+    if header is not None:
+        session = GeminiSession(header["sessionId"], job_home(path) / ".gemini")
+    else:
+        with open(path, encoding="utf-8") as fh:
+            first = json.loads(fh.readline() or "{}")
+        if not isinstance(first, dict) or not isinstance(first.get("sessionId"), str):
+            raise ValueError(f"{path} is not a Gemini CLI session file")
+        session = GeminiSession(first["sessionId"], Path(path).parent, beside=True)
     session.scan()
     return session.seqs
 
