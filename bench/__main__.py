@@ -26,6 +26,7 @@ BENCHMARKS = {
     "client": "bench.client",
     "tools": "bench.tools",
     "qwen": "bench.host_qwen",
+    "gemini": "bench.host_gemini",
 }
 
 

@@ -56,6 +56,7 @@ DEFAULT_PLUGINS: dict[str, str] = {
     "codex": "roost_plugins.hosts.codex",
     "qwen": "roost_plugins.hosts.qwen",
     "opencode": "roost_plugins.hosts.opencode",
+    "gemini": "roost_plugins.hosts.gemini",
 }
 
 #: Plugins that cannot be blocked. None today: the core has a safe default for each hook.
