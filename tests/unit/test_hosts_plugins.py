@@ -23,7 +23,7 @@ from roost_core.transcript import parse_entries
 from roost_plugins.hosts import claude
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-OWN_HOSTS = ("scripted", "shell", "pi", "claude", "codex", "qwen", "opencode")
+OWN_HOSTS = ("scripted", "shell", "pi", "claude", "codex", "qwen", "opencode", "gemini")
 #: The modules every host goes through.
 SHARED = (
     "roost_core/cli.py",
@@ -87,7 +87,7 @@ def test_roosts_own_hosts_come_from_their_plugins_only() -> None:
     assert list(registered_hosts(pm)) == list(OWN_HOSTS)
     assert registered_hosts(make_plugin_manager(disabled=OWN_HOSTS, autoload=False)) == {}
     without_pi = registered_hosts(make_plugin_manager(disabled=["pi"], autoload=False))
-    assert list(without_pi) == ["scripted", "shell", "claude", "codex", "qwen", "opencode"]
+    assert list(without_pi) == [host for host in OWN_HOSTS if host != "pi"]
     spec = registered_hosts(pm)["claude"]
     assert spec.command is not None and spec.transcript_entries is claude.transcript_entries
     assert registered_hosts(pm)["pi"].command is not None and registered_hosts(pm)["pi"].transcript_entries is None
