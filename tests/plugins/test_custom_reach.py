@@ -52,7 +52,7 @@ def test_real_manager_loads_the_defaults_and_the_team_plugin() -> None:
     names = {name for name, _ in pm.list_name_plugin()}
     assert names == {
         "reach", "limits", "envelope", "render", "tools", "handback", "broadcast", "delivery", "watch", "budget", "settle", "team-reach",
-        "scripted", "shell", "pi", "claude", "codex", "qwen", "opencode",  # the hosts
+        "scripted", "shell", "pi", "claude", "codex", "qwen", "opencode", "gemini",  # the hosts
     }
     assert decide_reach(pm, sender, trusted, "name", make_config()).allowed
     assert not decide_reach(pm, sender, other, "name", make_config()).allowed

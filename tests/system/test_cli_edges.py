@@ -135,7 +135,8 @@ def test_a_corrupt_project_config_is_warned_about_not_silently_ignored(daemon, t
 
 @pytest.mark.parametrize(
     ("host", "what"),
-    [("pi", "pi is not installed: no `pi` on the daemon's PATH and no ROOST_PI_BIN"), ("claude", "Claude Code is not installed: no `claude` on the daemon's PATH and no ROOST_CLAUDE_BIN")],
+    [("pi", "pi is not installed: no `pi` on the daemon's PATH and no ROOST_PI_BIN"), ("claude", "Claude Code is not installed: no `claude` on the daemon's PATH and no ROOST_CLAUDE_BIN"),
+     ("gemini", "Gemini CLI is not installed: no `gemini` on the daemon's PATH and no ROOST_GEMINI_BIN")],
 )
 def test_a_host_that_is_not_installed_is_refused_at_start(daemon_factory, roost_env, tmp_path, host, what):
     env = no_path_env(roost_env, tmp_path)
@@ -285,7 +286,7 @@ def test_bash_completion(run, tmp_path):
     script.write_text(run("completion", "bash").stdout)
     assert complete(script, "roost st") == ["start", "stop"]
     assert complete(script, "roost --disable-plugin envelope da") == ["daemon"]
-    assert complete(script, "roost start fix --host ") == ["scripted", "shell", "pi", "claude"]
+    assert complete(script, "roost start fix --host ") == ["scripted", "shell", "pi", "claude", "gemini"]
     assert complete(script, "roost start fix --h") == ["--help", "--host"]
     assert complete(script, "roost wait fixer --state n") == ["needs_input"]
     assert complete(script, "roost daemon s") == ["status", "stop", "socket"]
