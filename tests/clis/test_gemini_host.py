@@ -56,7 +56,8 @@ def handed(lines):
     return found
 
 
-def test_a_gemini_child_gets_a_message_mid_turn_and_reports_once(gemini_host, tmp_path):
+def test_a_gemini_child_gets_a_message_mid_turn_and_reports_once(gemini_host, write_config, tmp_path):
+    write_config({"agentSpawnHosts": ["gemini"]})
     gate = tmp_path / "gate"
     fake = gemini_host.start_fake({
         "run": [{"steps": [{"agents": {}}, {"wait_for": str(gate)}, {"say": "after the tools"}]}],
@@ -66,7 +67,10 @@ def test_a_gemini_child_gets_a_message_mid_turn_and_reports_once(gemini_host, tm
 
     async def story():
         async with session(daemon, tmp_path) as lead:
-            kid = await spawn(lead, "do the slow thing", "slowpoke", host="gemini")
+            # The parent's own roost_spawn, choosing the child's host.
+            ok, text, data = await lead.call_tool("roost_spawn", {"task": "do the slow thing", "name": "slowpoke", "host": "gemini"})
+            assert ok, text
+            kid = data["id"]
             await in_thread(wait_until, lambda: len(scripted(fake)) >= 2, 90, what="the slow tool's call")
             ok, text, data = await send(lead, kid, "also check the docs")
             assert ok and data["result"] == "delivered", text
@@ -96,6 +100,9 @@ def test_a_gemini_child_gets_a_message_mid_turn_and_reports_once(gemini_host, tm
     shown = gemini_host.log_lines(kid)
     assert shown[0] == "› you: do the slow thing" and shown[-1] == "assistant: after the tools"
     assert any(line.startswith("✉ message from lead (parent)") for line in shown), shown
+    # roost agents names the child's host.
+    agents = gemini_host.roost("agents")
+    assert agents.returncode == 0 and any("slowpoke" in line and "[gemini]" in line for line in agents.stdout.splitlines()), agents.stdout
 
 
 def test_an_item_that_arrives_during_the_last_answer_denies_the_stop(gemini_host, tmp_path):
