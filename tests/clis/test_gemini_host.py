@@ -26,6 +26,12 @@ def test_a_gemini_job_runs_its_task_with_roosts_tools_and_renders_in_roost_log(g
     assert gemini_host.log_lines(job) == ["› you: build the thing", "assistant: Done: build the thing"]
     # The usage of the session's answers counts toward the job.
     assert (daemon.job(job)["usage"] or {}).get("tokens") == 110
+    # Nothing of the run is left: no process runs in the job's Gemini home.
+    import proctools
+
+    from roost_plugins.gemini.transcript import job_home
+
+    assert not proctools.with_environ("GEMINI_CLI_HOME", str(job_home(daemon.record(job)["session"])))
 
 
 # ---------------------------------------------------------------------------- agent items
