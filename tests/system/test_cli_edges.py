@@ -286,7 +286,7 @@ def test_bash_completion(run, tmp_path):
     script.write_text(run("completion", "bash").stdout)
     assert complete(script, "roost st") == ["start", "stop"]
     assert complete(script, "roost --disable-plugin envelope da") == ["daemon"]
-    assert complete(script, "roost start fix --host ") == ["scripted", "shell", "pi", "claude", "gemini"]
+    assert complete(script, "roost start fix --host ") == ["scripted", "shell", "pi", "claude", "codex", "gemini"]
     assert complete(script, "roost start fix --h") == ["--help", "--host"]
     assert complete(script, "roost wait fixer --state n") == ["needs_input"]
     assert complete(script, "roost daemon s") == ["status", "stop", "socket"]
