@@ -249,7 +249,7 @@ def test_a_users_gemini_cli_joins_through_install_and_gets_a_message_mid_turn(ge
             # It joined with its first roost tool call (roost_agents), as the folder's name.
             await in_thread(wait_until, lambda: len(scripted(fake)) >= 2, 90, what="the slow tool's call")
             rows = {row["name"]: row for row in (await lead.call("agents"))["agents"]}
-            assert "work" in rows, rows
+            assert "work" in rows and rows["work"]["host"] == "gemini", rows
             ok, text, _data = await send(lead, rows["work"]["id"], "also check the docs")
             assert ok, text
 
@@ -259,3 +259,7 @@ def test_a_users_gemini_cli_joins_through_install_and_gets_a_message_mid_turn(ge
     assert any("also check the docs" in u for u in users(last)) and last["reply"]["text"] == "after the tools"
     tool_output = last["body"]["contents"][-1]["parts"][0]["functionResponse"]["response"]["output"]
     assert "<hook_context>[roost seq" in tool_output
+    # Acknowledged once the session's file showed it: the daemon holds nothing for the peer.
+    sent = daemon.call("agents")["agents"]
+    work = [row for row in sent if row["name"] == "work"]
+    assert work and all(row["pending"] == 0 for row in work), sent
