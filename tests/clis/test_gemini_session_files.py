@@ -71,3 +71,17 @@ def test_roost_log_renders_every_file_of_the_session(tmp_path):
     write_chat(chats / "session-2026-12-06T21-11-3b6af868.jsonl", SID, [user("[roost seq 2]\nsecond task", "u2"), answer("done second", "a2")])
     shown = [(entry.role, entry.text) for line in session_lines(session) for entry in entries_of(line)]
     assert shown == [("user", "first task"), ("assistant", "done first"), ("user", "second task"), ("assistant", "done second")]
+
+
+def test_a_users_session_file_is_read_with_the_others_of_its_session_beside_it(tmp_path):
+    # What a user's own Gemini CLI's hooks name (transcript_path): roost mcp reads it with
+    # this host's transcript_seqs.
+    chats = tmp_path / ".gemini" / "tmp" / "work" / "chats"
+    first = chats / "session-2026-12-06T21-10-3b6af868.jsonl"
+    write_chat(first, SID, [user("hello", "u0"), answer("", "a0")])
+    write_chat(chats / "session-2026-12-06T21-11-3b6af868.jsonl", SID, [
+        {"id": "u1", "type": "user", "content": [{"functionResponse": {"id": "c", "name": "mcp_roost_roost_agents", "response": {
+            "output": "<untrusted_context>\nlisting\n</untrusted_context>\n\n\n<hook_context>[roost seq 4]\n&lt;agent-message&gt;</hook_context>"}}}]},
+    ])
+    write_chat(chats / "session-2026-12-06T21-12-3b6af868.jsonl", OTHER, [user("[roost seq 9]\nnot ours", "u9")])
+    assert seqs_in_session(str(first)) == {4}
