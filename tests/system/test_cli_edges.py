@@ -257,7 +257,7 @@ def test_every_flag_has_help_text():
 
 def test_host_help_lists_every_registered_host(run):
     text = " ".join(run("start", "--help").stdout.split())
-    assert "--host HOST the agent that runs the job: scripted, shell, pi, claude (default:" in text, text
+    assert "--host HOST the agent that runs the job: scripted, shell, pi, claude, codex, gemini (default:" in text, text
 
 
 def test_exit_statuses_are_in_the_help_and_kept(daemon, tmp_path):
