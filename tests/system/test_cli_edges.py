@@ -257,7 +257,7 @@ def test_every_flag_has_help_text():
 
 def test_host_help_lists_every_registered_host(run):
     text = " ".join(run("start", "--help").stdout.split())
-    assert "--host HOST the agent that runs the job: scripted, shell, pi, claude, codex, qwen, gemini (default:" in text, text
+    assert "--host HOST the agent that runs the job: scripted, shell, pi, claude, codex, qwen, opencode, gemini (default:" in text, text
 
 
 def test_exit_statuses_are_in_the_help_and_kept(daemon, tmp_path):
@@ -286,7 +286,7 @@ def test_bash_completion(run, tmp_path):
     script.write_text(run("completion", "bash").stdout)
     assert complete(script, "roost st") == ["start", "stop"]
     assert complete(script, "roost --disable-plugin envelope da") == ["daemon"]
-    assert complete(script, "roost start fix --host ") == ["scripted", "shell", "pi", "claude", "codex", "qwen", "gemini"]
+    assert complete(script, "roost start fix --host ") == ["scripted", "shell", "pi", "claude", "codex", "qwen", "opencode", "gemini"]
     assert complete(script, "roost start fix --h") == ["--help", "--host"]
     assert complete(script, "roost wait fixer --state n") == ["needs_input"]
     assert complete(script, "roost daemon s") == ["status", "stop", "socket"]
