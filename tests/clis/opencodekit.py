@@ -64,21 +64,23 @@ class OpenCodeKit(CliWorld):
         self.fake = FakeChat(scenario, self.root / "chat.jsonl", dialect="opencode", servers=servers).start()
         return self.fake
 
-    def configure(self, *, mcp: bool = False, plugin: dict[str, str] | None = None) -> None:
-        """Write opencode.json (the fake provider, ``small_model`` the fake's title model,
-        the ping MCP server when MCP) and seed the config folder; PLUGIN (the
-        ``ROOST_TEST_*`` variables of ``opencode_plugin.js``) installs that plugin."""
+    def configure(self, *, mcp: bool = False, plugin: dict[str, str] | None = None, model: str = "fake-model") -> None:
+        """Write opencode.json (the fake provider with MODEL as its default model,
+        ``small_model`` the fake's title model, the ping MCP server when MCP) and seed the
+        config folder; PLUGIN (the ``ROOST_TEST_*`` variables of ``opencode_plugin.js``)
+        installs that plugin. The fakes route a request by its model id (a scenario's
+        ``models``), so a tree whose hosts share one scenario gives OpenCode a MODEL of its own."""
         assert self.fake is not None, "start_fake first"
         limit = {"context": 128000, "output": 4096}
         config: dict[str, Any] = {
             "autoupdate": False,
             "share": "disabled",
-            "model": "fake/fake-model",
+            "model": f"fake/{model}",
             "small_model": f"fake/{TITLE_MODEL}",
             "provider": {"fake": {
                 "npm": "@ai-sdk/openai-compatible", "name": "Fake",
                 "options": {"baseURL": self.fake.base_url, "apiKey": "fake-opencode-key"},
-                "models": {"fake-model": {"name": "Fake", "tool_call": True, "limit": limit},
+                "models": {model: {"name": "Fake", "tool_call": True, "limit": limit},
                            TITLE_MODEL: {"name": "Fake titles", "tool_call": False, "limit": limit}},
             }},
             "permission": {"*": "allow"},
