@@ -1,7 +1,6 @@
-"""One tree, three agent products: a pi parent spawns a Claude Code child and a Codex
-child. The Codex child asks its parent a question and is answered; every report reaches
-the parent once, framed; ``roost agents`` shows each host. (Gemini CLI and OpenCode join
-this tree once their hosts are on main.)"""
+"""One tree, four agent products: a pi parent spawns a Claude Code child, a Codex child and
+an OpenCode child. The Codex child asks its parent a question and is answered; every report
+reaches the parent once, framed; ``roost agents`` shows each host."""
 
 from __future__ import annotations
 
@@ -13,43 +12,54 @@ from conftest import wait_until
 
 sys.path.append(str(Path(__file__).resolve().parent.parent / "claude"))
 
+from clifake import scripted
+
 from roost_core.policy import NO_USER_AUTHORITY
 
+# Four real agent CLIs start on a shared machine (an OpenCode server alone takes several
+# seconds on a loaded one), and the fakes answer every model call.
+pytestmark = pytest.mark.timeout(300)
 AUTHORITY_LINE = NO_USER_AUTHORITY.splitlines()[0]
 
 
 @pytest.fixture
-def three_kits(tmp_path, roost_env, daemon_factory):
-    """The pi, Claude and Codex kits on one environment: pi first, then Claude (it keeps
-    the pi fake's key), then Codex (its own CODEX_HOME and key); HOME stays Claude's."""
+def four_kits(tmp_path, roost_env, daemon_factory):
+    """The pi, Claude, Codex and OpenCode kits on one environment: pi first, then Claude
+    (it keeps the pi fake's key), then Codex (its own CODEX_HOME and key), then OpenCode
+    (its own XDG folders, taken into the environment once configured); HOME stays Claude's."""
     from claudekit import ClaudeKit, need_claude
     from codexkit import CodexKit, codex_bin
+    from opencodekit import OpenCodeKit, opencode_bin
     from pikit import PiKit, need_pi
 
     pi_kit = PiKit(tmp_path, roost_env, daemon_factory, need_pi())
     claude_kit = ClaudeKit(tmp_path, roost_env, daemon_factory, need_claude())
     codex = CodexKit(tmp_path, codex_bin())
     codex.join_roost(roost_env)
+    opencode = OpenCodeKit(tmp_path, opencode_bin())
+    roost_env["ROOST_OPENCODE_BIN"] = opencode.binary
     roost_env["HOME"] = str(claude_kit.home)
-    yield pi_kit, claude_kit, codex
+    yield pi_kit, claude_kit, codex, opencode
     try:
-        if codex.fake is not None:
-            codex.fake.stop()
-            assert not codex.fake.violations, codex.fake.violations
+        for kit in (codex, opencode):
+            if kit.fake is not None:
+                kit.fake.stop()
+                assert not kit.fake.violations, kit.fake.violations
         claude_kit.cleanup()
     finally:
         pi_kit.cleanup()
 
 
-def test_a_pi_parent_with_a_claude_child_and_a_codex_child_that_asks(three_kits, write_config):
-    pi_kit, claude_kit, codex = three_kits
-    write_config({"agentSpawnHosts": ["pi", "claude", "codex"]})
+def test_a_pi_parent_with_claude_codex_and_opencode_children_one_of_which_asks(four_kits, roost_env, write_config):
+    pi_kit, claude_kit, codex, opencode = four_kits
+    write_config({"agentSpawnHosts": ["pi", "claude", "codex", "opencode"]})
     scenario = {
         "run": [
             {"match": "^delegate", "steps": [
                 {"spawn": {"task": "count the pears", "name": "claude-kid", "host": "claude", "model": "ckid"}},
                 {"spawn": {"task": "paint the shed", "name": "codex-kid", "host": "codex", "model": "xkid"}},
-                {"say": "spawned two"},
+                {"spawn": {"task": "count the apples", "name": "opencode-kid", "host": "opencode", "model": "fake/okid"}},
+                {"say": "spawned three"},
             ]},
             {"kind": "report", "match": "Which colour", "steps": [
                 {"send": {"to": "codex-kid", "message": "blue"}},
@@ -59,6 +69,7 @@ def test_a_pi_parent_with_a_claude_child_and_a_codex_child_that_asks(three_kits,
         "default": {"steps": [{"say": "noted {from_name}"}]},
         "models": {
             "ckid": {"default": {"steps": [{"say": "pears: 7"}]}},
+            "okid": {"default": {"steps": [{"say": "apples: 3"}]}},
             "xkid": {"run": [{"match": "paint", "steps": [{"say": "Which colour, red or blue?"}]}],
                      "default": {"steps": [{"say": "painted it {input}"}]}},
         },
@@ -67,6 +78,9 @@ def test_a_pi_parent_with_a_claude_child_and_a_codex_child_that_asks(three_kits,
     claude_fake = claude_kit.fake(scenario)
     codex_fake = codex.start_fake(scenario)
     codex.configure()
+    opencode_fake = opencode.start_fake(scenario)
+    opencode.configure(model="okid")
+    roost_env.update({k: v for k, v in opencode.env.items() if k.startswith(("XDG_", "OPENCODE_"))})
     daemon = pi_kit.daemon()
     parent = daemon.start_job("delegate the chores", host="pi", name="lead")
 
@@ -76,33 +90,36 @@ def test_a_pi_parent_with_a_claude_child_and_a_codex_child_that_asks(three_kits,
     def texts():
         return [e["content"] for e in reports()]
 
-    wait_until(lambda: sum("painted it" in t for t in texts()) and sum("pears: 7" in t for t in texts()), timeout=180,
-               what="the painter's second report and the Claude child's report in the parent's transcript")
+    wait_until(lambda: all(any(said in t for t in texts()) for said in ("painted it", "pears: 7", "apples: 3")), timeout=240,
+               what="the painter's second report and the Claude and OpenCode children's reports in the parent's transcript")
     daemon.wait_job(parent, timeout=90)
     rows = {row["name"]: row for row in daemon.call("agents")["agents"]}
-    kid_c, kid_x = rows["claude-kid"], rows["codex-kid"]
+    kid_c, kid_x, kid_o = rows["claude-kid"], rows["codex-kid"], rows["opencode-kid"]
     # The Codex child asked; its parent's answer resumed it, and it answered.
     painted = next(t for t in texts() if "painted it" in t)
     assert "blue" in painted
     # Each report exactly once, framed as an agent message from the child.
     got = reports()
-    assert sorted(e["details"]["fromName"] for e in got) == ["claude-kid", "codex-kid", "codex-kid"], [e["content"] for e in got]
+    assert sorted(e["details"]["fromName"] for e in got) == ["claude-kid", "codex-kid", "codex-kid", "opencode-kid"], [e["content"] for e in got]
     assert sum("Which colour, red or blue?" in t for t in texts()) == 1
     assert sum("painted it" in t for t in texts()) == 1
     assert sum("pears: 7" in t for t in texts()) == 1
-    assert len({e["details"]["seq"] for e in got}) == 3
+    assert sum("apples: 3" in t for t in texts()) == 1
+    assert len({e["details"]["seq"] for e in got}) == 4
     assert all(e["details"]["relation"] == "child" and AUTHORITY_LINE in e["content"] for e in got)
     assert all('<agent-message from="' in e["content"] and 'kind="report"' in e["content"] for e in got)
     # Each child ran on its own product, against its own fake.
     assert {r["model"] for r in claude_fake.requests()} == {"ckid"}
     assert {r["model"] for r in codex_fake.requests()} == {"xkid"}
+    assert {r["body"]["model"] for r in scripted(opencode_fake)} == {"okid"}
     assert "fake-model" in {r["model"] for r in pi_fake.requests()}
     # roost agents shows the tree with each host.
-    assert (kid_c["host"], kid_x["host"], rows["lead"]["host"]) == ("claude", "codex", "pi")
-    assert kid_c["parent"] == parent and kid_x["parent"] == parent
+    assert (kid_c["host"], kid_x["host"], kid_o["host"], rows["lead"]["host"]) == ("claude", "codex", "opencode", "pi")
+    assert kid_c["parent"] == kid_x["parent"] == kid_o["parent"] == parent
     shown = pi_kit.roost("agents").stdout
     lines = shown.splitlines()
     lead_at = next(i for i, line in enumerate(lines) if f"lead ({parent}) [pi]" in line)
-    children = lines[lead_at + 1 : lead_at + 3]
+    children = lines[lead_at + 1 : lead_at + 4]
     assert any(f"claude-kid ({kid_c['id']}) [claude]" in line and "↳" in line for line in children), shown
     assert any(f"codex-kid ({kid_x['id']}) [codex]" in line and "↳" in line for line in children), shown
+    assert any(f"opencode-kid ({kid_o['id']}) [opencode]" in line and "↳" in line for line in children), shown
