@@ -4,25 +4,14 @@ roost into the user's own Claude Code."""
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
-
 from roost_core import hookimpl
-from roost_core.records import HostCommand, HostSpec, TranscriptEntry
+from roost_core.hosts.lazy import host_factory, lazy, lazy_command
+from roost_core.records import HostSpec
 
-
-def make_host(job: Any, services: Any) -> Any:
-    """The host a worker runs (imported in the worker only)."""
-    from roost_core.claude.host import ClaudeHost
-
-    return ClaudeHost()
-
-
-def session_file(cwd: str) -> str:
-    """A new job's transcript: where Claude Code keeps a session of ``cwd``."""
-    from roost_core.claude import new_session_file
-
-    return new_session_file(cwd)
+make_host = host_factory("roost_core.claude.host:ClaudeHost")
+session_file = lazy("roost_core.claude:new_session_file")
+transcript_entries = lazy("roost_core.claude.transcript:entries_of")
+transcript_seqs = lazy("roost_core.claude.transcript:seqs_in_session")
 
 
 def missing() -> str | None:
@@ -32,38 +21,10 @@ def missing() -> str | None:
     return program_missing("ROOST_CLAUDE_BIN", "claude", "Claude Code")
 
 
-def transcript_entries(raw: dict[str, Any]) -> list[TranscriptEntry]:
-    """One Claude Code transcript line as the entries ``roost log`` and the view render."""
-    from roost_core.claude.transcript import entries_of
-
-    return entries_of(raw)
-
-
-def transcript_seqs(path: str) -> set[int]:
-    """The queue seqs a Claude Code transcript holds."""
-    from roost_core.claude.transcript import seqs_in_session
-
-    return seqs_in_session(path)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``roost claude``'s arguments (:func:`roost_core.claude.cli.add_arguments`)."""
-    from roost_core.claude import cli
-
-    cli.add_arguments(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run ``roost claude ACTION``."""
-    from roost_core.claude import cli
-
-    return cli.run(args)
-
-
 @hookimpl
 def roost_register_hosts() -> list[HostSpec]:
     """Contribute ``claude``."""
-    command = HostCommand(help="put roost into Claude Code (MCP server and hooks), or run a hook", add_arguments=add_arguments, run=run)
+    command = lazy_command("roost_core.claude.cli", help="put roost into Claude Code (MCP server and hooks), or run a hook")
     return [
         HostSpec(
             name="claude",

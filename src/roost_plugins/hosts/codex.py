@@ -4,18 +4,13 @@ puts roost into the user's own Codex."""
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
-
 from roost_core import hookimpl
-from roost_core.records import HostCommand, HostSpec, TranscriptEntry
+from roost_core.hosts.lazy import host_factory, lazy, lazy_command
+from roost_core.records import HostSpec
 
-
-def make_host(job: Any, services: Any) -> Any:
-    """The host a worker runs (imported in the worker only)."""
-    from roost_plugins.codex.host import CodexHost
-
-    return CodexHost()
+make_host = host_factory("roost_plugins.codex.host:CodexHost")
+transcript_entries = lazy("roost_plugins.codex.transcript:entries_of")
+transcript_seqs = lazy("roost_plugins.codex.transcript:seqs_in_session")
 
 
 def missing() -> str | None:
@@ -25,38 +20,10 @@ def missing() -> str | None:
     return program_missing("ROOST_CODEX_BIN", "codex", "Codex")
 
 
-def transcript_entries(raw: dict[str, Any]) -> list[TranscriptEntry]:
-    """One rollout line as the entries ``roost log`` and the view render."""
-    from roost_plugins.codex.transcript import entries_of
-
-    return entries_of(raw)
-
-
-def transcript_seqs(path: str) -> set[int]:
-    """The queue seqs a Codex rollout holds."""
-    from roost_plugins.codex.transcript import seqs_in_session
-
-    return seqs_in_session(path)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``roost codex``'s arguments (:func:`roost_plugins.codex.install.add_arguments`)."""
-    from roost_plugins.codex import install
-
-    install.add_arguments(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run ``roost codex ACTION``."""
-    from roost_plugins.codex import install
-
-    return install.run(args)
-
-
 @hookimpl
 def roost_register_hosts() -> list[HostSpec]:
     """Contribute ``codex``."""
-    command = HostCommand(help="put roost into Codex (MCP server and hooks)", add_arguments=add_arguments, run=run)
+    command = lazy_command("roost_plugins.codex.install", help="put roost into Codex (MCP server and hooks)")
     return [
         HostSpec(
             name="codex",

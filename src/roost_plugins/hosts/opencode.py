@@ -4,18 +4,13 @@ server into the user's own OpenCode (:mod:`roost_plugins.opencode`)."""
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
-
 from roost_core import hookimpl
-from roost_core.records import HostCommand, HostSpec, TranscriptEntry
+from roost_core.hosts.lazy import host_factory, lazy, lazy_command
+from roost_core.records import HostSpec
 
-
-def make_host(job: Any, services: Any) -> Any:
-    """The host a worker runs (imported in the worker only)."""
-    from roost_plugins.opencode.host import OpenCodeHost
-
-    return OpenCodeHost()
+make_host = host_factory("roost_plugins.opencode.host:OpenCodeHost")
+transcript_entries = lazy("roost_plugins.opencode.transcript:entries_of")
+transcript_seqs = lazy("roost_plugins.opencode.transcript:seqs_in_session")
 
 
 def missing() -> str | None:
@@ -25,38 +20,10 @@ def missing() -> str | None:
     return program_missing("ROOST_OPENCODE_BIN", "opencode", "OpenCode")
 
 
-def transcript_entries(raw: dict[str, Any]) -> list[TranscriptEntry]:
-    """One line of an OpenCode job's session file as the entries ``roost log`` renders."""
-    from roost_plugins.opencode.transcript import entries_of
-
-    return entries_of(raw)
-
-
-def transcript_seqs(path: str) -> set[int]:
-    """The queue seqs OpenCode's store holds for the job whose session file is ``path``."""
-    from roost_plugins.opencode.transcript import seqs_in_session
-
-    return seqs_in_session(path)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``roost opencode``'s arguments."""
-    from roost_plugins.opencode import install
-
-    install.add_arguments(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run ``roost opencode ACTION``."""
-    from roost_plugins.opencode import install
-
-    return install.run(args)
-
-
 @hookimpl
 def roost_register_hosts() -> list[HostSpec]:
     """Contribute ``opencode``."""
-    command = HostCommand(help="put roost into OpenCode (its MCP server and plugin)", add_arguments=add_arguments, run=run)
+    command = lazy_command("roost_plugins.opencode.install", help="put roost into OpenCode (its MCP server and plugin)")
     return [
         HostSpec(
             name="opencode",

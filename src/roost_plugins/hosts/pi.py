@@ -3,18 +3,11 @@ install | uninstall | extension-path`` puts roost's extension into the user's ow
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
-
 from roost_core import hookimpl
-from roost_core.records import HostCommand, HostSpec
+from roost_core.hosts.lazy import host_factory, lazy_command
+from roost_core.records import HostSpec
 
-
-def make_host(job: Any, services: Any) -> Any:
-    """The host a worker runs (imported in the worker only)."""
-    from roost_core.hosts.pi import PiHost
-
-    return PiHost()
+make_host = host_factory("roost_core.hosts.pi:PiHost")
 
 
 def missing() -> str | None:
@@ -24,22 +17,8 @@ def missing() -> str | None:
     return program_missing("ROOST_PI_BIN", "pi", "pi")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``roost pi``'s arguments (:func:`roost_core.pi.cli.add_arguments`)."""
-    from roost_core.pi import cli
-
-    cli.add_arguments(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run ``roost pi ACTION``."""
-    from roost_core.pi import cli
-
-    return cli.run(args)
-
-
 @hookimpl
 def roost_register_hosts() -> list[HostSpec]:
     """Contribute ``pi``: pi writes roost's own session format (pi's v3 JSONL)."""
-    command = HostCommand(help="install the roost extension into the pi coding agent", add_arguments=add_arguments, run=run)
+    command = lazy_command("roost_core.pi.cli", help="install the roost extension into the pi coding agent")
     return [HostSpec(name="pi", factory=make_host, unavailable=missing, command=command)]

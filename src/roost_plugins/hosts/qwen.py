@@ -4,25 +4,14 @@ EVENT`` puts roost into the user's own Qwen Code. The code is in :mod:`roost_plu
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
-
 from roost_core import hookimpl
-from roost_core.records import HostCommand, HostSpec, TranscriptEntry
+from roost_core.hosts.lazy import host_factory, lazy, lazy_command
+from roost_core.records import HostSpec
 
-
-def make_host(job: Any, services: Any) -> Any:
-    """The host a worker runs (imported in the worker only)."""
-    from roost_plugins.qwen.host import QwenHost
-
-    return QwenHost()
-
-
-def session_file(cwd: str) -> str:
-    """A new job's session file: where Qwen Code keeps a session of ``cwd``."""
-    from roost_plugins.qwen import new_session_file
-
-    return new_session_file(cwd)
+make_host = host_factory("roost_plugins.qwen.host:QwenHost")
+session_file = lazy("roost_plugins.qwen:new_session_file")
+transcript_entries = lazy("roost_plugins.qwen.transcript:entries_of")
+transcript_seqs = lazy("roost_plugins.qwen.transcript:seqs_in_session")
 
 
 def missing() -> str | None:
@@ -33,38 +22,10 @@ def missing() -> str | None:
     return program_missing(BINARY_ENV, "qwen", "Qwen Code")
 
 
-def transcript_entries(raw: dict[str, Any]) -> list[TranscriptEntry]:
-    """One Qwen Code session record as the entries ``roost log`` and the view render."""
-    from roost_plugins.qwen.transcript import entries_of
-
-    return entries_of(raw)
-
-
-def transcript_seqs(path: str) -> set[int]:
-    """The queue seqs a Qwen Code session file holds."""
-    from roost_plugins.qwen.transcript import seqs_in_session
-
-    return seqs_in_session(path)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``roost qwen``'s arguments."""
-    from roost_plugins.qwen import cli
-
-    cli.add_arguments(parser)
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run ``roost qwen ACTION``."""
-    from roost_plugins.qwen import cli
-
-    return cli.run(args)
-
-
 @hookimpl
 def roost_register_hosts() -> list[HostSpec]:
     """Contribute ``qwen``."""
-    command = HostCommand(help="put roost into Qwen Code (MCP server and hooks), or run a hook", add_arguments=add_arguments, run=run)
+    command = lazy_command("roost_plugins.qwen.cli", help="put roost into Qwen Code (MCP server and hooks), or run a hook")
     return [
         HostSpec(
             name="qwen",
