@@ -41,6 +41,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from roost_core import installcommand
 from roost_core.claude.install import roost_command
 from roost_core.settingsfile import (
     SettingsFileError,
@@ -286,37 +287,29 @@ def roost_hook_keys(env: Mapping[str, str] | None) -> list[str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``roost codex``'s arguments (the codex host's command, ``roost_plugins.hosts.codex``)."""
-    parser.add_argument("action", choices=["install", "uninstall", "hook"],
-                        help="install or uninstall roost's MCP server and hooks; hook: run one (Codex does)")
-    parser.add_argument("event", nargs="?", choices=EVENTS, help="hook: the Codex hook event")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    installcommand.add_arguments(
+        parser,
+        events=EVENTS,
+        action_help="install or uninstall roost's MCP server and hooks; hook: run one (Codex does)",
+        event_help="hook: the Codex hook event",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``roost codex ACTION``."""
-    if args.action == "hook":
-        from roost_core.claude import hook
-
-        if not args.event:
-            print("roost: bad_args: roost codex hook needs an EVENT", file=sys.stderr)
-            return 2
+    """Run ``roost codex ACTION`` (:mod:`roost_core.installcommand`)."""
+    return installcommand.run(
+        args,
+        name="codex",
         # Codex's hooks read the answers Claude Code's do; the relay is the same.
-        return hook.main(args.event)
-    from roost_core.cli_support import classify, error_line
+        hook="roost_core.claude.hook:main",
+        actions="roost_plugins.codex.install",
+        what="roost MCP server and hooks",
+        where=lambda result: f"{result['config']} and {result['hooks']}",
+        after_install=note_trust,
+    )
 
-    try:
-        result = install() if args.action == "install" else uninstall()
-    except (SettingsFileError, SettingsWriteError) as exc:
-        print(error_line(*(classify(exc) or ("bad_config", str(exc)))), file=sys.stderr)
-        return 1
-    if args.json:
-        print(json.dumps(result, indent=2))
-    elif args.action == "install":
-        state = "installed in" if result["changed"] else "already in"
-        print(f"roost MCP server and hooks {state} {result['config']} and {result['hooks']}")
-        if isinstance(result["trusted"], str):
-            print(f"roost: the hooks are {result['trusted']}", file=sys.stderr)
-    else:
-        state = "removed from" if result["changed"] else "were not in"
-        print(f"roost MCP server and hooks {state} {result['config']} and {result['hooks']}")
-    return 0
+
+def note_trust(result: dict[str, Any]) -> None:
+    """Say on stderr why the hooks are not trusted yet, when :func:`install` could not."""
+    if isinstance(result["trusted"], str):
+        print(f"roost: the hooks are {result['trusted']}", file=sys.stderr)

@@ -30,9 +30,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from roost_core import installcommand
 from roost_core.settingsfile import (
     SettingsFileError,
-    SettingsWriteError,
     object_at,
     read_object,
     write_all,
@@ -123,34 +123,23 @@ def uninstall(env: Mapping[str, str] | None = None) -> dict[str, Any]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``roost opencode``'s arguments."""
-    parser.add_argument("action", choices=["install", "uninstall", "hook"],
-                        help="install or uninstall roost's MCP server and plugin in OpenCode; hook: run one (roost's plugin does)")
-    parser.add_argument("event", nargs="?", choices=["PostToolUse"], help="hook: the event (PostToolUse: a tool call ended)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    installcommand.add_arguments(
+        parser,
+        events=["PostToolUse"],
+        action_help="install or uninstall roost's MCP server and plugin in OpenCode; hook: run one (roost's plugin does)",
+        event_help="hook: the event (PostToolUse: a tool call ended)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``roost opencode install | uninstall | hook EVENT``: 0 done, 1 a broken or
-    unwritable config, 2 a usage error."""
-    from roost_core.cli_support import classify, error_line
-
-    if args.action == "hook":
-        if not args.event:
-            print("roost: bad_args: roost opencode hook needs an EVENT", file=sys.stderr)
-            return 2
+    unwritable config, 2 a usage error (:mod:`roost_core.installcommand`)."""
+    return installcommand.run(
+        args,
+        name="opencode",
         # The same relay as Claude Code's hooks: the session's roost mcp server answers.
-        from roost_core.claude import hook
-
-        return hook.main(args.event)
-    try:
-        result = install() if args.action == "install" else uninstall()
-    except (SettingsFileError, SettingsWriteError) as exc:
-        print(error_line(*(classify(exc) or ("bad_config", str(exc)))), file=sys.stderr)
-        return 1
-    if args.json:
-        print(json.dumps(result, indent=2))
-    elif args.action == "install":
-        print(f"roost MCP server and plugin {'installed in' if result['changed'] else 'already in'} {result['config']} and {result['plugin']}")
-    else:
-        print(f"roost MCP server and plugin {'removed from' if result['changed'] else 'were not in'} {result['config']} and {result['plugin']}")
-    return 0
+        hook="roost_core.claude.hook:main",
+        actions="roost_plugins.opencode.install",
+        what="roost MCP server and plugin",
+        where=lambda result: f"{result['config']} and {result['plugin']}",
+    )

@@ -1,0 +1,78 @@
+"""The ``roost NAME install | uninstall | hook EVENT`` command each agent CLI's host shares
+(``claude``, ``codex``, ``qwen``, ``opencode``): each host says what its actions do, this
+parses and runs them the same way, with the same exit statuses and output.
+
+It imports only the standard library at the top: a job's hooks run ``hook`` through it,
+and a hook must start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+#: What ``install`` and ``uninstall`` return: a JSON object with at least ``changed``.
+Result = dict[str, Any]
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, events: Sequence[str], action_help: str, event_help: str) -> None:
+    """The command's arguments: the action, the hook's event, ``--json``."""
+    parser.add_argument("action", choices=["install", "uninstall", "hook"], help=action_help)
+    parser.add_argument("event", nargs="?", choices=events, help=event_help)
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def run(
+    args: argparse.Namespace,
+    *,
+    name: str,
+    hook: str,
+    actions: str,
+    what: str,
+    where: Callable[[Result], str],
+    after_install: Callable[[Result], None] | None = None,
+) -> int:
+    """Run ``roost NAME ACTION``. ``hook`` calls the function ``hook`` names
+    (``"package.module:function"``) with the EVENT; ``install`` and ``uninstall`` call the
+    functions of that name in the module ``actions`` names and print ``WHAT installed in
+    WHERE`` (or the result as JSON with ``--json``), then ``after_install(result)`` may add
+    a note. The modules are imported only for their action, so a hook starts fast. Exit 0
+    done, 1 a settings file roost cannot read or write (one ``roost: CODE: message``
+    line), 2 a hook without an EVENT."""
+    if args.action == "hook":
+        if not args.event:
+            print(f"roost: bad_args: roost {name} hook needs an EVENT", file=sys.stderr)
+            return 2
+        module, _, function = hook.partition(":")
+        status: int = getattr(importlib.import_module(module), function)(args.event)
+        return status
+    from roost_core.cli_support import classify, error_line
+    from roost_core.settingsfile import SettingsFileError, SettingsWriteError
+
+    try:
+        result: Result = getattr(importlib.import_module(actions), args.action)()
+    except (SettingsFileError, SettingsWriteError) as exc:
+        print(error_line(*(classify(exc) or ("bad_config", str(exc)))), file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(result, indent=2))
+    elif args.action == "install":
+        print(f"{what} {'installed in' if result['changed'] else 'already in'} {where(result)}")
+        if after_install is not None:
+            after_install(result)
+    else:
+        print(f"{what} {'removed from' if result['changed'] else 'were not in'} {where(result)}")
+    return 0
+
+
+def main(name: str, add: Callable[[argparse.ArgumentParser], None], run: Callable[[argparse.Namespace], int], argv: list[str] | None = None) -> int:
+    """``python -m PACKAGE ...``: ``roost NAME``'s command without the whole CLI (a job's
+    hooks run this, so they start fast); ``argv`` defaults to this process's arguments."""
+    parser = argparse.ArgumentParser(prog="roost")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add(sub.add_parser(name))
+    return run(parser.parse_args([name, *(sys.argv[1:] if argv is None else argv)]))
