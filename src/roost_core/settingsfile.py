@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +112,43 @@ def write_all(changes: list[tuple[Path, dict[str, Any]]]) -> None:
                         written.write_bytes(old)
             raise SettingsWriteError(exc.errno, f"{path}: cannot be written: {exc.strerror or exc}") from exc
         done.append((target, before))
+
+
+# A ``hooks`` object in Claude Code's shape (Qwen Code and Codex read the same):
+# ``{EVENT: [{"matcher"?: ..., "hooks": [{"type": "command", "command": ...}, ...]}, ...]}``.
+
+
+def add_hooks(path: Path, hooks: dict[str, Any], events: Iterable[str], entry: Callable[[str], dict[str, Any]], tool_matcher: str) -> None:
+    """Append to ``hooks`` (of the settings file ``path``) one group for each of
+    ``events`` holding ``entry(event)``; ``PostToolUse``'s group matches every tool
+    (``tool_matcher``, in the program's own pattern syntax). An event whose value is not a
+    list is a :class:`SettingsFileError`."""
+    for event in events:
+        group: dict[str, Any] = {"hooks": [entry(event)]}
+        if event == "PostToolUse":
+            group = {"matcher": tool_matcher, **group}
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list):
+            raise SettingsFileError(path, f'"hooks.{event}" is not a list')
+        groups.append(group)
+
+
+def without_hooks(hooks: dict[str, Any], is_ours: Callable[[Any], bool]) -> dict[str, Any]:
+    """``hooks`` with every hook whose ``command`` ``is_ours`` taken out (and groups left
+    empty dropped); everything else is kept as it is."""
+    kept: dict[str, Any] = {}
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            kept[event] = groups
+            continue
+        new_groups = []
+        for group in groups:
+            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+                commands = [h for h in group["hooks"] if not (isinstance(h, dict) and is_ours(h.get("command")))]
+                if not commands:
+                    continue
+                group = {**group, "hooks": commands}
+            new_groups.append(group)
+        if new_groups:
+            kept[event] = new_groups
+    return kept

@@ -38,9 +38,11 @@ from roost_core.claude import SERVER_NAME, STARTUP_WAIT_ENV, STARTUP_WAIT_MS, co
 from roost_core.claude.hook import EVENTS
 from roost_core.settingsfile import (
     SettingsFileError,
+    add_hooks,
     list_at,
     object_at,
     read_object,
+    without_hooks,
     write_all,
 )
 
@@ -88,40 +90,13 @@ def is_roost_hook(command: Any) -> bool:
     return Path(runner[0]).name == "roost" or "roost_core.cli" in runner or "roost_core.claude" in runner
 
 
-def without_roost_hooks(hooks: dict[str, Any]) -> dict[str, Any]:
-    """``hooks`` with every roost command taken out (and groups left empty dropped)."""
-    kept: dict[str, Any] = {}
-    for event, groups in hooks.items():
-        if not isinstance(groups, list):
-            kept[event] = groups
-            continue
-        new_groups = []
-        for group in groups:
-            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-                commands = [h for h in group["hooks"] if not (isinstance(h, dict) and is_roost_hook(h.get("command")))]
-                if not commands:
-                    continue
-                group = {**group, "hooks": commands}
-            new_groups.append(group)
-        if new_groups:
-            kept[event] = new_groups
-    return kept
-
-
 def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     settings_file, user_file = settings_path(env), user_config_path(env)
     # Both files are read and checked before either is written.
     settings = read_object(settings_file)
     user = read_object(user_file)
-    hooks = without_roost_hooks(object_at(settings_file, settings, "hooks"))
-    for event in EVENTS:
-        group: dict[str, Any] = {"hooks": [{"type": "command", "command": hook_command(event)}]}
-        if event == "PostToolUse":
-            group = {"matcher": "*", **group}
-        groups = hooks.setdefault(event, [])
-        if not isinstance(groups, list):
-            raise SettingsFileError(settings_file, f'"hooks.{event}" is not a list')
-        groups.append(group)
+    hooks = without_hooks(object_at(settings_file, settings, "hooks"), is_roost_hook)
+    add_hooks(settings_file, hooks, EVENTS, lambda event: {"type": "command", "command": hook_command(event)}, tool_matcher="*")
     new_settings = {**settings, "hooks": hooks}
     permissions = dict(object_at(settings_file, settings, "permissions"))
     try:
@@ -159,7 +134,7 @@ def uninstall(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         new_settings = dict(settings)
         hooks = settings.get("hooks")
         if isinstance(hooks, dict):
-            kept = without_roost_hooks(hooks)
+            kept = without_hooks(hooks, is_roost_hook)
             if kept:
                 new_settings["hooks"] = kept
             else:

@@ -46,8 +46,10 @@ from roost_core.claude.install import roost_command
 from roost_core.settingsfile import (
     SettingsFileError,
     SettingsWriteError,
+    add_hooks,
     object_at,
     read_object,
+    without_hooks,
     write_all,
 )
 from roost_plugins.codex import EVENTS, SERVER_NAME, codex_home
@@ -144,26 +146,6 @@ def write_text(path: Path, text: str) -> None:
         raise SettingsWriteError(exc.errno, f"{path}: {exc.strerror or exc}") from exc
 
 
-def without_roost_hooks(hooks: dict[str, Any]) -> dict[str, Any]:
-    """``hooks`` with every roost command taken out (and groups left empty dropped)."""
-    kept: dict[str, Any] = {}
-    for event, groups in hooks.items():
-        if not isinstance(groups, list):
-            kept[event] = groups
-            continue
-        new_groups = []
-        for group in groups:
-            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-                commands = [h for h in group["hooks"] if not (isinstance(h, dict) and is_roost_hook(h.get("command")))]
-                if not commands:
-                    continue
-                group = {**group, "hooks": commands}
-            new_groups.append(group)
-        if new_groups:
-            kept[event] = new_groups
-    return kept
-
-
 def write_both(config: Path, old_text: str, new_text: str, hooks_file: Path, hooks_data: dict[str, Any] | None) -> None:
     """config.toml, then hooks.json; when the second fails the first is put back."""
     if new_text != old_text:
@@ -181,15 +163,8 @@ def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     config, hooks_file = config_path(env), hooks_path(env)
     text = read_config(config)
     data = read_object(hooks_file)
-    hooks = without_roost_hooks(object_at(hooks_file, data, "hooks"))
-    for event in EVENTS:
-        group: dict[str, Any] = {"hooks": [{"type": "command", "command": hook_command(event), "timeout": 30}]}
-        if event == "PostToolUse":
-            group = {"matcher": ".*", **group}
-        groups = hooks.setdefault(event, [])
-        if not isinstance(groups, list):
-            raise SettingsFileError(hooks_file, f'"hooks.{event}" is not a list')
-        groups.append(group)
+    hooks = without_hooks(object_at(hooks_file, data, "hooks"), is_roost_hook)
+    add_hooks(hooks_file, hooks, EVENTS, lambda event: {"type": "command", "command": hook_command(event), "timeout": 30}, tool_matcher=".*")
     new_data = {**data, "hooks": hooks}
     found = _BLOCK.search(text)
     if found:  # replaced where it is (Codex may have written after it)
@@ -210,7 +185,7 @@ def uninstall(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     new_data: dict[str, Any] | None = None
     hooks = data.get("hooks")
     if isinstance(hooks, dict):
-        kept = without_roost_hooks(hooks)
+        kept = without_hooks(hooks, is_roost_hook)
         new_data = {**data, "hooks": kept} if kept else {k: v for k, v in data.items() if k != "hooks"}
         if new_data == data:
             new_data = None

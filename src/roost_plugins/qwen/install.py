@@ -26,7 +26,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from roost_core.settingsfile import SettingsFileError, object_at, read_object, write_all
+from roost_core.settingsfile import (
+    add_hooks,
+    object_at,
+    read_object,
+    without_hooks,
+    write_all,
+)
 from roost_plugins.qwen import EVENTS, SERVER_NAME, qwen_home
 
 
@@ -68,39 +74,12 @@ def is_roost_hook(command: Any) -> bool:
     return Path(runner[0]).name == "roost" or "roost_core.cli" in runner
 
 
-def without_roost_hooks(hooks: dict[str, Any]) -> dict[str, Any]:
-    """``hooks`` with every roost command taken out (and groups left empty dropped)."""
-    kept: dict[str, Any] = {}
-    for event, groups in hooks.items():
-        if not isinstance(groups, list):
-            kept[event] = groups
-            continue
-        new_groups = []
-        for group in groups:
-            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-                commands = [h for h in group["hooks"] if not (isinstance(h, dict) and is_roost_hook(h.get("command")))]
-                if not commands:
-                    continue
-                group = {**group, "hooks": commands}
-            new_groups.append(group)
-        if new_groups:
-            kept[event] = new_groups
-    return kept
-
-
 def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Add roost's server and hooks (see the module docstring)."""
     path = settings_path(env)
     settings = read_object(path)
-    hooks = without_roost_hooks(object_at(path, settings, "hooks"))
-    for event in EVENTS:
-        group: dict[str, Any] = {"hooks": [{"type": "command", "command": hook_command(event)}]}
-        if event == "PostToolUse":
-            group = {"matcher": ".*", **group}
-        groups = hooks.setdefault(event, [])
-        if not isinstance(groups, list):
-            raise SettingsFileError(path, f'"hooks.{event}" is not a list')
-        groups.append(group)
+    hooks = without_hooks(object_at(path, settings, "hooks"), is_roost_hook)
+    add_hooks(path, hooks, EVENTS, lambda event: {"type": "command", "command": hook_command(event)}, tool_matcher=".*")
     servers = {**object_at(path, settings, "mcpServers"), SERVER_NAME: server_entry()}
     new_settings = {**settings, "hooks": hooks, "mcpServers": servers}
     changed = new_settings != settings
@@ -115,7 +94,7 @@ def uninstall(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     new_settings = dict(settings)
     hooks = settings.get("hooks")
     if isinstance(hooks, dict):
-        kept = without_roost_hooks(hooks)
+        kept = without_hooks(hooks, is_roost_hook)
         if kept:
             new_settings["hooks"] = kept
         else:
