@@ -505,3 +505,16 @@ def item_record_size(content: str, text: str) -> int:
         return len(encode({"op": "item", "job": "j-01234567", "item": item.to_json()}))
     return len(item_record("j-01234567", encode(item.to_event())))
 
+
+
+def find_agent(variable: str, program: str, *, on_path: bool = True) -> str | None:
+    """The agent CLI ``program`` a host's benchmark runs: ``$variable``, else the copy its
+    install script put under ``tests/PROGRAM/node_modules``, else (``on_path``) the one
+    on PATH; None when there is none."""
+    configured = os.environ.get(variable)
+    if configured:
+        return configured
+    local = REPO / "tests" / program / "node_modules" / ".bin" / program
+    if local.exists():
+        return str(local)
+    return shutil.which(program) if on_path else None

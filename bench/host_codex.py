@@ -34,9 +34,8 @@ from typing import Any
 
 import anyio
 
-from bench.common import REPO, RoostDaemon, Row, fmt_time, median, percentile
+from bench.common import REPO, RoostDaemon, Row, find_agent, fmt_time, median, percentile
 
-KIT = REPO / "tests" / "codex"
 CLIS = REPO / "tests" / "clis"
 OFFLINE = ["--disable", "plugins", "-c", "analytics.enabled=false"]
 TIMEOUT = 120.0
@@ -47,13 +46,7 @@ class CodexUnavailable(RuntimeError):
 
 
 def find_codex() -> str:
-    configured = os.environ.get("ROOST_CODEX_BIN")
-    if configured:
-        return configured
-    local = KIT / "node_modules" / ".bin" / "codex"
-    if local.exists():
-        return str(local)
-    found = shutil.which("codex")
+    found = find_agent("ROOST_CODEX_BIN", "codex")
     if not found:
         raise CodexUnavailable("Codex is not installed: run scripts/install-codex.sh or set ROOST_CODEX_BIN")
     return found

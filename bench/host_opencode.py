@@ -31,7 +31,7 @@ from typing import Any
 
 import anyio
 
-from bench.common import REPO, RoostDaemon, Row, fmt_time, median, percentile
+from bench.common import REPO, RoostDaemon, Row, find_agent, fmt_time, median, percentile
 
 KIT = REPO / "tests" / "clis"
 TIMEOUT = 180.0
@@ -120,16 +120,8 @@ class World:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def find_opencode() -> str | None:
-    configured = os.environ.get("ROOST_OPENCODE_BIN")
-    if configured:
-        return configured
-    local = REPO / "tests" / "opencode" / "node_modules" / ".bin" / "opencode"
-    return str(local) if local.exists() else None
-
-
 def run(quick: bool = False, smoke: bool = False) -> list[Row]:
-    binary = find_opencode()
+    binary = find_agent("ROOST_OPENCODE_BIN", "opencode", on_path=False)
     if binary is None:
         print("opencode: skipped (not installed: run scripts/install-opencode.sh or set ROOST_OPENCODE_BIN)", flush=True)
         return []

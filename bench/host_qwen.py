@@ -33,18 +33,10 @@ from pathlib import Path
 
 import anyio
 
-from bench.common import REPO, RoostDaemon, Row, fmt_time, median, percentile
+from bench.common import REPO, RoostDaemon, Row, find_agent, fmt_time, median, percentile
 
 KIT = REPO / "tests" / "clis"
 TIMEOUT = 120.0
-
-
-def find_qwen() -> str | None:
-    configured = os.environ.get("ROOST_QWEN_BIN")
-    if configured:
-        return configured
-    local = REPO / "tests" / "qwen" / "node_modules" / ".bin" / "qwen"
-    return str(local) if local.exists() else shutil.which("qwen")
 
 
 class World:
@@ -153,7 +145,7 @@ def measure(world: World, count: int, warm_up: bool) -> dict[str, list[float]]:
 
 
 def run(quick: bool = False, smoke: bool = False) -> list[Row]:
-    qwen = find_qwen()
+    qwen = find_agent("ROOST_QWEN_BIN", "qwen")
     if qwen is None:
         print("host_qwen: skipped (Qwen Code is not installed: run scripts/install-qwen.sh or set ROOST_QWEN_BIN)", flush=True)
         return []

@@ -58,7 +58,17 @@ from typing import Any
 
 import anyio
 
-from bench.common import REPO, RoostDaemon, Row, fmt_bytes, fmt_time, median, percentile, rss_bytes
+from bench.common import (
+    REPO,
+    RoostDaemon,
+    Row,
+    find_agent,
+    fmt_bytes,
+    fmt_time,
+    median,
+    percentile,
+    rss_bytes,
+)
 
 KIT = REPO / "tests" / "pi"
 HIBERNATE_AFTER = 0.5
@@ -72,13 +82,7 @@ class PiUnavailable(RuntimeError):
 
 
 def find_pi() -> str:
-    configured = os.environ.get("ROOST_PI_BIN")
-    if configured:
-        return configured
-    local = KIT / "node_modules" / ".bin" / "pi"
-    if local.exists():
-        return str(local)
-    found = shutil.which("pi")
+    found = find_agent("ROOST_PI_BIN", "pi")
     if not found:
         raise PiUnavailable("pi is not installed: run scripts/install-pi.sh or set ROOST_PI_BIN")
     return found
