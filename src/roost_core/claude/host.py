@@ -34,7 +34,6 @@ import json
 import logging
 import os
 import shlex
-import shutil
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -54,12 +53,11 @@ from roost_core.claude import (
     prompt_uuid,
     session_id_of,
 )
-from roost_core.claude.bridge import BridgeServer, private_folder
 from roost_core.claude.hook import EVENTS, hook_output, wants_items
 from roost_core.claude.transcript import TranscriptSeqs, result_usage
 from roost_core.dialogs import PERMISSION_OPTIONS
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exited
-from roost_core.hosts.process import ProcessHost
+from roost_core.hosts.bridged import BridgedHost, json_events
 from roost_core.queue import Item
 
 log = logging.getLogger("roost.claude")
@@ -104,7 +102,7 @@ def job_settings() -> dict[str, Any]:
     return {"hooks": hooks}
 
 
-class ClaudeHost(ProcessHost):
+class ClaudeHost(BridgedHost):
     agent = "claude"
     settle_timeout = SETTLE_TIMEOUT
     stop_grace = STOP_GRACE  # Claude Code ends cleanly when its stdin closes
@@ -113,8 +111,6 @@ class ClaudeHost(ProcessHost):
         super().__init__()
         self.session_id = ""
         self.transcript: TranscriptSeqs | None = None
-        self.bridge: BridgeServer | None = None
-        self.bridge_dir: Path | None = None
         self.gone = True
         self.running = False
         #: Agent items waiting for the next hook that can hand them over.
@@ -150,13 +146,8 @@ class ClaudeHost(ProcessHost):
         self.transcript = TranscriptSeqs(job.session, self.session_id)
         self.transcript.scan()
         self.report_usage()  # a resumed session has spent already
-        self.bridge_dir = private_folder()
-        self.bridge = BridgeServer(self.bridge_dir / "bridge.sock", self.answer_bridge, self.claude_pid)
-        await self.bridge.open()
+        await self.open_bridge()
         return set(self.transcript.seqs)
-
-    def claude_pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
 
     def argv(self) -> list[str]:
         assert self.job is not None
@@ -199,11 +190,7 @@ class ClaudeHost(ProcessHost):
 
     async def close(self) -> None:
         await self.stop_claude()
-        if self.bridge is not None:
-            await self.bridge.close()
-        if self.bridge_dir is not None:
-            shutil.rmtree(self.bridge_dir, ignore_errors=True)
-        self.release_lock()
+        await self.close_bridge()
 
     # ------------------------------------------------------------------ plumbing
 
@@ -220,21 +207,8 @@ class ClaudeHost(ProcessHost):
                 tg.cancel_scope.cancel()
 
     async def read_events(self, process: Any) -> None:
-        buffer = b""
-        while True:
-            try:
-                data = await process.stdout.receive(256 * 1024)
-            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-                break
-            buffer += data
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(event, dict):
-                    self.on_event(event)
+        async for event in json_events(process):
+            self.on_event(event)
         if process is self.process:
             self.gone = True
         self.notify()
@@ -299,20 +273,15 @@ class ClaudeHost(ProcessHost):
 
     # ------------------------------------------------------------------ the bridge
 
-    async def answer_bridge(self, frame: dict[str, Any]) -> dict[str, Any]:
-        assert self.services is not None
-        op = frame.get("op")
-        if op == "hello":
-            tools = self.tool_definitions() + ([permission.TOOL] if self.ask_permissions else [])
-            return {"tools": tools, "mode": "job"}
+    def bridge_tools(self) -> list[dict[str, Any]]:
+        """The worker's roost tools, and roost's permission tool when prompts are asked."""
+        return super().bridge_tools() + ([permission.TOOL] if self.ask_permissions else [])
+
+    async def answer_other(self, op: Any, frame: dict[str, Any]) -> dict[str, Any]:
+        """``permission``: Claude Code asks, through roost's permission tool."""
         if op == "permission" and self.ask_permissions:
             return await self.ask_permission(frame)
-        if op == "tool_call":
-            ok, text = await self.services.call_tool(str(frame.get("name")), dict(frame.get("args") or {}))
-            return {"ok": ok, "text": text}
-        if op == "hook":
-            return {"output": await self.answer_hook(str(frame.get("event")), dict(frame.get("input") or {}))}
-        raise ValueError(f"unknown op {op!r}")
+        return await super().answer_other(op, frame)
 
     async def ask_permission(self, frame: dict[str, Any]) -> dict[str, Any]:
         """Claude Code asks to run a tool: a dialog for the user (``allow``/``deny``),
@@ -324,10 +293,6 @@ class ClaudeHost(ProcessHost):
         self.services.delivered(answer)
         return {"text": json.dumps(permission.decision((answer.text or answer.content).strip(), tool_input))}
 
-    def tool_definitions(self) -> list[dict[str, Any]]:
-        services: Any = self.services
-        tools = getattr(services, "tools", None)
-        return list(tools) if isinstance(tools, list) else []
 
     async def answer_hook(self, event: str, data: dict[str, Any]) -> dict[str, Any] | None:
         assert self.job is not None and self.services is not None

@@ -35,7 +35,6 @@ import json
 import logging
 import os
 import shlex
-import shutil
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -44,10 +43,9 @@ from typing import Any
 import anyio
 
 from roost_core.claude import BRIDGE_ENV
-from roost_core.claude.bridge import BridgeServer, private_folder
 from roost_core.claude.hook import hook_output, items_text, wants_items
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exited
-from roost_core.hosts.process import ProcessHost
+from roost_core.hosts.bridged import BridgedHost, json_events
 from roost_core.queue import Item
 from roost_plugins.codex import SERVER_NAME, CodexError, codex_binary, codex_home
 from roost_plugins.codex.transcript import RolloutSeqs
@@ -124,7 +122,7 @@ def thread_of(rollout: str) -> str:
     return "-".join(parts[-5:])
 
 
-class CodexHost(ProcessHost):
+class CodexHost(BridgedHost):
     agent = "codex"
     # A stopped job ends Codex at once: closing stdin does not end an exec run, and a run
     # whose model server does not answer retries for minutes.
@@ -134,8 +132,6 @@ class CodexHost(ProcessHost):
         super().__init__()
         self.thread = ""
         self.rollout: RolloutSeqs | None = None
-        self.bridge: BridgeServer | None = None
-        self.bridge_dir: Path | None = None
         self.running = False
         #: User replies that came during a run: the next exec's prompt.
         self.held: list[Item] = []
@@ -155,21 +151,12 @@ class CodexHost(ProcessHost):
         if os.path.islink(job.session):
             self.link(os.readlink(job.session))
         self.scan()
-        self.bridge_dir = private_folder()
-        self.bridge = BridgeServer(self.bridge_dir / "bridge.sock", self.answer_bridge, self.codex_pid)
-        await self.bridge.open()
+        await self.open_bridge()
         return set(self.known_seqs())
-
-    def codex_pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
 
     async def close(self) -> None:
         await self.end_process()
-        if self.bridge is not None:
-            await self.bridge.close()
-        if self.bridge_dir is not None:
-            shutil.rmtree(self.bridge_dir, ignore_errors=True)
-        self.release_lock()
+        await self.close_bridge()
 
     # ------------------------------------------------------------------ the rollout
 
@@ -234,20 +221,6 @@ class CodexHost(ProcessHost):
         return argv
 
     # ------------------------------------------------------------------ the bridge
-
-    async def answer_bridge(self, frame: dict[str, Any]) -> dict[str, Any]:
-        assert self.services is not None
-        op = frame.get("op")
-        if op == "hello":
-            services: Any = self.services
-            tools = getattr(services, "tools", None)
-            return {"tools": list(tools) if isinstance(tools, list) else [], "mode": "job"}
-        if op == "tool_call":
-            ok, text = await self.services.call_tool(str(frame.get("name")), dict(frame.get("args") or {}))
-            return {"ok": ok, "text": text}
-        if op == "hook":
-            return {"output": await self.answer_hook(str(frame.get("event")), dict(frame.get("input") or {}))}
-        raise ValueError(f"unknown op {op!r}")
 
     async def answer_hook(self, event: str, data: dict[str, Any]) -> dict[str, Any] | None:
         assert self.services is not None
@@ -323,22 +296,9 @@ class CodexHost(ProcessHost):
                 tg.cancel_scope.cancel()
 
     async def read_events(self, process: Any) -> None:
-        buffer = b""
         try:
-            while True:
-                try:
-                    data = await process.stdout.receive(256 * 1024)
-                except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-                    break
-                buffer += data
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    try:
-                        event = json.loads(line)
-                    except ValueError:
-                        continue
-                    if isinstance(event, dict):
-                        self.on_event(event)
+            async for event in json_events(process):
+                self.on_event(event)
         finally:
             self.stdout_done.set()
 

@@ -33,19 +33,16 @@ import contextlib
 import json
 import logging
 import secrets
-import shutil
 import socket
 import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import anyio
 
 from roost_core.claude import BRIDGE_ENV, marker
-from roost_core.claude.bridge import BridgeServer, private_folder
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exited
-from roost_core.hosts.process import ProcessHost
+from roost_core.hosts.bridged import BridgedHost
 from roost_core.queue import Item
 from roost_plugins.opencode import (
     PLUGIN_BRIDGE_ENV,
@@ -103,7 +100,7 @@ def job_config(bridge: str, model: str | None) -> dict[str, Any]:
     return config
 
 
-class OpenCodeHost(ProcessHost):
+class OpenCodeHost(BridgedHost):
     agent = "opencode"
     #: ``opencode serve`` does not end when its stdin closes: SIGTERM follows soon.
     stop_grace = 0.5
@@ -112,8 +109,6 @@ class OpenCodeHost(ProcessHost):
         super().__init__()
         self.file: SessionFile | None = None
         self.server: Server | None = None
-        self.bridge: BridgeServer | None = None
-        self.bridge_dir: Path | None = None
         self.gone = True
         self.running = False
         self.seqs: set[int] = set()
@@ -132,13 +127,8 @@ class OpenCodeHost(ProcessHost):
         self.take_lock(job)
         self.file = SessionFile(job.session)
         self.scan()  # a resumed session has spent already, and holds what it holds
-        self.bridge_dir = private_folder()
-        self.bridge = BridgeServer(self.bridge_dir / "bridge.sock", self.answer_bridge, self.opencode_pid)
-        await self.bridge.open()
+        await self.open_bridge()
         return set(self.seqs)
-
-    def opencode_pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
 
     async def start_opencode(self) -> None:
         assert self.job is not None and self.bridge is not None and self.file is not None
@@ -176,11 +166,7 @@ class OpenCodeHost(ProcessHost):
 
     async def close(self) -> None:
         await self.stop_opencode()
-        if self.bridge is not None:
-            await self.bridge.close()
-        if self.bridge_dir is not None:
-            shutil.rmtree(self.bridge_dir, ignore_errors=True)
-        self.release_lock()
+        await self.close_bridge()
 
     async def ensure_session(self) -> str:
         """The job's OpenCode session, made on the first run."""
@@ -218,19 +204,10 @@ class OpenCodeHost(ProcessHost):
 
     # ------------------------------------------------------------------ the bridge
 
-    async def answer_bridge(self, frame: dict[str, Any]) -> dict[str, Any]:
-        assert self.services is not None
-        op = frame.get("op")
-        if op == "hello":
-            services: Any = self.services
-            tools = getattr(services, "tools", None)
-            return {"tools": list(tools) if isinstance(tools, list) else [], "mode": "job"}
-        if op == "tool_call":
-            ok, text = await self.services.call_tool(str(frame.get("name")), dict(frame.get("args") or {}))
-            return {"ok": ok, "text": text}
-        if op == "hook":
-            return {"text": self.after_tool(dict(frame.get("input") or {}))}
-        raise ValueError(f"unknown op {op!r}")
+    async def answer_hook_frame(self, frame: dict[str, Any]) -> dict[str, Any]:
+        """A ``hook`` call from roost's plugin: ``{"text": ...}``, what goes into the tool's
+        result (:meth:`after_tool`)."""
+        return {"text": self.after_tool(dict(frame.get("input") or {}))}
 
     def after_tool(self, data: dict[str, Any]) -> str | None:
         """A tool call of the session ended (the plugin's ``tool.execute.after``): the agent

@@ -34,7 +34,6 @@ import contextlib
 import json
 import os
 import shlex
-import shutil
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -43,10 +42,9 @@ from typing import Any
 import anyio
 
 from roost_core.claude import BRIDGE_ENV
-from roost_core.claude.bridge import BridgeServer, private_folder
 from roost_core.claude.hook import hook_output, items_text
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exited
-from roost_core.hosts.process import ProcessHost
+from roost_core.hosts.bridged import BridgedHost, json_events
 from roost_core.queue import Item
 from roost_plugins.qwen import ARGS_ENV, SERVER_NAME, QwenError, qwen_binary, session_id_of
 from roost_plugins.qwen.transcript import SessionSeqs
@@ -86,7 +84,7 @@ def prompt_text(items: list[Item]) -> str:
     return items_text(items)
 
 
-class QwenHost(ProcessHost):
+class QwenHost(BridgedHost):
     agent = "qwen"
     settle_timeout = SETTLE_TIMEOUT
     stop_grace = STOP_GRACE
@@ -95,8 +93,6 @@ class QwenHost(ProcessHost):
         super().__init__()
         self.session_id = ""
         self.transcript: SessionSeqs | None = None
-        self.bridge: BridgeServer | None = None
-        self.folder: Path | None = None
         self.gone = True
         self.running = False
         #: Items that wait for the next prompt (replies, and what a stop left behind).
@@ -120,10 +116,9 @@ class QwenHost(ProcessHost):
         self.transcript = SessionSeqs(job.session)
         self.transcript.scan()
         self.report_usage()  # a resumed session has spent already
-        self.folder = private_folder()
-        (self.folder / "settings.json").write_text(json.dumps(job_settings()))
-        self.bridge = BridgeServer(self.folder / "bridge.sock", self.answer_bridge, lambda: self.process.pid if self.process is not None else None)
-        await self.bridge.open()
+        await self.open_bridge()
+        assert self.bridge_dir is not None
+        (self.bridge_dir / "settings.json").write_text(json.dumps(job_settings()))
         return set(self.transcript.seqs)
 
     def argv(self) -> list[str]:
@@ -138,9 +133,9 @@ class QwenHost(ProcessHost):
         return argv
 
     async def start_qwen(self) -> None:
-        assert self.bridge is not None and self.folder is not None
+        assert self.bridge is not None and self.bridge_dir is not None
         await self.stop_qwen()
-        env = {BRIDGE_ENV: str(self.bridge.path), DEFAULTS_ENV: str(self.folder / "settings.json")}
+        env = {BRIDGE_ENV: str(self.bridge.path), DEFAULTS_ENV: str(self.bridge_dir / "settings.json")}
         await self.start_process(self.argv(), env)
         self.gone = False
         self.prompts = self.results = 0
@@ -151,11 +146,7 @@ class QwenHost(ProcessHost):
 
     async def close(self) -> None:
         await self.stop_qwen()
-        if self.bridge is not None:
-            await self.bridge.close()
-        if self.folder is not None:
-            shutil.rmtree(self.folder, ignore_errors=True)
-        self.release_lock()
+        await self.close_bridge()
 
     # ------------------------------------------------------------------ plumbing
 
@@ -172,21 +163,9 @@ class QwenHost(ProcessHost):
                 tg.cancel_scope.cancel()
 
     async def read_events(self, process: Any) -> None:
-        buffer = b""
-        while True:
-            try:
-                data = await process.stdout.receive(256 * 1024)
-            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-                break
-            buffer += data
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(event, dict) and event.get("type") == "result":
-                    self.on_result(event)
+        async for event in json_events(process):
+            if event.get("type") == "result":
+                self.on_result(event)
         if process is self.process:
             self.gone = True
         self.notify()
@@ -228,20 +207,6 @@ class QwenHost(ProcessHost):
         await self.process.stdin.send(json.dumps(frame, ensure_ascii=False).encode() + b"\n")
 
     # ------------------------------------------------------------------ the bridge
-
-    async def answer_bridge(self, frame: dict[str, Any]) -> dict[str, Any]:
-        assert self.services is not None
-        op = frame.get("op")
-        if op == "hello":
-            services: Any = self.services
-            tools = getattr(services, "tools", None)
-            return {"tools": list(tools) if isinstance(tools, list) else [], "mode": "job"}
-        if op == "tool_call":
-            ok, text = await self.services.call_tool(str(frame.get("name")), dict(frame.get("args") or {}))
-            return {"ok": ok, "text": text}
-        if op == "hook":
-            return {"output": await self.answer_hook(str(frame.get("event")), dict(frame.get("input") or {}))}
-        raise ValueError(f"unknown op {op!r}")
 
     async def answer_hook(self, event: str, data: dict[str, Any]) -> dict[str, Any] | None:
         """``PostToolUse`` during a run hands over the agent items waiting (a tool

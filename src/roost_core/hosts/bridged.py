@@ -1,0 +1,107 @@
+"""What the hosts whose agent CLI reaches roost over a private bridge share (``claude``,
+``qwen``, ``codex``, ``opencode``): the job's bridge socket (:mod:`roost_core.claude.bridge`)
+that the agent's hooks and its ``roost mcp`` server call, its common ops, its end, and
+the agent's stream of JSON events.
+
+The bridge serves only the agent process and its descendants; the job token never leaves
+the worker. A subclass answers the ``hook`` op its own way (:meth:`BridgedHost.answer_hook`,
+or the whole frame with :meth:`BridgedHost.answer_hook_frame`) and may add ops
+(:meth:`BridgedHost.answer_other`) and tools (:meth:`BridgedHost.bridge_tools`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from roost_core.claude.bridge import BridgeServer, private_folder
+from roost_core.hosts.process import ProcessHost
+
+
+async def json_events(process: Any) -> AsyncIterator[dict[str, Any]]:
+    """The JSON objects ``process`` writes to its stdout, one a line, until the stream
+    ends (a line that is not a JSON object is skipped)."""
+    buffer = b""
+    while True:
+        try:
+            data = await process.stdout.receive(256 * 1024)
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            return
+        buffer += data
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                yield event
+
+
+class BridgedHost(ProcessHost):
+    """A :class:`ProcessHost` whose agent calls the worker over a private bridge socket."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bridge: BridgeServer | None = None
+        #: The private folder the bridge's socket is in (and the job's side files).
+        self.bridge_dir: Path | None = None
+
+    async def open_bridge(self) -> None:
+        """Make the private folder and listen on its ``bridge.sock`` (whose path the agent
+        finds in its environment)."""
+        self.bridge_dir = private_folder()
+        self.bridge = BridgeServer(self.bridge_dir / "bridge.sock", self.answer_bridge, self.agent_pid)
+        await self.bridge.open()
+
+    def agent_pid(self) -> int | None:
+        """The agent's pid: the bridge serves it and its descendants only."""
+        return self.process.pid if self.process is not None else None
+
+    async def close_bridge(self) -> None:
+        """Stop serving the bridge, remove its folder, release the session's lock (the
+        end of :meth:`close`, once the agent is ended)."""
+        if self.bridge is not None:
+            await self.bridge.close()
+        if self.bridge_dir is not None:
+            shutil.rmtree(self.bridge_dir, ignore_errors=True)
+        self.release_lock()
+
+    # ------------------------------------------------------------------ the ops
+
+    async def answer_bridge(self, frame: dict[str, Any]) -> dict[str, Any]:
+        """Answer one bridge call: ``hello`` (the roost tools the agent's MCP server lists),
+        ``tool_call`` (run through the worker), ``hook``, or the subclass's own."""
+        assert self.services is not None
+        op = frame.get("op")
+        if op == "hello":
+            return {"tools": self.bridge_tools(), "mode": "job"}
+        if op == "tool_call":
+            ok, text = await self.services.call_tool(str(frame.get("name")), dict(frame.get("args") or {}))
+            return {"ok": ok, "text": text}
+        if op == "hook":
+            return await self.answer_hook_frame(frame)
+        return await self.answer_other(op, frame)
+
+    def bridge_tools(self) -> list[dict[str, Any]]:
+        """The roost tools the job's MCP server lists: the worker's."""
+        services: Any = self.services
+        tools = getattr(services, "tools", None)
+        return list(tools) if isinstance(tools, list) else []
+
+    async def answer_hook_frame(self, frame: dict[str, Any]) -> dict[str, Any]:
+        """A ``hook`` call: ``{"output": ...}``, the hook's answer (:meth:`answer_hook`)."""
+        return {"output": await self.answer_hook(str(frame.get("event")), dict(frame.get("input") or {}))}
+
+    async def answer_hook(self, event: str, data: dict[str, Any]) -> dict[str, Any] | None:
+        """What the agent's hook ``event`` (its input ``data``) is told; None: nothing."""
+        raise NotImplementedError
+
+    async def answer_other(self, op: Any, frame: dict[str, Any]) -> dict[str, Any]:
+        """An op the bridge does not know: an error for the caller."""
+        raise ValueError(f"unknown op {op!r}")
