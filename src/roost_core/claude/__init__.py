@@ -19,12 +19,12 @@ the queue seqs it carries, so the transcript itself says what Claude Code has ta
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import shutil
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
+
+from roost_core.agentenv import agent_home, find_program
 
 #: The first line of every text roost hands to Claude Code: which seqs it carries.
 MARKER = re.compile(r"^\[roost seq((?: \d+)+)\]$")
@@ -66,23 +66,13 @@ def marked_seqs(text: str) -> list[int]:
 
 
 def claude_binary() -> str:
-    configured = os.environ.get("ROOST_CLAUDE_BIN")
-    if configured:
-        return configured
-    found = shutil.which("claude")
-    if not found:
-        raise ClaudeError("Claude Code is not installed: put `claude` on PATH or set ROOST_CLAUDE_BIN")
-    return found
+    """The Claude Code program: ``$ROOST_CLAUDE_BIN``, else ``claude`` on PATH."""
+    return find_program("ROOST_CLAUDE_BIN", "claude", "Claude Code", ClaudeError)
 
 
 def config_dir(env: Mapping[str, str] | None = None) -> Path:
     """Claude Code's own folder: ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
-    env = os.environ if env is None else env
-    configured = env.get("CLAUDE_CONFIG_DIR")
-    if configured:
-        return Path(configured).expanduser()
-    home = env.get("HOME")
-    return (Path(home) if home else Path.home()) / ".claude"
+    return agent_home(env, "CLAUDE_CONFIG_DIR", ".claude")
 
 
 def project_folder_name(cwd: str) -> str:

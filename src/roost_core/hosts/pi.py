@@ -44,6 +44,7 @@ import anyio
 from anyio.abc import SocketAttribute
 
 from roost_core import locks, platform
+from roost_core.agentenv import find_program
 from roost_core.dialogs import CONFIRM_OPTIONS, MAX_OPTIONS, choice_of, clean_options
 from roost_core.envelope_rules import NO_USER_AUTHORITY
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exited
@@ -72,13 +73,8 @@ class PiError(RuntimeError):
 
 
 def pi_binary() -> str:
-    configured = os.environ.get("ROOST_PI_BIN")
-    if configured:
-        return configured
-    found = shutil.which("pi")
-    if not found:
-        raise PiError("pi is not installed: put `pi` on PATH or set ROOST_PI_BIN")
-    return found
+    """The pi program: ``$ROOST_PI_BIN``, else ``pi`` on PATH."""
+    return find_program("ROOST_PI_BIN", "pi", "pi", PiError)
 
 
 def entry_seqs(entry: dict[str, Any]) -> list[int]:

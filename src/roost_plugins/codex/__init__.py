@@ -15,10 +15,10 @@ every text roost hands over starts with the ``[roost seq ...]`` marker line.
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
+
+from roost_core.agentenv import agent_home, find_program
 
 #: The roost MCP server's name in Codex (its tools are the namespace ``mcp__roost``).
 SERVER_NAME = "roost"
@@ -33,20 +33,9 @@ class CodexError(RuntimeError):
 
 def codex_binary() -> str:
     """The Codex CLI: ``$ROOST_CODEX_BIN``, else ``codex`` on PATH."""
-    configured = os.environ.get("ROOST_CODEX_BIN")
-    if configured:
-        return configured
-    found = shutil.which("codex")
-    if not found:
-        raise CodexError("Codex is not installed: put `codex` on PATH or set ROOST_CODEX_BIN")
-    return found
+    return find_program("ROOST_CODEX_BIN", "codex", "Codex", CodexError)
 
 
 def codex_home(env: Mapping[str, str] | None = None) -> Path:
     """Codex's own folder: ``$CODEX_HOME``, else ``~/.codex``."""
-    env = os.environ if env is None else env
-    configured = env.get("CODEX_HOME")
-    if configured:
-        return Path(configured).expanduser()
-    home = env.get("HOME")
-    return (Path(home) if home else Path.home()) / ".codex"
+    return agent_home(env, "CODEX_HOME", ".codex")

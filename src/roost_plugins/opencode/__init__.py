@@ -13,9 +13,9 @@ in one package (see ``docs/hosts.md``, "OpenCode").
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
+
+from roost_core.agentenv import find_program
 
 #: The plugin file OpenCode loads (``"plugin": ["file://..."]``).
 PLUGIN_FILE = Path(__file__).resolve().parent / "roost_plugin.js"
@@ -31,10 +31,4 @@ class OpenCodeError(RuntimeError):
 
 def opencode_binary() -> str:
     """``$ROOST_OPENCODE_BIN``, else ``opencode`` on PATH."""
-    configured = os.environ.get("ROOST_OPENCODE_BIN")
-    if configured:
-        return configured
-    found = shutil.which("opencode")
-    if not found:
-        raise OpenCodeError("OpenCode is not installed: put `opencode` on PATH or set ROOST_OPENCODE_BIN")
-    return found
+    return find_program("ROOST_OPENCODE_BIN", "opencode", "OpenCode", OpenCodeError)

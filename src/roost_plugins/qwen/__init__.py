@@ -21,6 +21,8 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
+from roost_core.agentenv import agent_home, find_program
+
 #: The variable naming the Qwen Code binary (else ``qwen`` on PATH).
 BINARY_ENV = "ROOST_QWEN_BIN"
 #: Extra arguments for a job's Qwen Code (for example ``--yolo``).
@@ -37,24 +39,12 @@ class QwenError(RuntimeError):
 
 def qwen_binary() -> str:
     """The Qwen Code program: ``$ROOST_QWEN_BIN``, else ``qwen`` on PATH."""
-    import shutil
-
-    configured = os.environ.get(BINARY_ENV)
-    if configured:
-        return configured
-    found = shutil.which("qwen")
-    if not found:
-        raise QwenError(f"Qwen Code is not installed: put `qwen` on PATH or set {BINARY_ENV}")
-    return found
+    return find_program(BINARY_ENV, "qwen", "Qwen Code", QwenError)
 
 
 def qwen_home(env: Mapping[str, str] | None = None) -> Path:
     """Qwen Code's own folder: ``$QWEN_HOME``, else ``~/.qwen``."""
-    env = os.environ if env is None else env
-    if env.get("QWEN_HOME"):
-        return Path(env["QWEN_HOME"]).expanduser()
-    home = env.get("HOME")
-    return (Path(home) if home else Path.home()) / ".qwen"
+    return agent_home(env, "QWEN_HOME", ".qwen")
 
 
 def project_folder_name(cwd: str) -> str:
