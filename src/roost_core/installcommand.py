@@ -11,8 +11,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import shlex
+import shutil
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 #: What ``install`` and ``uninstall`` return: a JSON object with at least ``changed``.
@@ -76,3 +79,37 @@ def main(name: str, add: Callable[[argparse.ArgumentParser], None], run: Callabl
     sub = parser.add_subparsers(dest="command", required=True)
     add(sub.add_parser(name))
     return run(parser.parse_args([name, *(sys.argv[1:] if argv is None else argv)]))
+
+
+# ---------------------------------------------------------------------- what an install writes
+
+
+def roost_command() -> list[str]:
+    """How an agent should run roost: the ``roost`` script beside this Python, else the
+    one on PATH, else ``python -m roost_core.cli``."""
+    beside = Path(sys.executable).parent / "roost"
+    if beside.exists():
+        return [str(beside)]
+    found = shutil.which("roost")
+    return [found] if found else [sys.executable, "-m", "roost_core.cli"]
+
+
+def hook_command(name: str, event: str) -> str:
+    """The shell command an agent's hook ``event`` runs: ``roost NAME hook EVENT``."""
+    return shlex.join([*roost_command(), name, "hook", event])
+
+
+def is_roost_hook(command: Any, name: str, *, events: Sequence[str] | None = None, runners: Sequence[str] = ("roost_core.cli",)) -> bool:
+    """Whether a hook's ``command`` is roost's: ``... NAME hook EVENT`` (an EVENT of
+    ``events``, when given) run by a roost, this install's or another's (a ``roost``
+    script, or Python running a module of ``runners``)."""
+    if not isinstance(command, str):
+        return False
+    try:
+        parts = shlex.split(command)
+    except ValueError:
+        return False
+    if len(parts) < 4 or parts[-3:-1] != [name, "hook"] or (events is not None and parts[-1] not in events):
+        return False
+    runner = parts[:-3]
+    return Path(runner[0]).name == "roost" or any(module in runner for module in runners)

@@ -27,15 +27,14 @@ already written.
 from __future__ import annotations
 
 import os
-import shlex
-import shutil
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from roost_core import installcommand
 from roost_core.claude import SERVER_NAME, STARTUP_WAIT_ENV, STARTUP_WAIT_MS, config_dir
 from roost_core.claude.hook import EVENTS
+from roost_core.installcommand import roost_command
 from roost_core.settingsfile import (
     SettingsFileError,
     add_hooks,
@@ -62,32 +61,14 @@ def user_config_path(env: Mapping[str, str] | None = None) -> Path:
     return (Path(home) if home else Path.home()) / ".claude.json"
 
 
-def roost_command() -> list[str]:
-    """How Claude Code should run roost: the ``roost`` script beside this Python, else
-    ``python -m roost_core.cli`` (never a bare name that PATH might resolve elsewhere)."""
-    beside = Path(sys.executable).parent / "roost"
-    if beside.exists():
-        return [str(beside)]
-    found = shutil.which("roost")
-    return [found] if found else [sys.executable, "-m", "roost_core.cli"]
-
-
 def hook_command(event: str) -> str:
-    return " ".join(shlex.quote(part) for part in [*roost_command(), "claude", "hook", event])
+    """The command Claude Code runs for ``event``: ``roost claude hook EVENT``."""
+    return installcommand.hook_command("claude", event)
 
 
 def is_roost_hook(command: Any) -> bool:
     """Ours: ``... claude hook EVENT`` run by a roost (this or another install)."""
-    if not isinstance(command, str):
-        return False
-    try:
-        parts = shlex.split(command)
-    except ValueError:
-        return False
-    if len(parts) < 4 or parts[-3:-1] != ["claude", "hook"] or parts[-1] not in EVENTS:
-        return False
-    runner = parts[:-3]
-    return Path(runner[0]).name == "roost" or "roost_core.cli" in runner or "roost_core.claude" in runner
+    return installcommand.is_roost_hook(command, "claude", events=EVENTS, runners=("roost_core.cli", "roost_core.claude"))
 
 
 def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:

@@ -31,7 +31,6 @@ import contextlib
 import json
 import os
 import re
-import shlex
 import signal
 import subprocess
 import sys
@@ -42,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from roost_core import installcommand
-from roost_core.claude.install import roost_command
+from roost_core.installcommand import roost_command
 from roost_core.settingsfile import (
     SettingsFileError,
     SettingsWriteError,
@@ -73,21 +72,13 @@ def hooks_path(env: Mapping[str, str] | None = None) -> Path:
 
 
 def hook_command(event: str) -> str:
-    return shlex.join([*roost_command(), "codex", "hook", event])
+    """The command Codex runs for ``event``: ``roost codex hook EVENT``."""
+    return installcommand.hook_command("codex", event)
 
 
 def is_roost_hook(command: Any) -> bool:
     """Ours: ``... codex hook EVENT`` run by a roost."""
-    if not isinstance(command, str):
-        return False
-    try:
-        parts = shlex.split(command)
-    except ValueError:
-        return False
-    if len(parts) < 4 or parts[-3:-1] != ["codex", "hook"]:
-        return False
-    runner = parts[:-3]
-    return Path(runner[0]).name == "roost" or "roost_core.cli" in runner
+    return installcommand.is_roost_hook(command, "codex")
 
 
 def toml_list(values: list[str]) -> str:

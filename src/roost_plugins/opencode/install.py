@@ -24,13 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from roost_core import installcommand
+from roost_core.installcommand import roost_command
 from roost_core.settingsfile import (
     SettingsFileError,
     object_at,
@@ -49,16 +48,6 @@ def config_path(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME") or Path.home()) / ".config")
     return Path(base) / "opencode" / "opencode.json"
-
-
-def roost_command() -> list[str]:
-    """How OpenCode should run roost: the ``roost`` script beside this Python, else
-    ``python -m roost_core.cli`` (never a bare name PATH might resolve elsewhere)."""
-    beside = Path(sys.executable).parent / "roost"
-    if beside.exists():
-        return [str(beside)]
-    found = shutil.which("roost")
-    return [found] if found else [sys.executable, "-m", "roost_core.cli"]
 
 
 def plugin_path(env: Mapping[str, str] | None = None) -> Path:

@@ -19,13 +19,12 @@ through.
 
 from __future__ import annotations
 
-import shlex
-import shutil
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from roost_core import installcommand
+from roost_core.installcommand import roost_command
 from roost_core.settingsfile import (
     add_hooks,
     object_at,
@@ -41,18 +40,9 @@ def settings_path(env: Mapping[str, str] | None = None) -> Path:
     return qwen_home(env) / "settings.json"
 
 
-def roost_command() -> list[str]:
-    """How Qwen Code should run roost: the ``roost`` script beside this Python, else the
-    one on PATH, else ``python -m roost_core.cli``."""
-    beside = Path(sys.executable).parent / "roost"
-    if beside.exists():
-        return [str(beside)]
-    found = shutil.which("roost")
-    return [found] if found else [sys.executable, "-m", "roost_core.cli"]
-
-
 def hook_command(event: str) -> str:
-    return shlex.join([*roost_command(), "qwen", "hook", event])
+    """The command Qwen Code runs for ``event``: ``roost qwen hook EVENT``."""
+    return installcommand.hook_command("qwen", event)
 
 
 def server_entry() -> dict[str, Any]:
@@ -62,16 +52,7 @@ def server_entry() -> dict[str, Any]:
 
 def is_roost_hook(command: Any) -> bool:
     """Ours: ``... qwen hook EVENT`` run by a roost (this or another install)."""
-    if not isinstance(command, str):
-        return False
-    try:
-        parts = shlex.split(command)
-    except ValueError:
-        return False
-    if len(parts) < 4 or parts[-3:-1] != ["qwen", "hook"]:
-        return False
-    runner = parts[:-3]
-    return Path(runner[0]).name == "roost" or "roost_core.cli" in runner
+    return installcommand.is_roost_hook(command, "qwen")
 
 
 def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
