@@ -29,18 +29,14 @@ completed (``command_lifecycle``) and Claude Code is idle; its final text is the
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import shlex
 import sys
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import anyio
 
 from roost_core.claude import (
     BRIDGE_ENV,
@@ -57,7 +53,7 @@ from roost_core.claude.hook import EVENTS, hook_output, wants_items
 from roost_core.claude.transcript import TranscriptSeqs, result_usage
 from roost_core.dialogs import PERMISSION_OPTIONS
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exited
-from roost_core.hosts.bridged import BridgedHost, json_events
+from roost_core.hosts.bridged import StreamingHost
 from roost_core.queue import Item
 
 log = logging.getLogger("roost.claude")
@@ -102,7 +98,7 @@ def job_settings() -> dict[str, Any]:
     return {"hooks": hooks}
 
 
-class ClaudeHost(BridgedHost):
+class ClaudeHost(StreamingHost):
     agent = "claude"
     settle_timeout = SETTLE_TIMEOUT
     stop_grace = STOP_GRACE  # Claude Code ends cleanly when its stdin closes
@@ -111,7 +107,6 @@ class ClaudeHost(BridgedHost):
         super().__init__()
         self.session_id = ""
         self.transcript: TranscriptSeqs | None = None
-        self.gone = True
         self.running = False
         #: Agent items waiting for the next hook that can hand them over.
         self.outbox: list[Item] = []
@@ -176,7 +171,7 @@ class ClaudeHost(BridgedHost):
 
     async def start_claude(self) -> None:
         assert self.job is not None and self.bridge is not None and self.services is not None
-        await self.stop_claude()
+        await self.stop_agent()
         # Once it exits, the worker ends what it left behind (the Bash tool's commands,
         # the MCP servers).
         await self.start_process(self.argv(), {BRIDGE_ENV: str(self.bridge.path)})
@@ -184,34 +179,11 @@ class ClaudeHost(BridgedHost):
         self.written.clear()
         self.completed.clear()
 
-    async def stop_claude(self) -> None:
-        if await self.end_process():
-            self.gone = True
-
     async def close(self) -> None:
-        await self.stop_claude()
+        await self.stop_agent()
         await self.close_bridge()
 
     # ------------------------------------------------------------------ plumbing
-
-    @contextlib.asynccontextmanager
-    async def pumping(self) -> AsyncIterator[None]:
-        """Read Claude Code's events and serve the bridge for the length of one run."""
-        assert self.bridge is not None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self.read_events, self.process)
-            tg.start_soon(self.bridge.serve)
-            try:
-                yield
-            finally:
-                tg.cancel_scope.cancel()
-
-    async def read_events(self, process: Any) -> None:
-        async for event in json_events(process):
-            self.on_event(event)
-        if process is self.process:
-            self.gone = True
-        self.notify()
 
     def on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")

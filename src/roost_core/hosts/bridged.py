@@ -7,10 +7,13 @@ The bridge serves only the agent process and its descendants; the job token neve
 the worker. A subclass answers the ``hook`` op its own way (:meth:`BridgedHost.answer_hook`,
 or the whole frame with :meth:`BridgedHost.answer_hook_frame`) and may add ops
 (:meth:`BridgedHost.answer_other`) and tools (:meth:`BridgedHost.bridge_tools`).
+:class:`StreamingHost` adds the one agent process that serves many runs and tells its
+events on stdout (``claude -p`` and ``qwen -p`` in stream-json).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from collections.abc import AsyncIterator
@@ -105,3 +108,42 @@ class BridgedHost(ProcessHost):
     async def answer_other(self, op: Any, frame: dict[str, Any]) -> dict[str, Any]:
         """An op the bridge does not know: an error for the caller."""
         raise ValueError(f"unknown op {op!r}")
+
+
+class StreamingHost(BridgedHost):
+    """A :class:`BridgedHost` whose agent runs as one process for many runs and writes
+    its events to stdout as JSON lines; ``gone`` once that process exited or was ended."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gone = True
+
+    async def stop_agent(self) -> None:
+        """End the agent process (the next run starts another)."""
+        if await self.end_process():
+            self.gone = True
+
+    @contextlib.asynccontextmanager
+    async def pumping(self) -> AsyncIterator[None]:
+        """Read the agent's events and serve the bridge for the length of one run."""
+        assert self.bridge is not None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.read_events, self.process)
+            tg.start_soon(self.bridge.serve)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def read_events(self, process: Any) -> None:
+        """Hand each event to :meth:`on_event` until the stream ends: then, if ``process``
+        is still the agent, it is gone."""
+        async for event in json_events(process):
+            self.on_event(event)
+        if process is self.process:
+            self.gone = True
+        self.notify()
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        """One event the agent wrote."""
+        raise NotImplementedError

@@ -30,21 +30,17 @@ An item counts as delivered once the session file shows its seq.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import anyio
 
 from roost_core.claude import BRIDGE_ENV
 from roost_core.claude.hook import hook_output, items_text
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exited
-from roost_core.hosts.bridged import BridgedHost, json_events
+from roost_core.hosts.bridged import StreamingHost
 from roost_core.queue import Item
 from roost_plugins.qwen import ARGS_ENV, SERVER_NAME, QwenError, qwen_binary, session_id_of
 from roost_plugins.qwen.transcript import SessionSeqs
@@ -84,7 +80,7 @@ def prompt_text(items: list[Item]) -> str:
     return items_text(items)
 
 
-class QwenHost(BridgedHost):
+class QwenHost(StreamingHost):
     agent = "qwen"
     settle_timeout = SETTLE_TIMEOUT
     stop_grace = STOP_GRACE
@@ -93,7 +89,6 @@ class QwenHost(BridgedHost):
         super().__init__()
         self.session_id = ""
         self.transcript: SessionSeqs | None = None
-        self.gone = True
         self.running = False
         #: Items that wait for the next prompt (replies, and what a stop left behind).
         self.later: list[Item] = []
@@ -134,43 +129,22 @@ class QwenHost(BridgedHost):
 
     async def start_qwen(self) -> None:
         assert self.bridge is not None and self.bridge_dir is not None
-        await self.stop_qwen()
+        await self.stop_agent()
         env = {BRIDGE_ENV: str(self.bridge.path), DEFAULTS_ENV: str(self.bridge_dir / "settings.json")}
         await self.start_process(self.argv(), env)
         self.gone = False
         self.prompts = self.results = 0
 
-    async def stop_qwen(self) -> None:
-        if await self.end_process():
-            self.gone = True
-
     async def close(self) -> None:
-        await self.stop_qwen()
+        await self.stop_agent()
         await self.close_bridge()
 
     # ------------------------------------------------------------------ plumbing
 
-    @contextlib.asynccontextmanager
-    async def pumping(self) -> AsyncIterator[None]:
-        """Read Qwen Code's events and serve the bridge for the length of one run."""
-        assert self.bridge is not None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self.read_events, self.process)
-            tg.start_soon(self.bridge.serve)
-            try:
-                yield
-            finally:
-                tg.cancel_scope.cancel()
-
-    async def read_events(self, process: Any) -> None:
-        async for event in json_events(process):
-            if event.get("type") == "result":
-                self.on_result(event)
-        if process is self.process:
-            self.gone = True
-        self.notify()
-
-    def on_result(self, event: dict[str, Any]) -> None:
+    def on_event(self, event: dict[str, Any]) -> None:
+        """A ``result`` ends a prompt; Qwen Code's other events are not read."""
+        if event.get("type") != "result":
+            return
         self.last_result = event
         self.results += 1
         usage = event.get("usage")
