@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -518,3 +519,32 @@ def find_agent(variable: str, program: str, *, on_path: bool = True) -> str | No
     if local.exists():
         return str(local)
     return shutil.which(program) if on_path else None
+
+
+class Arrivals:
+    """When each prompt reached a fake model: the fake's request log (its own thread)
+    adds them, a benchmark waits for one."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[float, str]] = []
+        self.changed = threading.Condition()
+
+    def add(self, when: float, text: str) -> None:
+        """A request whose last user message is ``text`` arrived at ``when``."""
+        with self.changed:
+            self.seen.append((when, text))
+            self.changed.notify_all()
+
+    def first(self, marker: str, timeout: float) -> float:
+        """When the first request whose last user message holds ``marker`` arrived
+        (waiting up to ``timeout`` seconds for it)."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while True:
+                for when, text in self.seen:
+                    if marker in text:
+                        return when
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"the model never got {marker!r}")
+                self.changed.wait(remaining)

@@ -27,14 +27,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from bench.common import REPO, RoostDaemon, Row, find_agent, fmt_time, median, percentile
+from bench.common import REPO, Arrivals, RoostDaemon, Row, find_agent, fmt_time, median, percentile
 
 CLIS = REPO / "tests" / "clis"
 OFFLINE = ["--disable", "plugins", "-c", "analytics.enabled=false"]
@@ -66,8 +65,7 @@ class World:
         self.codex_home.mkdir(parents=True)
         self.work = self.root / "work"
         self.work.mkdir()
-        self.arrivals: list[tuple[float, str]] = []
-        self.arrived = threading.Condition()
+        self.arrivals = Arrivals()
         self.fake = FakeResponses({"default": {"steps": [{"say": "ok"}]}}, self.root / "model.jsonl").start()
         self.fake.log = self._log  # type: ignore[method-assign]
         (self.codex_home / "config.toml").write_text("\n".join([
@@ -88,22 +86,11 @@ class World:
         """The fake's request log, kept in memory: when each prompt arrived."""
         now = time.time()
         texts = [json.dumps(item.get("content")) for item in body.get("input") or [] if item.get("role") == "user"]
-        with self.arrived:
-            self.arrivals.append((now, texts[-1] if texts else ""))
-            self.arrived.notify_all()
+        self.arrivals.add(now, texts[-1] if texts else "")
 
     def arrival(self, marker: str, timeout: float = TIMEOUT) -> float:
         """When the first request whose last user message holds ``marker`` arrived."""
-        deadline = time.monotonic() + timeout
-        with self.arrived:
-            while True:
-                for when, text in self.arrivals:
-                    if marker in text:
-                        return when
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError(f"the model never got {marker!r}")
-                self.arrived.wait(remaining)
+        return self.arrivals.first(marker, timeout)
 
     def close(self) -> None:
         self.daemon.close()

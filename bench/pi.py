@@ -51,7 +51,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -60,6 +59,7 @@ import anyio
 
 from bench.common import (
     REPO,
+    Arrivals,
     RoostDaemon,
     Row,
     find_agent,
@@ -101,8 +101,7 @@ class World:
         self.agent_dir.mkdir(parents=True)
         self.tmpdir = self.root / "t"
         self.tmpdir.mkdir()
-        self.arrivals: list[tuple[float, str]] = []
-        self.arrived = threading.Condition()
+        self.arrivals = Arrivals()
         self.fake = FakeOpenAI({"default": {"steps": [{"say": "ok: {input}"}]}}, self.root / "model.jsonl").start()
         self.fake.log = self._log  # type: ignore[method-assign]
         provider = {
@@ -144,22 +143,11 @@ class World:
                 content = message.get("content")
                 text = content if isinstance(content, str) else "".join(p.get("text", "") for p in content or [] if isinstance(p, dict))
                 break
-        with self.arrived:
-            self.arrivals.append((now, text))
-            self.arrived.notify_all()
+        self.arrivals.add(now, text)
 
     def arrival(self, marker: str, timeout: float = TIMEOUT) -> float:
         """When the first request whose last user message holds ``marker`` arrived."""
-        deadline = time.monotonic() + timeout
-        with self.arrived:
-            while True:
-                for when, text in self.arrivals:
-                    if marker in text:
-                        return when
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError(f"the model never got {marker!r}")
-                self.arrived.wait(remaining)
+        return self.arrivals.first(marker, timeout)
 
     def start(self) -> World:
         self.daemon.start()
