@@ -4,8 +4,9 @@ Every host is a :class:`~roost_core.records.HostSpec` a plugin contributes throu
 ``roost_register_hosts``: roost's own (``scripted``, ``shell``, ``pi`` and ``claude``,
 the default plugins of :mod:`roost_plugins.hosts`) exactly as a team's. The core asks
 :func:`registered_hosts` and names none of them; the code that runs each of roost's own
-hosts lives beside this module (``base``, ``process``, ``scripted``, ``shell``, ``pi``)
-and in :mod:`roost_core.claude`.
+hosts lives beside this module (``base``, ``process``, ``bridged``, ``scripted``,
+``shell``, ``pi``; ``lazy`` names a plugin's pieces without importing them) and in
+:mod:`roost_core.claude`.
 """
 
 from __future__ import annotations
