@@ -34,7 +34,9 @@ from typing import Any
 from roost_core import installcommand
 from roost_core.claude import SERVER_NAME, STARTUP_WAIT_ENV, STARTUP_WAIT_MS, config_dir
 from roost_core.claude.hook import EVENTS
-from roost_core.installcommand import roost_command
+from roost_core.installcommand import (
+    roost_command as roost_command,  # the gemini install imports it from here
+)
 from roost_core.settingsfile import (
     SettingsFileError,
     add_hooks,
