@@ -109,8 +109,12 @@ class Supervisor:
         reported as the job's host pid, and when it exits what it left is ended."""
         self.unnamed += 1
         try:
-            process = await anyio.open_process(list(argv), env=env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None)
-            self.managed.add(process.pid)
+            # Not while a sweep ends what the last host process left: a process started
+            # now is a live child that is not yet managed, which the sweep would take for
+            # a leftover (a Codex resumed right after the run before it was SIGTERMed).
+            async with self.sweeping:
+                process = await anyio.open_process(list(argv), env=env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None)
+                self.managed.add(process.pid)
         finally:
             self.unnamed -= 1
         self.host = process
