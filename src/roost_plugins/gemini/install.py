@@ -24,7 +24,13 @@ from typing import Any
 
 from roost_core.claude.install import roost_command
 from roost_core.mcp.server import HOST_ENV
-from roost_core.settingsfile import SettingsFileError, object_at, read_object, write_all
+from roost_core.settingsfile import (
+    SettingsFileError,
+    object_at,
+    read_object,
+    without_hooks,
+    write_all,
+)
 from roost_plugins.gemini import EVENTS, SERVER_NAME, gemini_dir
 
 
@@ -52,22 +58,7 @@ def is_roost_hook(command: Any) -> bool:
 
 def without_roost_hooks(hooks: dict[str, Any]) -> dict[str, Any]:
     """``hooks`` with every roost command taken out (and groups left empty dropped)."""
-    kept: dict[str, Any] = {}
-    for event, groups in hooks.items():
-        if not isinstance(groups, list):
-            kept[event] = groups
-            continue
-        new_groups = []
-        for group in groups:
-            if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-                commands = [h for h in group["hooks"] if not (isinstance(h, dict) and is_roost_hook(h.get("command")))]
-                if not commands:
-                    continue
-                group = {**group, "hooks": commands}
-            new_groups.append(group)
-        if new_groups:
-            kept[event] = new_groups
-    return kept
+    return without_hooks(hooks, is_roost_hook)
 
 
 def server_config() -> dict[str, Any]:
