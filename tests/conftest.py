@@ -241,13 +241,31 @@ class DaemonHandle:
     def wait_job(self, job_id: str, *states: str, timeout: float = WAIT_TIMEOUT) -> dict[str, Any]:
         states = states or ("idle", "needs_input", "done", "failed", "stopped")
 
+        last: dict[str, Any] = {}
+
         def settled() -> dict[str, Any] | None:
-            row = self.job(job_id)
+            row = last["row"] = self.job(job_id)
             if row["state"] in states and (row["pending"] == 0 or row["state"] == "stopped"):
                 return row
             return None
 
-        return wait_until(settled, timeout, what=f"job {job_id} in {states}")
+        try:
+            return wait_until(settled, timeout, what=f"job {job_id} in {states}")
+        except AssertionError as timed_out:
+            # What the job last looked like and what its worker and the daemon last said:
+            # a timeout in CI is then a report, not a riddle.
+            raise AssertionError(f"{timed_out}; last row: {last.get('row')}\n{self.log_tails(job_id)}") from None
+
+    def log_tails(self, job_id: str, lines: int = 40) -> str:
+        """The last ``lines`` of the job's worker log and of the daemon log."""
+        out = []
+        for path in (self.paths.jobs_dir / f"{job_id}.log", self.paths.daemon_log):
+            try:
+                tail = path.read_text(errors="replace").splitlines()[-lines:]
+            except OSError as error:
+                tail = [f"({error})"]
+            out.append(f"--- {path.name}:\n" + "\n".join(tail))
+        return "\n".join(out)
 
     def wait_reaped(self, job_id: str) -> dict[str, Any]:
         return wait_until(lambda: (row := self.job(job_id)) and not row["live"] and row, what=f"job {job_id} reaped")

@@ -10,6 +10,10 @@ MCP servers Claude Code had started are reaped (no zombie waits for the worker's
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import signal
+import time
 import uuid
 
 import proctools
@@ -93,3 +97,36 @@ def test_kill9_of_claude_ends_its_bash_tool_and_reaps_its_mcp_servers(claude_kit
     assert unreaped == set(), f"MCP servers not reaped: {unreaped}"
     row = jobs_json(claude_kit)[job]
     assert row["hostPid"] is None and row["workerPid"] is not None
+
+
+def test_a_task_claude_never_wrote_down_before_it_died_is_kept_for_the_next_run(claude_kit, tmp_path):
+    """Claude Code killed before its transcript holds the task (here before it even
+    starts: a wrapper holds it until a gate file appears): the job fails and keeps the
+    task (pending, not lost, not run again by itself), and the next reply's run hands the
+    model both, the task once."""
+    gate = tmp_path / "gate"
+    wrapper = tmp_path / "claude-after-gate"
+    wrapper.write_text(
+        f"#!/bin/sh\nwhile [ ! -e {shlex.quote(str(gate))} ]; do sleep 0.05; done\nexec {shlex.quote(claude_kit.claude)} \"$@\"\n"
+    )
+    wrapper.chmod(0o755)
+    claude_kit.env["ROOST_CLAUDE_BIN"] = str(wrapper)
+    fake = claude_kit.fake({"default": {"steps": [{"say": "ok: {input}"}]}})
+    daemon = claude_kit.daemon()
+    job = daemon.start_job("write the haiku", host="claude")
+    held = wait_until(lambda: daemon.job(job)["hostPid"], timeout=60, what="the held claude's pid")
+    os.kill(held, signal.SIGKILL)
+    row = wait_until(lambda: (r := daemon.job(job))["state"] == "failed" and r, timeout=60, what="the run failed")
+    assert "claude exited during the run" in (row["error"] or ""), row
+    assert row["pending"] == 1, row  # the task: kept, not acknowledged
+    assert fake.requests() == []
+
+    gate.touch()
+    replied_at = time.time()
+    daemon.call("reply", job=job, text="and a title")
+    daemon.wait_job(job, "done", timeout=90)
+    # The kept task ran with the reply's run, not by itself before it; and once.
+    requests = fake.requests()
+    assert requests and all(request["time"] >= replied_at for request in requests), requests
+    last = json.dumps(requests[-1]["raw"])
+    assert last.count('"text": "write the haiku"') == 1 and '"text": "and a title"' in last, last

@@ -164,3 +164,25 @@ def test_changed_wakes_a_waiter_on_push_and_wake():
                 assert woke == [True, True]
 
     anyio.run(main)
+
+
+def test_items_a_dead_agent_never_wrote_wait_for_the_next_run_and_go_first():
+    queue = ReplyQueue()
+    queue.start(set())
+    for item in (reply(1), message(2), message(3)):
+        queue.push(item)
+    taken = queue.take_all()
+    queue.mark_done(2)  # the agent wrote 2 before it died
+    assert seqs(queue.keep(taken)) == [1, 3]
+    assert not queue.runnable()  # kept items start no run by themselves
+    queue.push(reply(1))  # a resend after a reconnect: held already
+    queue.push(message(3))
+    assert seqs(queue.kept) == [1, 3] and queue.items == []
+    assert queue.highest_seq() == 3 and queue.watermark == 0
+    queue.push(reply(4))
+    assert queue.runnable()
+    assert seqs(queue.take_all()) == [1, 3, 4]
+    assert queue.kept == []
+    for seq in (1, 3, 4):
+        queue.mark_done(seq)
+    assert queue.watermark == 4

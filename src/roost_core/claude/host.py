@@ -52,7 +52,7 @@ from roost_core.claude import (
 from roost_core.claude.hook import EVENTS, hook_output, wants_items
 from roost_core.claude.transcript import TranscriptSeqs, result_usage
 from roost_core.dialogs import PERMISSION_OPTIONS
-from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exited
+from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
 from roost_core.hosts.bridged import StreamingHost
 from roost_core.queue import Item
 
@@ -315,9 +315,8 @@ class ClaudeHost(StreamingHost):
                             "(does the daemon see another HOME or CLAUDE_CONFIG_DIR than Claude Code?)",
                         )
                     if self.gone:
-                        await until_exited(self.process, self.stop_grace)
-                        self.scan()  # what it wrote before it died is delivered
-                        return RunOutcome("failed", error="claude exited during the run")
+                        held, self.outbox = self.outbox, []
+                        return await self.died_in_run(*held)
                     # Idle now: what arrived since the last boundary starts another turn.
                     more = self.services.take_steer()
                     if not more and not self.outbox:

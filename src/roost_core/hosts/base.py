@@ -59,6 +59,12 @@ class WorkerServices(Protocol):
     def delivered(self, item: Item) -> None:
         """The item's entry is in the transcript (its ``message_end``): it may be acked."""
 
+    def unrecorded(self, items: list[Item]) -> None:
+        """The agent's process ended during the run before its transcript showed
+        ``items`` (handed to it, never written): the worker keeps them, in order, for the
+        next run. They start none by themselves: an agent that died is started again by
+        the next item, as after any death, so a prompt that kills it cannot loop."""
+
     def seen(self, seqs: list[int]) -> None:
         """The agent's model had the items ``seqs`` in a model request (their senders'
         receipts say ``seen``). A host that cannot tell never calls it."""

@@ -47,7 +47,7 @@ from roost_core import locks, platform
 from roost_core.agentenv import find_program
 from roost_core.dialogs import CONFIRM_OPTIONS, MAX_OPTIONS, choice_of, clean_options
 from roost_core.envelope_rules import NO_USER_AUTHORITY
-from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exited
+from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
 from roost_core.hosts.process import ProcessHost, SessionTail
 from roost_core.queue import Item
 from roost_core.store import write_all
@@ -596,9 +596,7 @@ class PiHost(ProcessHost):
             while True:
                 await self.until(lambda: (self.agent_ends >= self.agent_starts and not self.streaming) or self.pi_gone)
                 if self.pi_gone:
-                    await until_exited(self.process, self.stop_grace)
-                    self.scan()  # what it wrote before it died is delivered
-                    return RunOutcome("failed", error="pi exited during the run")
+                    return await self.died_in_run()
                 # Idle now: what arrived since the last boundary starts the next round.
                 more = self.services.take_steer()
                 if not more:

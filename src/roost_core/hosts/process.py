@@ -23,7 +23,13 @@ from typing import Any
 import anyio
 
 from roost_core import locks
-from roost_core.hosts.base import JobInfo, WorkerServices, end_agent_process
+from roost_core.hosts.base import (
+    JobInfo,
+    RunOutcome,
+    WorkerServices,
+    end_agent_process,
+    until_exited,
+)
 from roost_core.queue import Item
 
 
@@ -154,6 +160,26 @@ class ProcessHost:
         known = self.known_seqs()
         for seq in [seq for seq in self.pending if seq in known]:
             self.services.delivered(self.pending.pop(seq))
+
+    def keep_unrecorded(self, *more: Item) -> None:
+        """The agent process ended during the run: read what it wrote last, then hand
+        what it took and its transcript does not show (and ``more``, taken but never
+        handed to it) back to the worker for the next run (``services.unrecorded``).
+        Only once the process has exited: a live agent may still write them."""
+        assert self.services is not None
+        self.scan()
+        kept = sorted([*self.pending.values(), *more], key=lambda item: item.seq)
+        self.pending.clear()
+        if kept:
+            self.services.unrecorded(kept)
+
+    async def died_in_run(self, *more: Item) -> RunOutcome:
+        """The agent process's output ended during the run (killed, crashed): once it has
+        exited, what it wrote is delivered and what it did not (and ``more``, held for
+        it) is kept; the run failed."""
+        await until_exited(self.process, self.stop_grace)
+        self.keep_unrecorded(*more)
+        return RunOutcome("failed", error=f"{self.agent} exited during the run")
 
     def drop_known(self, items: list[Item]) -> list[Item]:
         """Items the transcript already holds (a resend) are settled, not run again."""

@@ -337,6 +337,11 @@ class Worker:
         self.queue.mark_done(item.seq)
         self.ack_wanted.set()
 
+    def unrecorded(self, items: list[Item]) -> None:
+        kept = self.queue.keep(items)
+        if kept:
+            log.info("seqs %s were handed to the agent, which ended before writing them: they go in the next run", [item.seq for item in kept])
+
     def tool_names(self) -> list[str]:
         return [tool["name"] for tool in self.tools]
 

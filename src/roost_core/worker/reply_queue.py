@@ -35,6 +35,9 @@ class ReplyQueue:
         self.watermark = 0
         #: Seqs handed to the host and not yet in the transcript: a resend is ignored.
         self._taken: set[int] = set()
+        #: Items handed to an agent that died before its transcript showed them: they go
+        #: first in the next run, which something else starts (:meth:`keep`).
+        self.kept: list[Item] = []
         self.awaiting_start = True
         self.compacting = False
         self.dialog_open = False
@@ -54,7 +57,7 @@ class ReplyQueue:
         self._notify()
 
     def push(self, item: Item) -> None:
-        if item.seq <= self.watermark or item.seq in self._taken or any(held.seq == item.seq for held in self.items):
+        if item.seq <= self.watermark or item.seq in self._taken or any(held.seq == item.seq for held in (*self.items, *self.kept)):
             return  # acked, handed to the host already, or held
         if item.seq not in self._received:
             self._received.append(item.seq)
@@ -84,7 +87,7 @@ class ReplyQueue:
         transcript holds): a daemon started again after a crash numbers on after it."""
         if self.awaiting_start:
             return None
-        held = [self.watermark, *self.in_transcript, *self._received, *self._taken, *(item.seq for item in self.items)]
+        held = [self.watermark, *self.in_transcript, *self._received, *self._taken, *(item.seq for item in (*self.items, *self.kept))]
         return max(held)
 
     @property
@@ -98,7 +101,8 @@ class ReplyQueue:
         """Everything deliverable now (a new run's prompt, or a tool boundary's steer)."""
         if self.gated or self.dialog_open:
             return []
-        taken, self.items = self.items, []
+        taken = sorted([*self.kept, *self.items], key=lambda it: it.seq)
+        self.items, self.kept = [], []
         self._taken.update(item.seq for item in taken)
         return taken
 
@@ -131,6 +135,18 @@ class ReplyQueue:
             self.items = sorted(self.items + back, key=lambda it: it.seq)
             self._notify()
         return back
+
+    def keep(self, items: list[Item]) -> list[Item]:
+        """Items a run handed to its agent, which ended before its transcript showed them
+        (killed, crashed): kept, in order, to go first in the next run. Unlike
+        :meth:`give_back` they start no run by themselves (``runnable`` ignores them): a
+        dead agent is started again by the next item, so one that dies of a prompt does
+        not loop. Returns those kept (an item the transcript shows is not)."""
+        kept = [item for item in items if item.seq not in self.in_transcript and item.seq in self._taken]
+        for item in kept:
+            self._taken.discard(item.seq)
+        self.kept = sorted(self.kept + kept, key=lambda it: it.seq)
+        return kept
 
     def mark_done(self, seq: int) -> int:
         """``seq`` is in the transcript. Returns the new ack watermark."""

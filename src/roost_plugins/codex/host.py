@@ -274,6 +274,8 @@ class CodexHost(BridgedHost):
         self.scan()
         if process.returncode != 0 or not self.turn_done:
             await until_exited(process, self.stop_grace)
+            held, self.held = self.held, []
+            self.keep_unrecorded(*held)
             detail = "; ".join(self.errors[-3:]) or f"codex exited {process.returncode}"
             return RunOutcome("failed", self.last_text, error=detail)
         return None

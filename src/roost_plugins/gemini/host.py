@@ -271,6 +271,8 @@ class GeminiHost(ProcessHost):
                               "(does the daemon see another HOME or GEMINI_CLI_HOME than Gemini CLI?)")
         status = self.result.get("status") if self.result is not None else None
         if code != 0 or status != "success":
+            held, self.outbox = self.outbox, []
+            self.keep_unrecorded(*held)
             error = "; ".join(self.errors) or f"gemini exited {code} without a result"
             return RunOutcome("failed", self.texts[-1] if self.texts else "", error=error)
         return None

@@ -41,7 +41,7 @@ from typing import Any
 import anyio
 
 from roost_core.claude import BRIDGE_ENV, marker
-from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exited
+from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
 from roost_core.hosts.bridged import BridgedHost
 from roost_core.queue import Item
 from roost_plugins.opencode import (
@@ -306,9 +306,8 @@ class OpenCodeHost(BridgedHost):
                     await self.prompt(session_id, turn)
                     await self.until(lambda idles=idles: self.idles > idles or self.gone)
                     if self.gone:
-                        await until_exited(self.process, self.stop_grace)
-                        self.scan()  # what it stored before it died is delivered
-                        return RunOutcome("failed", error="opencode exited during the run")
+                        held, self.later = self.later, []
+                        return await self.died_in_run(*held)
                     self.scan()
                     # Idle now: what arrived since, and what a tool result did not carry
                     # (a call that failed stores no result), opens the next turn.

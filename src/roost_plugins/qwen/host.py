@@ -39,7 +39,7 @@ from typing import Any
 
 from roost_core.claude import BRIDGE_ENV
 from roost_core.claude.hook import hook_output, items_text
-from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exited
+from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
 from roost_core.hosts.bridged import StreamingHost
 from roost_core.queue import Item
 from roost_plugins.qwen import ARGS_ENV, SERVER_NAME, QwenError, qwen_binary, session_id_of
@@ -225,9 +225,7 @@ class QwenHost(StreamingHost):
                             "(does the daemon see another HOME or QWEN_HOME than Qwen Code?)",
                         )
                     if self.gone:
-                        await until_exited(self.process, self.stop_grace)
-                        self.scan()  # what it wrote before it died is delivered
-                        return RunOutcome("failed", error="qwen exited during the run")
+                        return await self.died_in_run()
                     # The turn ended: what arrived since (or waited for a prompt) is the next one.
                     more = [*self.later, *self.services.take_steer()]
                     self.later = []
