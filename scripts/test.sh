@@ -4,7 +4,8 @@
 #   scripts/test.sh [PYTEST ARGS...]          the full run (the README's and CI's)
 #   scripts/test.sh --fast [PYTEST ARGS...]   unit, plugin and smoke system tests, under a minute
 #   scripts/test.sh --portable [PYTEST ARGS...]   unit, system and reliability tiers on the
-#                                                 portable platform (CI's second run)
+#                                                 portable platform (CI's third run)
+#   scripts/test.sh --bench [PYTEST ARGS...]      the benchmarks' smoke runs (CI's second run)
 #
 # Every mode first runs scripts/lint.sh (ruff over the tree, mypy --strict over roost_core
 # and roost_plugins) and stops there on any finding.
@@ -27,6 +28,10 @@
 # the cores as the full run is; no coverage floor and no examples (the full run checks
 # those, and a subset of the tiers covers less of src). Fails when a test fails or none ran.
 #
+# --bench: the tests marked `bench` (pytest --bench), left out of the other modes: each
+# benchmark of bench/ in its smallest configuration, the real-pi one included, checked
+# for its rows, figures and same-run baselines (they time nothing). No coverage.
+#
 # Creates .venv with the package and its test extras if that was not done yet (or
 # pyproject.toml changed since); it installs nothing else there.
 set -euo pipefail
@@ -34,11 +39,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 fast=0
 portable=0
+bench=0
 if [[ ${1:-} == "--fast" ]]; then
     fast=1
     shift
 elif [[ ${1:-} == "--portable" ]]; then
     portable=1
+    shift
+elif [[ ${1:-} == "--bench" ]]; then
+    bench=1
     shift
 fi
 
@@ -69,6 +78,17 @@ scripts/lint.sh
 if [[ $fast -eq 1 ]]; then
     "$py" -m pytest -q tests/unit tests/plugins tests/system -m smoke "$@"
     echo "scripts/test.sh --fast: OK"
+    exit 0
+fi
+
+if [[ $bench -eq 1 ]]; then
+    status=0
+    "$py" -m pytest -n auto --bench -m bench tests "$@" || status=$?
+    if [[ $status -ne 0 ]]; then
+        echo "scripts/test.sh --bench: FAILED: pytest exited $status" >&2
+        exit "$status"
+    fi
+    echo "scripts/test.sh --bench: OK"
     exit 0
 fi
 

@@ -31,8 +31,20 @@ PROGRESS_SLICE = 2.0
 FAST_FOLDERS = ("unit", "plugins")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--bench", action="store_true", help="also run the benchmarks' smoke runs (tests marked bench)")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every unit and plugin test ``smoke``, so ``-m smoke`` selects the fast tier."""
+    """Mark every unit and plugin test ``smoke``, so ``-m smoke`` selects the fast tier;
+    leave out the benchmarks' smoke runs (marked ``bench``) unless ``--bench``: they check
+    that ``bench/`` still runs, not what roost does, and take a minute and a half of the
+    full run (``scripts/test.sh --bench`` runs them; so does CI)."""
+    if not config.getoption("--bench"):
+        benches = [item for item in items if item.get_closest_marker("bench")]
+        if benches:
+            config.hook.pytest_deselected(items=benches)
+            items[:] = [item for item in items if not item.get_closest_marker("bench")]
     here = Path(__file__).parent
     for item in items:
         try:

@@ -10,6 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+#: Only with --bench (scripts/test.sh --bench; CI runs it).
+pytestmark = pytest.mark.bench
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -278,6 +278,14 @@ class Load:
         self.drain_state: Any = None
         try:
             wait_while_progressing(drained, lambda: self.drain_state, interval=0.2, what="the load to drain")
+        except AssertionError as stalled:
+            # The jobs that hold the drain up, as the daemon sees them, and what their
+            # workers and the daemon last logged.
+            rows = self.daemon.call("jobs")["jobs"]
+            held = [row for row in rows if row["state"] == "running" or (row["pending"] and row["state"] != "stopped")]
+            shown = [{key: row[key] for key in ("id", "state", "pending", "live", "workerPid", "hostPid", "updated")} for row in held]
+            tails = "\n".join(self.daemon.log_tails(row["id"], lines=25) for row in held[:2])
+            raise AssertionError(f"{str(stalled)[:300]}\nheld up by {shown}\n{tails}") from None
         finally:
             self.unacked_foreground = unacked_foreground()
 

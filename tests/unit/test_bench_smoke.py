@@ -20,7 +20,10 @@ REPO = Path(__file__).resolve().parents[2]
 BENCHES = {"latency": "send→deliver", "throughput": "throughput", "peers": "peers", "coldstart": "cold start", "memory": "memory",
            "tools": "tool tokens", "floor": "floor", "client": "client"}
 
-pytestmark = pytest.mark.skipif(not (REPO / "bench" / "__main__.py").exists(), reason="no bench/ in this tree")
+pytestmark = [
+    pytest.mark.bench,  # only with --bench (scripts/test.sh --bench; CI runs it)
+    pytest.mark.skipif(not (REPO / "bench" / "__main__.py").exists(), reason="no bench/ in this tree"),
+]
 
 
 def test_every_benchmark_runs_its_smallest_configuration(tmp_path):
