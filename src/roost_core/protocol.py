@@ -59,6 +59,9 @@ TOO_LARGE = "too_large"
 NO_DIALOG = "no_dialog"
 #: ``answer``: the answer names none of the dialog's options.
 NOT_AN_OPTION = "not_an_option"
+#: ``reply``/``answer`` from a process inside a job's process tree (an agent's tool): only
+#: a person speaks as the user (:mod:`roost_core.daemon.persons`).
+NOT_A_PERSON = "not_a_person"
 #: A plugin's answer broke a rule the core keeps whatever the plugins (the envelope's,
 #: :mod:`roost_core.envelope_rules`); also the CLI's code for a plugin that fails to load.
 PLUGIN_ERROR = "plugin_error"

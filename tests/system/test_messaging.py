@@ -218,6 +218,35 @@ def test_waiting_on_a_dialog(daemon, tmp_path):
     run_async(story)
 
 
+def test_an_agents_tool_cannot_answer_a_dialog_or_reply_as_the_user(daemon, tmp_path):
+    """Only a person answers a dialog: ``roost answer`` and ``roost reply`` run by a job's
+    agent (its Bash tool, below its worker) are refused with ``not_a_person``, and the
+    dialog stays open for the user, whose own ``roost answer`` goes through."""
+    import shlex
+    import sys
+
+    asker = daemon.start_job("deploy", scenario={"run": [{"steps": [{"dialog": "Deploy to prod?", "options": ["yes", "no"]}, {"say": "deployed: {input}"}]}]})
+    wait_until(lambda: daemon.job(asker)["dialog"], what="the dialog open")
+    out = tmp_path / "tried.txt"
+    roost = f"{shlex.quote(sys.executable)} -m roost_core.cli"
+    command = f"{roost} answer {asker} yes >> {out} 2>&1; echo answer-exit=$? >> {out}; {roost} reply {asker} yes >> {out} 2>&1; echo reply-exit=$? >> {out}"
+    sneaky = daemon.start_job("try it", scenario={"run": [{"steps": [{"shell": command}, {"say": "tried"}]}]})
+    daemon.wait_job(sneaky, "done")
+    tried = out.read_text()
+    assert "answer-exit=1" in tried and "reply-exit=1" in tried, tried
+    assert tried.count("roost: not_a_person: ") == 2 and f"inside job {sneaky}" in tried, tried
+    row = daemon.job(asker)
+    assert row["dialog"] and row["pending"] == 0, row  # nothing reached it
+    # Shown, not answered: an agent may still read what a dialog asks.
+    with daemon.client() as conn:
+        assert conn.call("answer", job=asker)["question"] == "Deploy to prod?"
+    # The user answers from outside any job.
+    assert daemon.call("answer", job=asker, text="no")["answer"] == "no"
+    daemon.wait_job(asker, "done")
+    answers = [e for e in daemon.entries(asker) if e.get("type") == "message" and e["message"].get("toolName") == "confirm"]
+    assert [a["message"]["content"][0]["text"] for a in answers] == ["no"]
+
+
 def test_shell_jobs_take_no_messages(daemon, tmp_path):
     async def story():
         async with session(daemon, tmp_path) as lead:

@@ -151,12 +151,14 @@ def test_parents_states_and_zombies(impl, sleepers):
     child = sleepers()
     assert child.pid in impl.pids()
     assert impl.parent_links()[child.pid] == os.getpid()
+    assert impl.parent_of(child.pid) == os.getpid() and impl.parent_of(os.getpid()) == os.getppid()
     assert impl.is_running(child.pid)
     assert child.pid not in impl.zombie_children(os.getpid())
     child.kill()
     os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # a zombie now, not collected
     assert not impl.is_running(child.pid)
     assert child.pid not in impl.parent_links()
+    assert impl.parent_of(child.pid) is None
     assert child.pid in impl.zombie_children(os.getpid())
     child.wait()
     assert child.pid not in impl.zombie_children(os.getpid())

@@ -20,6 +20,7 @@ from roost_core.daemon.hostset import HostSet
 from roost_core.daemon.jobmaker import JobMaker
 from roost_core.daemon.ledger import message_id_for
 from roost_core.daemon.persistence import Persistence
+from roost_core.daemon.persons import check_a_person
 from roost_core.daemon.receipts import Receipts
 from roost_core.daemon.registry import Registry
 from roost_core.daemon.tables import PeerTables
@@ -148,6 +149,7 @@ class JobOps:
 
     async def op_reply(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         job = self.registry.job_by_ref(args["job"])
+        check_a_person(conn.pid, self.jobs.values(), "reply")
         text = args["text"]
         if not text.strip():
             raise ProtocolError(BAD_ARGS, "reply: text is empty")
@@ -185,6 +187,7 @@ class JobOps:
         text = args.get("text")
         if text is None:
             return shown
+        check_a_person(conn.pid, self.jobs.values(), "answer")
         if options:
             choice = choice_of(text, options)
             if choice is None:

@@ -18,7 +18,7 @@ which it inherits.
 The facilities (docs/reliability.md says what each guarantee rests on, per platform):
 
 * who connected: :func:`peer_credentials`;
-* processes: :func:`process_start_time`, :func:`pids`, :func:`parent_links`,
+* processes: :func:`process_start_time`, :func:`pids`, :func:`parent_links`, :func:`parent_of`,
   :func:`is_running`, :func:`zombie_children`, :func:`processes_with_env`,
   :func:`command_line`;
 * fds: :func:`close_inherited_fds`;
@@ -74,6 +74,7 @@ peer_credentials = _chosen.peer_credentials
 process_start_time = _chosen.process_start_time
 pids = _chosen.pids
 parent_links = _chosen.parent_links
+parent_of = _chosen.parent_of
 is_running = _chosen.is_running
 zombie_children = _chosen.zombie_children
 processes_with_env = _chosen.processes_with_env
@@ -87,7 +88,7 @@ write_synced = _chosen.write_synced
 
 __all__ = [
     "ADOPTS_ORPHANS", "CAN_WATCH_EXITS", "CHOICES", "NAME", "PLATFORM_VARIABLE", "Family", "NoExitWatch",
-    "PlatformError", "choose", "close_inherited_fds", "command_line", "is_running", "parent_links", "peer_credentials",
+    "PlatformError", "choose", "close_inherited_fds", "command_line", "is_running", "parent_links", "parent_of", "peer_credentials",
     "pids", "process_start_time", "processes_with_env", "sync_data", "sync_file", "watch_exit",
     "write_synced", "zombie_children",
 ]

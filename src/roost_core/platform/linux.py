@@ -37,6 +37,7 @@ __all__ = [
     "command_line",
     "is_running",
     "parent_links",
+    "parent_of",
     "peer_credentials",
     "pids",
     "process_start_time",
@@ -99,6 +100,12 @@ def parent_links() -> dict[int, int]:
         if fields is not None and fields[0] != "Z":
             links[pid] = int(fields[1])
     return links
+
+
+def parent_of(pid: int) -> int | None:
+    """``pid``'s parent pid, or None when it is gone (or a zombie)."""
+    fields = _stat_fields(pid)
+    return int(fields[1]) if fields is not None and fields[0] != "Z" else None
 
 
 def is_running(pid: int) -> bool:

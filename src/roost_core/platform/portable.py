@@ -50,6 +50,7 @@ __all__ = [
     "command_line",
     "is_running",
     "parent_links",
+    "parent_of",
     "peer_credentials",
     "pids",
     "process_start_time",
@@ -167,6 +168,15 @@ def parent_links() -> dict[int, int]:
         if info["ppid"] is not None and info["status"] not in (psutil.STATUS_ZOMBIE, None):
             links[process.pid] = info["ppid"]
     return links
+
+
+def parent_of(pid: int) -> int | None:
+    """``pid``'s parent pid, or None when it is gone (or a zombie)."""
+    try:
+        process = psutil.Process(pid)
+        return None if process.status() == psutil.STATUS_ZOMBIE else process.ppid()
+    except (psutil.Error, OSError):
+        return None
 
 
 def is_running(pid: int) -> bool:
