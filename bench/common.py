@@ -521,6 +521,22 @@ def find_agent(variable: str, program: str, *, on_path: bool = True) -> str | No
     return shutil.which(program) if on_path else None
 
 
+async def wait_settled(client: Any, job: str, timeout: float) -> None:
+    """Until job ``job``'s run has ended (done, idle or failed), asking ``client``'s daemon
+    every 50 ms, so a host benchmark's next sample does not share the CPU with it; a
+    TimeoutError after ``timeout`` seconds."""
+    import anyio  # only the host benchmarks, which run an async client, need it
+
+    deadline = time.monotonic() + timeout
+    while True:
+        row = next(r for r in (await client.call("jobs"))["jobs"] if r["id"] == job)
+        if row["state"] in ("done", "idle", "failed"):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{job} never settled: {row}")
+        await anyio.sleep(0.05)
+
+
 class Arrivals:
     """When each prompt reached a fake model: the fake's request log (its own thread)
     adds them, a benchmark waits for one."""

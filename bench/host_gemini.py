@@ -25,14 +25,23 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from bench.common import REPO, RoostDaemon, Row, fmt_time, median, percentile
+from bench.common import (
+    REPO,
+    Arrivals,
+    RoostDaemon,
+    Row,
+    find_agent,
+    fmt_time,
+    median,
+    percentile,
+    wait_settled,
+)
 
 KIT = REPO / "tests" / "clis"
 TIMEOUT = 120.0
@@ -43,14 +52,9 @@ class GeminiUnavailable(RuntimeError):
 
 
 def find_gemini() -> str:
-    configured = os.environ.get("ROOST_GEMINI_BIN")
-    if configured:
-        return configured
-    local = REPO / "tests" / "gemini" / "node_modules" / ".bin" / "gemini"
-    if local.exists():
-        return str(local)
-    found = shutil.which("gemini")
-    if not found:
+    """The Gemini CLI to run (:func:`bench.common.find_agent`), or GeminiUnavailable."""
+    found = find_agent("ROOST_GEMINI_BIN", "gemini")
+    if found is None:
         raise GeminiUnavailable("Gemini CLI is not installed: run scripts/install-gemini.sh or set ROOST_GEMINI_BIN")
     return found
 
@@ -71,8 +75,7 @@ class World:
         self.tmpdir.mkdir()
         self.work = self.root / "work"
         self.work.mkdir()
-        self.arrivals: list[tuple[float, str]] = []
-        self.arrived = threading.Condition()
+        self.arrivals = Arrivals()
         self.fake = FakeGemini({"default": {"steps": [{"say": "ok: {input}"}]}}, self.root / "model.jsonl").start()
         self.fake.log = self._log  # type: ignore[method-assign]
         settings = {
@@ -101,23 +104,11 @@ class World:
 
     def _log(self, body: dict[str, Any], reply: dict[str, Any], **fields: Any) -> None:
         """The fake model's request log, kept in memory: when each prompt arrived."""
-        now = time.time()
-        with self.arrived:
-            self.arrivals.append((now, json.dumps(body.get("contents") or [])))
-            self.arrived.notify_all()
+        self.arrivals.add(time.time(), json.dumps(body.get("contents") or []))
 
     def arrival(self, marker: str, timeout: float = TIMEOUT) -> float:
         """When the first request that holds ``marker`` arrived."""
-        deadline = time.monotonic() + timeout
-        with self.arrived:
-            while True:
-                for when, text in self.arrivals:
-                    if marker in text:
-                        return when
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError(f"the model never got {marker!r}")
-                self.arrived.wait(remaining)
+        return self.arrivals.first(marker, timeout)
 
     def bare_start(self, n: int) -> float:
         """Bare Gemini CLI: process start → its prompt's request."""
@@ -159,7 +150,7 @@ def measure(count: int, *, warm_up: bool = True) -> dict[str, list[float]]:
                 t0 = time.time()
                 result = await client.call("spawn", task=marker, name=marker, host="gemini", cwd=str(world.work))
                 spawned = await anyio.to_thread.run_sync(world.arrival, marker) - t0
-                await wait_settled(client, result["id"])
+                await wait_settled(client, result["id"], TIMEOUT)
                 await client.call("remove", job=result["id"])
                 if n >= 0:
                     out["bare"].append(bare)
@@ -171,19 +162,6 @@ def measure(count: int, *, warm_up: bool = True) -> dict[str, list[float]]:
     finally:
         world.close()
     return out
-
-
-async def wait_settled(client: Any, job: str) -> None:
-    """Until the child's run has ended (so the next sample does not share the CPU with it)."""
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        rows = (await client.call("jobs"))["jobs"]
-        row = next(r for r in rows if r["id"] == job)
-        if row["state"] in ("done", "idle", "failed"):
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{job} never settled: {row}")
-        await anyio.sleep(0.05)
 
 
 def run(quick: bool = False, smoke: bool = False) -> list[Row]:

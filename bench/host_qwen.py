@@ -33,7 +33,16 @@ from pathlib import Path
 
 import anyio
 
-from bench.common import REPO, RoostDaemon, Row, find_agent, fmt_time, median, percentile
+from bench.common import (
+    REPO,
+    RoostDaemon,
+    Row,
+    find_agent,
+    fmt_time,
+    median,
+    percentile,
+    wait_settled,
+)
 
 KIT = REPO / "tests" / "clis"
 TIMEOUT = 120.0
@@ -118,19 +127,9 @@ def measure(world: World, count: int, warm_up: bool) -> dict[str, list[float]]:
                 t0 = time.time()
                 child = (await client.call("spawn", task=marker, name=marker, host="qwen", cwd=str(world.root)))["id"]
                 arrived = await anyio.to_thread.run_sync(world.arrival, marker)
-                await settled(child)
+                await wait_settled(client, child, TIMEOUT)
                 await client.call("remove", job=child)
                 return arrived - t0
-
-            async def settled(child: str) -> None:
-                deadline = time.monotonic() + TIMEOUT
-                while True:
-                    row = next(r for r in (await client.call("jobs"))["jobs"] if r["id"] == child)
-                    if row["state"] in ("done", "idle", "failed"):
-                        return
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"{child} never settled: {row}")
-                    await anyio.sleep(0.05)
 
             if warm_up:
                 await anyio.to_thread.run_sync(world.bare_cold_start, -1)

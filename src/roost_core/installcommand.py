@@ -53,6 +53,21 @@ def run(
         module, _, function = hook.partition(":")
         status: int = getattr(importlib.import_module(module), function)(args.event)
         return status
+    return run_action(args, actions=actions, what=what, where=where, after_install=after_install)
+
+
+def run_action(
+    args: argparse.Namespace,
+    *,
+    actions: str,
+    what: str,
+    where: Callable[[Result], str],
+    after_install: Callable[[Result], None] | None = None,
+) -> int:
+    """Run ``roost NAME install`` or ``uninstall`` (``args.action``), as :func:`run` says:
+    the function of that name in the module ``actions`` names, its result printed; exit 0
+    done, 1 a settings file roost cannot read or write. A command whose ``hook`` is not
+    :func:`run`'s (``roost gemini``'s takes a ``--bridge``) runs its actions with this."""
     from roost_core.cli_support import classify, error_line
     from roost_core.settingsfile import SettingsFileError, SettingsWriteError
 

@@ -118,14 +118,22 @@ def write_all(changes: list[tuple[Path, dict[str, Any]]]) -> None:
 # ``{EVENT: [{"matcher"?: ..., "hooks": [{"type": "command", "command": ...}, ...]}, ...]}``.
 
 
-def add_hooks(path: Path, hooks: dict[str, Any], events: Iterable[str], entry: Callable[[str], dict[str, Any]], tool_matcher: str) -> None:
+def add_hooks(
+    path: Path,
+    hooks: dict[str, Any],
+    events: Iterable[str],
+    entry: Callable[[str], dict[str, Any]],
+    tool_matcher: str,
+    tool_event: str = "PostToolUse",
+) -> None:
     """Append to ``hooks`` (of the settings file ``path``) one group for each of
-    ``events`` holding ``entry(event)``; ``PostToolUse``'s group matches every tool
+    ``events`` holding ``entry(event)``; the group of ``tool_event`` (the program's
+    after-a-tool event: Gemini CLI names it ``AfterTool``) matches every tool
     (``tool_matcher``, in the program's own pattern syntax). An event whose value is not a
     list is a :class:`SettingsFileError`."""
     for event in events:
         group: dict[str, Any] = {"hooks": [entry(event)]}
-        if event == "PostToolUse":
+        if event == tool_event:
             group = {"matcher": tool_matcher, **group}
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
@@ -152,3 +160,28 @@ def without_hooks(hooks: dict[str, Any], is_ours: Callable[[Any], bool]) -> dict
         if new_groups:
             kept[event] = new_groups
     return kept
+
+
+def settings_without_hooks(settings: dict[str, Any], is_ours: Callable[[Any], bool]) -> dict[str, Any]:
+    """A copy of ``settings`` whose ``hooks`` object has every hook whose ``command``
+    ``is_ours`` taken out (:func:`without_hooks`), and no ``hooks`` when that leaves it
+    empty; a ``hooks`` that is not an object is kept as it is."""
+    hooks = settings.get("hooks")
+    if not isinstance(hooks, dict):
+        return dict(settings)
+    kept = without_hooks(hooks, is_ours)
+    if kept:
+        return {**settings, "hooks": kept}
+    return {key: value for key, value in settings.items() if key != "hooks"}
+
+
+def settings_without_server(settings: dict[str, Any], name: str) -> dict[str, Any]:
+    """A copy of ``settings`` without the MCP server ``name`` in its ``mcpServers`` object,
+    and no ``mcpServers`` when that leaves it empty."""
+    servers = settings.get("mcpServers")
+    if not isinstance(servers, dict) or name not in servers:
+        return dict(settings)
+    rest = {key: value for key, value in servers.items() if key != name}
+    if rest:
+        return {**settings, "mcpServers": rest}
+    return {key: value for key, value in settings.items() if key != "mcpServers"}

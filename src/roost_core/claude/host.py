@@ -53,7 +53,7 @@ from roost_core.claude.hook import EVENTS, hook_output, wants_items
 from roost_core.claude.transcript import TranscriptSeqs, result_usage
 from roost_core.dialogs import PERMISSION_OPTIONS
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
-from roost_core.hosts.bridged import StreamingHost
+from roost_core.hosts.bridged import StreamingHost, result_outcome
 from roost_core.queue import Item
 
 log = logging.getLogger("roost.claude")
@@ -117,10 +117,6 @@ class ClaudeHost(StreamingHost):
         self.results = 0
         #: The session's totals as the last ``result`` gave them.
         self.result_usage: tuple[int, float] = (0, 0.0)
-        #: Set when Claude Code writes somewhere else than the job's session (the daemon
-        #: and the job see different Claude Code folders): the run fails, it cannot be
-        #: routed or acknowledged.
-        self.misplaced: str | None = None
         #: Permission prompts become roost dialogs (``claudePermissionPrompts: "ask"``);
         #: False: they are refused at once (``"none"``).
         self.ask_permissions = True
@@ -178,10 +174,6 @@ class ClaudeHost(StreamingHost):
         self.gone = False
         self.written.clear()
         self.completed.clear()
-
-    async def close(self) -> None:
-        await self.stop_agent()
-        await self.close_bridge()
 
     # ------------------------------------------------------------------ plumbing
 
@@ -268,11 +260,7 @@ class ClaudeHost(StreamingHost):
 
     async def answer_hook(self, event: str, data: dict[str, Any]) -> dict[str, Any] | None:
         assert self.job is not None and self.services is not None
-        path = data.get("transcript_path")
-        if isinstance(path, str) and path and os.path.realpath(path) != os.path.realpath(self.job.session):
-            log.error("claude writes %s, not the job's session %s", path, self.job.session)
-            self.misplaced = path
-            self.notify()
+        if self.writes_elsewhere(data):
             return None
         self.scan()
         if not wants_items(event, data):
@@ -338,11 +326,6 @@ class ClaudeHost(StreamingHost):
             await self.write_prompt(WAKE_PROMPT)
 
     def outcome(self, items: list[Item], results_before: int) -> RunOutcome:
+        """The run's outcome, from its last ``result`` (an API error's status first)."""
         result = self.last_result if self.results > results_before else None
-        if result is None:
-            return RunOutcome("failed", error="claude ended the run without a result")
-        text = str(result.get("result") or "")
-        if result.get("is_error") or result.get("subtype") not in (None, "success"):
-            return RunOutcome("failed", text, error=str(result.get("api_error_status") or result.get("subtype") or text or "claude failed"))
-        state = "done" if any(item.kind == "reply" for item in items) else "idle"
-        return RunOutcome(state, text)
+        return result_outcome("claude", items, result, ("api_error_status", "subtype"))

@@ -34,15 +34,14 @@ from typing import Any
 from roost_core import installcommand
 from roost_core.claude import SERVER_NAME, STARTUP_WAIT_ENV, STARTUP_WAIT_MS, config_dir
 from roost_core.claude.hook import EVENTS
-from roost_core.installcommand import (
-    roost_command as roost_command,  # the gemini install imports it from here
-)
+from roost_core.installcommand import roost_command
 from roost_core.settingsfile import (
     SettingsFileError,
     add_hooks,
     list_at,
     object_at,
     read_object,
+    settings_without_hooks,
     without_hooks,
     write_all,
 )
@@ -114,14 +113,7 @@ def uninstall(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     settings, user = read_object(settings_file), read_object(user_file)
     changes = []
     if settings:
-        new_settings = dict(settings)
-        hooks = settings.get("hooks")
-        if isinstance(hooks, dict):
-            kept = without_hooks(hooks, is_roost_hook)
-            if kept:
-                new_settings["hooks"] = kept
-            else:
-                new_settings.pop("hooks", None)
+        new_settings = settings_without_hooks(settings, is_roost_hook)
         permissions = settings.get("permissions")
         if isinstance(permissions, dict) and PERMISSION in (permissions.get("allow") or []):
             allow = [rule for rule in permissions["allow"] if rule != PERMISSION]

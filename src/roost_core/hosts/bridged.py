@@ -1,7 +1,7 @@
 """What the hosts whose agent CLI reaches roost over a private bridge share (``claude``,
-``qwen``, ``codex``, ``opencode``): the job's bridge socket (:mod:`roost_core.claude.bridge`)
-that the agent's hooks and its ``roost mcp`` server call, its common ops, its end, and
-the agent's stream of JSON events.
+``qwen``, ``codex``, ``opencode``, ``gemini``): the job's bridge socket
+(:mod:`roost_core.claude.bridge`) that the agent's hooks and its ``roost mcp`` server call,
+its common ops, its end, and the agent's stream of JSON events.
 
 The bridge serves only the agent process and its descendants; the job token never leaves
 the worker. A subclass answers the ``hook`` op its own way (:meth:`BridgedHost.answer_hook`,
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,7 +24,9 @@ from typing import Any
 import anyio
 
 from roost_core.claude.bridge import BridgeServer, private_folder
+from roost_core.hosts.base import RunOutcome
 from roost_core.hosts.process import ProcessHost
+from roost_core.queue import Item
 
 
 async def json_events(process: Any) -> AsyncIterator[dict[str, Any]]:
@@ -117,11 +120,33 @@ class StreamingHost(BridgedHost):
     def __init__(self) -> None:
         super().__init__()
         self.gone = True
+        #: Set when the agent writes somewhere else than the job's session (the daemon
+        #: and the job see different agent folders): the run fails, it cannot be routed
+        #: or acknowledged.
+        self.misplaced: str | None = None
 
     async def stop_agent(self) -> None:
         """End the agent process (the next run starts another)."""
         if await self.end_process():
             self.gone = True
+
+    async def close(self) -> None:
+        """End the agent, then the bridge."""
+        await self.stop_agent()
+        await self.close_bridge()
+
+    def writes_elsewhere(self, data: dict[str, Any]) -> bool:
+        """Whether a hook's input ``data`` names a transcript that is not the job's
+        session file: then it is logged, kept in :attr:`misplaced` (the run fails on it)
+        and the run is woken."""
+        assert self.job is not None
+        path = data.get("transcript_path")
+        if isinstance(path, str) and path and os.path.realpath(path) != os.path.realpath(self.job.session):
+            self.log.error("%s writes %s, not the job's session %s", self.agent, path, self.job.session)
+            self.misplaced = path
+            self.notify()
+            return True
+        return False
 
     @contextlib.asynccontextmanager
     async def pumping(self) -> AsyncIterator[None]:
@@ -147,3 +172,18 @@ class StreamingHost(BridgedHost):
     def on_event(self, event: dict[str, Any]) -> None:
         """One event the agent wrote."""
         raise NotImplementedError
+
+
+def result_outcome(agent: str, items: list[Item], result: dict[str, Any] | None, error_keys: tuple[str, ...]) -> RunOutcome:
+    """The outcome of a run of ``items`` whose agent ended it with the stream-json
+    ``result`` event ``result`` (None: it wrote none). Failed without one, or when it is an
+    error (the error is its first set field of ``error_keys``, else its text); else done
+    when the run carried a user reply, idle when not; its text is the result's."""
+    if result is None:
+        return RunOutcome("failed", error=f"{agent} ended the run without a result")
+    text = str(result.get("result") or "")
+    if result.get("is_error") or result.get("subtype") not in (None, "success"):
+        reason = next((result[key] for key in error_keys if result.get(key)), None)
+        return RunOutcome("failed", text, error=str(reason or text or f"{agent} failed"))
+    state = "done" if any(item.kind == "reply" for item in items) else "idle"
+    return RunOutcome(state, text)

@@ -48,6 +48,7 @@ from roost_core.settingsfile import (
     add_hooks,
     object_at,
     read_object,
+    settings_without_hooks,
     without_hooks,
     write_all,
 )
@@ -173,13 +174,9 @@ def uninstall(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     text = read_config(config)
     data = read_object(hooks_file)
     keys = roost_hook_keys(env) if data else []
-    new_data: dict[str, Any] | None = None
-    hooks = data.get("hooks")
-    if isinstance(hooks, dict):
-        kept = without_hooks(hooks, is_roost_hook)
-        new_data = {**data, "hooks": kept} if kept else {k: v for k, v in data.items() if k != "hooks"}
-        if new_data == data:
-            new_data = None
+    new_data: dict[str, Any] | None = settings_without_hooks(data, is_roost_hook)
+    if new_data == data:
+        new_data = None
     new_text = _BLOCK.sub("", text)
     for key in keys:  # Codex's trust of roost's hooks goes with them
         new_text = re.sub(r"\n*\[hooks\.state\." + re.escape(json.dumps(key)) + r"\]\n(?:[^\[\n][^\n]*\n?)*", "\n", new_text)

@@ -37,10 +37,8 @@ text is the last assistant message of its last process.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
-import shutil
 import sys
 import uuid
 from pathlib import Path
@@ -49,9 +47,8 @@ from typing import Any
 import anyio
 
 from roost_core.claude import BRIDGE_ENV
-from roost_core.claude.bridge import BridgeServer, private_folder
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exited
-from roost_core.hosts.process import ProcessHost
+from roost_core.hosts.bridged import BridgedHost, json_events
 from roost_core.queue import Item
 from roost_core.settingsfile import SettingsFileError, read_object, write_object
 from roost_plugins.gemini import EVENTS, SERVER_NAME, GeminiError, gemini_binary, gemini_dir
@@ -111,7 +108,9 @@ def prepare_home(home: Path, user_dir: Path, bridge: Path) -> None:
     write_object(folder / "settings.json", job_settings(user, bridge))
 
 
-class GeminiHost(ProcessHost):
+class GeminiHost(BridgedHost):
+    """A :class:`BridgedHost` that runs one ``gemini -p`` process a run (see the module)."""
+
     agent = "gemini"
 
     def __init__(self) -> None:
@@ -119,8 +118,6 @@ class GeminiHost(ProcessHost):
         self.session_id = ""
         self.home = Path()
         self.session: GeminiSession | None = None
-        self.bridge: BridgeServer | None = None
-        self.bridge_dir: Path | None = None
         self.running = False
         #: Items taken from the queue that wait for a hook (or the next run).
         self.outbox: list[Item] = []
@@ -146,13 +143,8 @@ class GeminiHost(ProcessHost):
         self.session = GeminiSession(self.session_id, self.home / ".gemini")
         self.session.scan()
         self.report_usage()  # a resumed session has spent already
-        self.bridge_dir = private_folder()
-        self.bridge = BridgeServer(self.bridge_dir / "bridge.sock", self.answer_bridge, self.gemini_pid)
-        await self.bridge.open()
+        await self.open_bridge()
         return set(self.session.seqs)
-
-    def gemini_pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
 
     def argv(self, prompt: str) -> list[str]:
         assert self.job is not None and self.session is not None
@@ -168,11 +160,7 @@ class GeminiHost(ProcessHost):
 
     async def close(self) -> None:
         await self.end_process()
-        if self.bridge is not None:
-            await self.bridge.close()
-        if self.bridge_dir is not None:
-            shutil.rmtree(self.bridge_dir, ignore_errors=True)
-        self.release_lock()
+        await self.close_bridge()
 
     # ------------------------------------------------------------------ the transcript
 
@@ -193,20 +181,6 @@ class GeminiHost(ProcessHost):
         self.tell_usage(self.session.tokens, 0.0)
 
     # ------------------------------------------------------------------ the bridge
-
-    async def answer_bridge(self, frame: dict[str, Any]) -> dict[str, Any]:
-        assert self.services is not None
-        op = frame.get("op")
-        if op == "hello":
-            services: Any = self.services
-            tools = getattr(services, "tools", None)
-            return {"tools": list(tools) if isinstance(tools, list) else [], "mode": "job"}
-        if op == "tool_call":
-            ok, text = await self.services.call_tool(str(frame.get("name")), dict(frame.get("args") or {}))
-            return {"ok": ok, "text": text}
-        if op == "hook":
-            return {"output": await self.answer_hook(str(frame.get("event")), dict(frame.get("input") or {}))}
-        raise ValueError(f"unknown op {op!r}")
 
     async def answer_hook(self, event: str, data: dict[str, Any]) -> dict[str, Any] | None:
         """A hook of the running Gemini CLI: hand over what waits (see the module)."""
@@ -279,34 +253,20 @@ class GeminiHost(ProcessHost):
 
     async def read_events(self, process: Any) -> None:
         """Read stream-json events until Gemini CLI's output ends."""
-        buffer = b""
         joining = False
-        while True:
-            try:
-                data = await process.stdout.receive(256 * 1024)
-            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-                break
-            buffer += data
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                if not isinstance(event, dict):
-                    continue
-                kind = event.get("type")
-                if kind == "message" and event.get("role") == "assistant":
-                    # Deltas of one answer are joined; a new answer starts a new text.
-                    if joining and event.get("delta") and self.texts:
-                        self.texts[-1] += str(event.get("content") or "")
-                    else:
-                        self.texts.append(str(event.get("content") or ""))
-                    joining = bool(event.get("delta"))
-                    continue
-                joining = False
-                if kind == "result":
-                    self.result = event
-                elif kind == "error" and event.get("severity") != "warning":
-                    self.errors.append(str(event.get("message") or "error"))
-                self.scan()
+        async for event in json_events(process):
+            kind = event.get("type")
+            if kind == "message" and event.get("role") == "assistant":
+                # Deltas of one answer are joined; a new answer starts a new text.
+                if joining and event.get("delta") and self.texts:
+                    self.texts[-1] += str(event.get("content") or "")
+                else:
+                    self.texts.append(str(event.get("content") or ""))
+                joining = bool(event.get("delta"))
+                continue
+            joining = False
+            if kind == "result":
+                self.result = event
+            elif kind == "error" and event.get("severity") != "warning":
+                self.errors.append(str(event.get("message") or "error"))
+            self.scan()

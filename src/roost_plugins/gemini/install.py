@@ -17,17 +17,19 @@ written (:mod:`roost_core.settingsfile`).
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from roost_core.claude.install import roost_command
+from roost_core import installcommand
+from roost_core.installcommand import roost_command
 from roost_core.mcp.server import HOST_ENV
 from roost_core.settingsfile import (
-    SettingsFileError,
+    add_hooks,
     object_at,
     read_object,
+    settings_without_hooks,
+    settings_without_server,
     without_hooks,
     write_all,
 )
@@ -35,25 +37,18 @@ from roost_plugins.gemini import EVENTS, SERVER_NAME, gemini_dir
 
 
 def settings_path(env: Mapping[str, str] | None = None) -> Path:
+    """Gemini CLI's user settings file."""
     return gemini_dir(env) / "settings.json"
 
 
 def hook_command(event: str) -> str:
-    return shlex.join([*roost_command(), "gemini", "hook", event])
+    """The command Gemini CLI runs for ``event``: ``roost gemini hook EVENT``."""
+    return installcommand.hook_command("gemini", event)
 
 
 def is_roost_hook(command: Any) -> bool:
     """Ours: ``... gemini hook EVENT`` run by a roost (this or another install)."""
-    if not isinstance(command, str):
-        return False
-    try:
-        parts = shlex.split(command)
-    except ValueError:
-        return False
-    if len(parts) < 4 or parts[-3:-1] != ["gemini", "hook"] or parts[-1] not in EVENTS:
-        return False
-    runner = parts[:-3]
-    return Path(runner[0]).name == "roost" or "roost_core.cli" in runner or "roost_plugins.gemini" in runner
+    return installcommand.is_roost_hook(command, "gemini", events=EVENTS, runners=("roost_core.cli", "roost_plugins.gemini"))
 
 
 def without_roost_hooks(hooks: dict[str, Any]) -> dict[str, Any]:
@@ -71,14 +66,7 @@ def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     path = settings_path(env)
     settings = read_object(path)
     hooks = without_roost_hooks(object_at(path, settings, "hooks"))
-    for event in EVENTS:
-        group: dict[str, Any] = {"hooks": [{"type": "command", "command": hook_command(event)}]}
-        if event == "AfterTool":
-            group = {"matcher": ".*", **group}
-        groups = hooks.setdefault(event, [])
-        if not isinstance(groups, list):
-            raise SettingsFileError(path, f'"hooks.{event}" is not a list')
-        groups.append(group)
+    add_hooks(path, hooks, EVENTS, lambda event: {"type": "command", "command": hook_command(event)}, tool_matcher=".*", tool_event="AfterTool")
     servers = {**object_at(path, settings, "mcpServers"), SERVER_NAME: server_config()}
     new_settings = {**settings, "hooks": hooks, "mcpServers": servers}
     changed = new_settings != settings
@@ -91,21 +79,7 @@ def uninstall(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Take out what :func:`install` added, and nothing else."""
     path = settings_path(env)
     settings = read_object(path)
-    new_settings = dict(settings)
-    hooks = settings.get("hooks")
-    if isinstance(hooks, dict):
-        kept = without_roost_hooks(hooks)
-        if kept:
-            new_settings["hooks"] = kept
-        else:
-            new_settings.pop("hooks")
-    servers = settings.get("mcpServers")
-    if isinstance(servers, dict) and SERVER_NAME in servers:
-        rest = {name: value for name, value in servers.items() if name != SERVER_NAME}
-        if rest:
-            new_settings["mcpServers"] = rest
-        else:
-            new_settings.pop("mcpServers")
+    new_settings = settings_without_server(settings_without_hooks(settings, is_roost_hook), SERVER_NAME)
     changed = new_settings != settings
     if changed:
         write_all([(path, new_settings)])

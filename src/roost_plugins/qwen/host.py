@@ -40,7 +40,7 @@ from typing import Any
 from roost_core.claude import BRIDGE_ENV
 from roost_core.claude.hook import hook_output, items_text
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
-from roost_core.hosts.bridged import StreamingHost
+from roost_core.hosts.bridged import StreamingHost, result_outcome
 from roost_core.queue import Item
 from roost_plugins.qwen import ARGS_ENV, SERVER_NAME, QwenError, qwen_binary, session_id_of
 from roost_plugins.qwen.transcript import SessionSeqs
@@ -99,8 +99,6 @@ class QwenHost(StreamingHost):
         #: The session's total tokens as the last ``result`` gave them (it counts the
         #: whole session, earlier processes' runs too).
         self.result_tokens = 0
-        #: Set when Qwen Code writes another file than the job's session.
-        self.misplaced: str | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -134,10 +132,6 @@ class QwenHost(StreamingHost):
         await self.start_process(self.argv(), env)
         self.gone = False
         self.prompts = self.results = 0
-
-    async def close(self) -> None:
-        await self.stop_agent()
-        await self.close_bridge()
 
     # ------------------------------------------------------------------ plumbing
 
@@ -186,11 +180,7 @@ class QwenHost(StreamingHost):
         """``PostToolUse`` during a run hands over the agent items waiting (a tool
         boundary); replies wait for the next prompt, where they are the user's words."""
         assert self.job is not None and self.services is not None
-        path = data.get("transcript_path")
-        if isinstance(path, str) and path and os.path.realpath(path) != os.path.realpath(self.job.session):
-            self.log.error("qwen writes %s, not the job's session %s", path, self.job.session)
-            self.misplaced = path
-            self.notify()
+        if self.writes_elsewhere(data):
             return None
         self.scan()
         if event != "PostToolUse" or not self.running:
@@ -238,11 +228,6 @@ class QwenHost(StreamingHost):
         return self.outcome(items, results_before)
 
     def outcome(self, items: list[Item], results_before: int) -> RunOutcome:
+        """The run's outcome, from its last ``result``."""
         result = self.last_result if self.results > results_before else None
-        if result is None:
-            return RunOutcome("failed", error="qwen ended the run without a result")
-        text = str(result.get("result") or "")
-        if result.get("is_error") or result.get("subtype") not in (None, "success"):
-            return RunOutcome("failed", text, error=str(result.get("subtype") or text or "qwen failed"))
-        state = "done" if any(item.kind == "reply" for item in items) else "idle"
-        return RunOutcome(state, text)
+        return result_outcome("qwen", items, result, ("subtype",))

@@ -29,6 +29,8 @@ from roost_core.settingsfile import (
     add_hooks,
     object_at,
     read_object,
+    settings_without_hooks,
+    settings_without_server,
     without_hooks,
     write_all,
 )
@@ -72,21 +74,7 @@ def uninstall(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Take out what :func:`install` added, nothing else."""
     path = settings_path(env)
     settings = read_object(path)
-    new_settings = dict(settings)
-    hooks = settings.get("hooks")
-    if isinstance(hooks, dict):
-        kept = without_hooks(hooks, is_roost_hook)
-        if kept:
-            new_settings["hooks"] = kept
-        else:
-            new_settings.pop("hooks")
-    servers = settings.get("mcpServers")
-    if isinstance(servers, dict) and SERVER_NAME in servers:
-        rest = {name: value for name, value in servers.items() if name != SERVER_NAME}
-        if rest:
-            new_settings["mcpServers"] = rest
-        else:
-            new_settings.pop("mcpServers")
+    new_settings = settings_without_server(settings_without_hooks(settings, is_roost_hook), SERVER_NAME)
     changed = new_settings != settings
     write_all([(path, new_settings)] if changed else [])
     return {"settings": str(path), "changed": changed}
