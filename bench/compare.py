@@ -4,7 +4,8 @@ Runs ``python -m bench --quick NAME...`` alternately against an old copy of roos
 ``src`` (put first on ``PYTHONPATH``, so the daemon, workers and clients all run the old
 code) and against this checkout, ``--reps`` times each, and prints per row the median of
 roost's figure and of the ratio to the same-run baseline for both. Alternating keeps the
-two sides under the same background load on a shared machine.
+two sides under the same background load on a shared machine, and which side goes first
+alternates too (with ``--reps`` even, each goes first as often).
 
 Make the old copy with e.g. ``git worktree add /tmp/old <commit>`` (then OLD_SRC is
 ``/tmp/old/src``) or by copying ``src/`` before a change.
@@ -22,6 +23,8 @@ import sys
 import tempfile
 
 from bench.common import PYTHON, REPO
+
+SIDES = ("before", "after")
 
 
 def figure(text: str) -> float | None:
@@ -50,14 +53,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__)
     parser.add_argument("old_src")
     parser.add_argument("names", nargs="*")
-    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=4)
     parser.add_argument("--full", action="store_true", help="full runs instead of --quick")
     # Intermixed: `OLD_SRC --reps 2 NAME...` (the README's order) as well as
     # `OLD_SRC NAME... --reps 2`.
     args = parser.parse_intermixed_args(argv)
     runs: dict[str, list[list[dict]]] = {"before": [], "after": []}
+    sources = {"before": args.old_src, "after": None}
     for rep in range(args.reps):
-        for side, src in (("before", args.old_src), ("after", None)):
+        # The order alternates: whichever side runs second in a pair runs on a machine the
+        # first has just warmed (page cache, CPU frequency), which alone moved a latency
+        # row by a third with the same code on both sides.
+        for side in SIDES if rep % 2 == 0 else SIDES[::-1]:
+            src = sources[side]
             print(f"rep {rep + 1}/{args.reps}: {side}", file=sys.stderr, flush=True)
             runs[side].append(one(src, args.names, args.full))
     print("| benchmark | metric | before | after | before ratio | after ratio |\n|---|---|---|---|---|---|")
