@@ -120,12 +120,6 @@ class ClaudeHost(StreamingHost):
         #: Permission prompts become roost dialogs (``claudePermissionPrompts: "ask"``);
         #: False: they are refused at once (``"none"``).
         self.ask_permissions = True
-        #: Seqs of the agent items handed to Claude Code in a hook's output whose model
-        #: call has not answered yet: the next ``assistant`` event is that call's answer,
-        #: so they were in it; and those answered that the transcript does not show yet
-        #: (seen once it does: a hook output that never reached it is handed again).
-        self.handed: list[int] = []
-        self.answered: list[int] = []
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -186,31 +180,17 @@ class ClaudeHost(StreamingHost):
             self.results += 1
             tokens, cost = result_usage(event)
             self.result_usage = (max(tokens, self.result_usage[0]), max(cost, self.result_usage[1]))
-        if kind == "assistant" and self.handed:
-            # Claude Code tells of no model request as it goes out; its answer is the
-            # first sign that the items handed over in a hook's output were in it.
-            self.answered.extend(self.handed)
-            self.handed = []
+        if kind == "assistant":
+            self.model_answered()
         self.scan()
         self.notify()
-
-    def tell_seen(self) -> None:
-        """The answered hand-overs the transcript shows are seen (it may write the hook's
-        output after the answer has begun to stream)."""
-        assert self.services is not None
-        known = self.known_seqs()
-        seen = [seq for seq in self.answered if seq in known]
-        if seen:
-            self.answered = [seq for seq in self.answered if seq not in known]
-            self.services.seen(seen)
 
     def scan(self) -> None:
         """Settle the items the transcript shows; tell the session's usage."""
         assert self.transcript is not None
         self.transcript.scan()
         self.settle_found()
-        if self.answered:
-            self.tell_seen()
+        self.tell_seen()
         self.report_usage()
 
     def known_seqs(self) -> set[int]:
@@ -277,7 +257,7 @@ class ClaudeHost(StreamingHost):
         self.pending.update({item.seq: item for item in items})
         output = hook_output(event, items)
         if output is not None:
-            self.handed.extend(item.seq for item in items)
+            self.hand_over(items)
         return output
 
     # ------------------------------------------------------------------ runs

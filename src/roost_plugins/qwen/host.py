@@ -136,7 +136,12 @@ class QwenHost(StreamingHost):
     # ------------------------------------------------------------------ plumbing
 
     def on_event(self, event: dict[str, Any]) -> None:
-        """A ``result`` ends a prompt; Qwen Code's other events are not read."""
+        """An ``assistant`` event answers a model call (what was handed over was in it);
+        a ``result`` ends a prompt. Qwen Code's other events are not read."""
+        if event.get("type") == "assistant":
+            self.model_answered()
+            self.scan()
+            return
         if event.get("type") != "result":
             return
         self.last_result = event
@@ -153,6 +158,7 @@ class QwenHost(StreamingHost):
         assert self.transcript is not None
         self.transcript.scan()
         self.settle_found()
+        self.tell_seen()
         self.report_usage()
 
     def known_seqs(self) -> set[int]:
@@ -170,6 +176,7 @@ class QwenHost(StreamingHost):
         if self.process is None or self.gone:
             raise QwenError("qwen exited")
         self.pending.update({item.seq: item for item in items})
+        self.hand_over(items)
         frame = {"type": "user", "message": {"role": "user", "content": prompt_text(items)}}
         self.prompts += 1
         await self.process.stdin.send(json.dumps(frame, ensure_ascii=False).encode() + b"\n")
@@ -189,6 +196,7 @@ class QwenHost(StreamingHost):
         for item in self.services.take_steer():
             (self.later if item.kind == "reply" else items).append(item)
         self.pending.update({item.seq: item for item in items})
+        self.hand_over(items)
         return hook_output(event, items)
 
     # ------------------------------------------------------------------ runs
