@@ -196,6 +196,9 @@ def keyed_call(op: str, **args: Any) -> dict[str, Any]:
         except ConnectionError:  # no daemon, or it died before answering (reset)
             if time.monotonic() >= deadline:
                 raise
+            # Asked again from now on, and said so (the protocol's ``again``): the first
+            # ask may have been taken although its answer was lost.
+            args["again"] = True
 
 
 def local_hosts() -> dict[str, Any]:

@@ -359,10 +359,13 @@ def test_agent_item_cap_is_separate_from_user_replies(daemon, tmp_path):
             with pytest.raises(ProtocolError) as err:
                 daemon.call("reply", job=kid, text="r50")
             assert err.value.code == "queue_full" and "50 user replies" in str(err.value)
+            # A reply asked again whose first answer was lost (``again``) is not refused:
+            # its first ask had room and may have reached the job.
+            assert daemon.call("reply", job=kid, text="r50", key="lost-answer", again=True)["result"] in ("delivered", "queued")
             gate.write_text("open")
             await in_thread(daemon.wait_job, kid, "done", "idle", timeout=60)
             entries = daemon.entries(kid)
             assert [envelope_of(i)["body"] for i in agent_items(entries)] == [f"m{n}" for n in range(20)]
-            assert user_messages(entries)[1:] == [f"r{n}" for n in range(50)]
+            assert user_messages(entries)[1:] == [f"r{n}" for n in range(51)]
 
     run_async(story)

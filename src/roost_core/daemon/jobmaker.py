@@ -187,11 +187,12 @@ class JobMaker:
         changes.changed()
         self.budgets.usage_changed()
 
-    async def enqueue(self, job: Job, kind: str, content: str, *, wake: bool = True, **fields: Any) -> tuple[Item, str]:
+    async def enqueue(self, job: Job, kind: str, content: str, *, wake: bool = True, past_cap: bool = False, **fields: Any) -> tuple[Item, str]:
         """Queue an item durably and hand it on; returns the item and what happened:
         ``delivered`` (pushed to a connected worker), ``queued`` (kept; the worker is
         starting or reconnecting, or ``wake`` is False), ``started`` (a worker was started
-        for it) or ``stopped`` (kept; a stopped job is not woken)."""
+        for it) or ``stopped`` (kept; a stopped job is not woken). ``past_cap``: queued
+        even at the queue's cap (a request asked again, ``Mailroom.queue``)."""
         if job.state == "stopped" and kind == "reply" and wake:
             # A user reply un-stops the job (messages never do); a worker still exiting
             # from the stop is then started again for it when it is gone. Stopped again
@@ -202,7 +203,7 @@ class JobMaker:
             self.registry.save(job)
         item = Item(job.queue.next_seq(), kind, content, **fields)
         mailroom = self.mailroom
-        commit = mailroom.queue(job, item)
+        commit = mailroom.queue(job, item, past_cap=past_cap)
         return item, await once_committed(commit, lambda: mailroom.outcome(job, item, commit, wake=wake))
 
     async def enqueue_task(self, job: Job, task: str, **fields: Any) -> None:

@@ -172,7 +172,12 @@ class JobOps:
         held = job.queue.holding(msg_id)
         if held is not None:
             return {"id": job.id, "seq": held.seq, "result": "queued"}
-        item, outcome = await self.maker.enqueue(job, "reply", text, trace=f"t-{job.id}-{job.queue.next_seq()}", msg_id=msg_id)
+        # Asked again (``again``) with no answer on record: the first ask had room and may
+        # have reached the worker before the daemon died; refused now, the user would be
+        # told "not sent" of a reply the job may hold (a copy it holds is dropped by id).
+        item, outcome = await self.maker.enqueue(
+            job, "reply", text, trace=f"t-{job.id}-{job.queue.next_seq()}", msg_id=msg_id, past_cap=bool(args.get("again"))
+        )
         return {"id": job.id, "seq": item.seq, "result": outcome}
 
     async def op_answer(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
