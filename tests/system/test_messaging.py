@@ -353,6 +353,12 @@ def test_agent_item_cap_is_separate_from_user_replies(daemon, tmp_path):
             with pytest.raises(ProtocolError) as err:
                 await lead.call("send", to=kid, message="m20")
             assert err.value.code == "queue_full" and "20 agent items" in str(err.value)
+            # A broadcast's item is refused at the cap too; asked again after a lost answer
+            # (``again``), it is taken past it, as a send is.
+            (full,) = (await lead.call("send", to="*children", message="all: m20", key="first-ask"))["sent"]
+            assert full["result"] == "refused" and full["code"] == "queue_full", full
+            (taken,) = (await lead.call("send", to="*children", message="all: m20", key="lost-answer", again=True))["sent"]
+            assert taken["result"] in ("delivered", "queued"), taken
             # The user can still reply: 50 replies have their own room.
             for n in range(50):
                 daemon.call("reply", job=kid, text=f"r{n}")
@@ -365,7 +371,7 @@ def test_agent_item_cap_is_separate_from_user_replies(daemon, tmp_path):
             gate.write_text("open")
             await in_thread(daemon.wait_job, kid, "done", "idle", timeout=60)
             entries = daemon.entries(kid)
-            assert [envelope_of(i)["body"] for i in agent_items(entries)] == [f"m{n}" for n in range(20)]
+            assert [envelope_of(i)["body"] for i in agent_items(entries)] == [*(f"m{n}" for n in range(20)), "all: m20"]
             assert user_messages(entries)[1:] == [f"r{n}" for n in range(51)]
 
     run_async(story)

@@ -92,7 +92,8 @@ class SendDesk:
         key = args.get("key")
         message_id = identity.new_message_id() if key is None else message_id_for(sender.id, key)
         if to.startswith(SCOPE_MARK):
-            return self.broadcast(sender, job, to[len(SCOPE_MARK):], text, reply_to, args.get("urgent"), message_id)
+            again = key is not None and bool(args.get("again", False))
+            return self.broadcast(sender, job, to[len(SCOPE_MARK):], text, reply_to, args.get("urgent"), message_id, again=again)
         hooks = self.hooks.current()
         target, decision = self.tables.route(sender, to, hooks)
         if not decision.allowed:
@@ -149,12 +150,14 @@ class SendDesk:
         return answer
 
     def broadcast(
-        self, sender: PeerInfo, job: Job | None, scope: str, text: str, reply_to: str | None, urgent: bool | None, message_id: str
+        self, sender: PeerInfo, job: Job | None, scope: str, text: str, reply_to: str | None, urgent: bool | None, message_id: str,
+        *, again: bool = False,
     ) -> dict[str, Any] | Pending:
         """A ``send`` to a scope: the broadcast plugin picks the receivers among the peers
         reach allows inside the tree; each gets its own item, checked by the send limits
         like any message (so each counts towards the rate and hop limits). The result
-        lists every receiver and what happened to it, once all items are durable."""
+        lists every receiver and what happened to it, once all items are durable.
+        ``again``: asked again, each item is taken past its receiver's cap, as a send's."""
         peers, _rows = self.tables.peer_listing().without(sender)
         decisions = self.tables.reach_all(sender, peers, "scope")
         reachable = tuple(
@@ -190,7 +193,7 @@ class SendDesk:
                 answers.append({**row, "result": "refused", "code": refusal.code, "reason": refusal.message})
                 continue
             try:
-                answer = self.deliver(target, outgoing, hooks.frame_item(outgoing), trace=trace)
+                answer = self.deliver(target, outgoing, hooks.frame_item(outgoing), trace=trace, past_cap=again)
             except ProtocolError as exc:
                 answers.append({**row, "result": "refused", "code": exc.code, "reason": exc.message})
                 continue
