@@ -253,6 +253,15 @@ class HostSpec:
     (``given``, or a child's own when none was given) or raises ``ValueError`` saying why
     it cannot be played (the request is refused ``bad_args``, so no worker dies at start
     again and again). Without it, a ``scenario`` argument is kept as it is.
+
+    How the daemon picks a host no one named (the core names none): ``default_agent``
+    True offers the host to a ``start`` that names none when no ``defaultHost`` is set
+    (the first such host that can run here is taken; roost's ``pi``); ``stand_in`` True
+    makes it the host of a spawn from a session that has no host of its own (the Python
+    foreground API) when no ``defaultHost`` is set, and the one a refused ``start`` names
+    to run without a model (roost's ``scripted``). ``warm_pool`` True lets the daemon keep
+    warm workers of the host whose process adopts a job's session when one is taken
+    (``piPool*`` settings; roost's ``pi``, through pi's ``switch_session``).
     """
 
     name: str
@@ -265,6 +274,9 @@ class HostSpec:
     transcript_lines: Any = None
     command: HostCommand | None = None
     scenario: Any = None
+    default_agent: bool = False
+    stand_in: bool = False
+    warm_pool: bool = False
 
 
 # --------------------------------------------------------------------------- spawn and hand-back

@@ -60,7 +60,7 @@ def test_without_config_or_pi_start_is_refused_and_names_the_scripted_host(daemo
     result = roost(roost_env, "start", "fix the login bug", cwd=tmp_path, expect=1)
     assert result.stdout == ""
     assert result.stderr.startswith("roost: no_host: no host for this job: no defaultHost in "), result.stderr
-    assert "no pi found (ROOST_PI_BIN, or pi on the daemon's PATH)" in result.stderr
+    assert "no default agent can run here (pi: pi is not installed: no `pi` on the daemon's PATH and no ROOST_PI_BIN" in result.stderr
     assert "roost start --host scripted" in result.stderr
     assert daemon.call("jobs")["jobs"] == []
     # Naming the scripted host is how to run without a model.

@@ -33,6 +33,13 @@ SHARED = (
     "roost_core/policy.py",
     "roost_core/worker/main.py",
     "roost_core/daemon/tools.py",
+    # Which host a job gets when none is named, and which hosts have warm workers, are
+    # the hosts' own word (HostSpec.default_agent, stand_in, warm_pool).
+    "roost_core/daemon/jobmaker.py",
+    "roost_core/daemon/ops_messaging.py",
+    "roost_core/daemon/pool.py",
+    "roost_core/daemon/workers.py",
+    "roost_core/daemon/hostset.py",
 )
 #: The packages that belong to one host.
 HOST_PACKAGES = ("roost_core.claude", "roost_core.pi", "roost_core.hosts.pi", "roost_core.hosts.shell", "roost_core.hosts.scripted", "roost_plugins.hosts", "roost_plugins.codex", "roost_plugins.qwen", "roost_plugins.opencode")
@@ -122,3 +129,40 @@ def test_a_transcript_reads_as_its_host_says(tmp_path) -> None:
     assert session_seqs(registered_hosts(pm)["pi"], str(session)) == {4}
     with pytest.raises(ValueError):
         session_seqs(registered_hosts(pm)["claude"], str(session))  # not a Claude Code transcript's name
+
+
+def test_the_host_no_one_named_is_the_hosts_own_word(tmp_path) -> None:
+    """``roost start`` without a host takes the first default agent that can run here; a
+    foreground spawn without one gets the stand-in; warm workers are kept for the hosts
+    that ask. A team's host can be any of them, as roost's pi and scripted are."""
+    from roost_core.daemon.hostset import HostSet
+    from roost_core.protocol import ProtocolError
+
+    class Team:
+        @hookimpl
+        def roost_register_hosts(self) -> list[HostSpec]:
+            return [
+                HostSpec(name="broken-agent", factory=None, default_agent=True, unavailable=lambda: "its program is gone"),
+                HostSpec(name="team-agent", factory=None, default_agent=True, warm_pool=True),
+                HostSpec(name="team-stand-in", factory=None, stand_in=True),
+            ]
+
+    hosts = HostSet(make_manager(("team", Team()), defaults=False))
+    assert hosts.default_agent(tmp_path / "config.json") == "team-agent"
+    assert hosts.stand_in() == "team-stand-in"
+    assert hosts.warm_pooled() == {"team-agent"}
+    # roost's own: pi offers itself and keeps warm workers, scripted stands in.
+    own = HostSet(make_plugin_manager(autoload=False))
+    assert own.stand_in() == "scripted" and own.warm_pooled() == {"pi"}
+    assert [name for name, spec in own.specs.items() if spec.default_agent] == ["pi"]
+
+    class OnlyBroken:
+        @hookimpl
+        def roost_register_hosts(self) -> list[HostSpec]:
+            return [HostSpec(name="broken-agent", factory=None, default_agent=True, unavailable=lambda: "its program is gone"),
+                    HostSpec(name="team-stand-in", factory=None, stand_in=True)]
+
+    with pytest.raises(ProtocolError) as refused:
+        HostSet(make_manager(("broken", OnlyBroken()), defaults=False)).default_agent("config.json")
+    assert refused.value.code == "no_host"
+    assert "(broken-agent: its program is gone)" in refused.value.message and "roost start --host team-stand-in" in refused.value.message

@@ -18,7 +18,7 @@ class Conn:
 
 
 def pool(size: int = 1, idle: float = 600.0) -> WarmPool:
-    return WarmPool(enabled=True, size=size, idle_seconds=idle, sessions_dir=Path("/sessions"))
+    return WarmPool(enabled=True, size=size, idle_seconds=idle, sessions_dir=Path("/sessions"), hosts=frozenset({"pi"}))
 
 
 def ready_slot(p: WarmPool, key: WarmKey, now: float = 0.0):
@@ -32,9 +32,11 @@ def ready_slot(p: WarmPool, key: WarmKey, now: float = 0.0):
 def test_only_pi_jobs_and_only_when_enabled_have_a_key():
     assert pool().key_for("scripted", "/w", None, None) is None
     assert pool().key_for("pi", "/w", "m", "t") == WarmKey("pi", "/w", "m", "t")
-    off = WarmPool(enabled=False, size=1, idle_seconds=1, sessions_dir=Path("/s"))
+    off = WarmPool(enabled=False, size=1, idle_seconds=1, sessions_dir=Path("/s"), hosts=frozenset({"pi"}))
     assert off.key_for("pi", "/w", "m", "t") is None
-    assert not WarmPool(enabled=True, size=0, idle_seconds=1, sessions_dir=Path("/s")).enabled
+    assert not WarmPool(enabled=True, size=0, idle_seconds=1, sessions_dir=Path("/s"), hosts=frozenset({"pi"})).enabled
+    # No host keeps warm workers (none registers ``warm_pool``): no pool.
+    assert not WarmPool(enabled=True, size=1, idle_seconds=1, sessions_dir=Path("/s")).enabled
 
 
 def test_a_miss_makes_its_key_wanted_and_a_slot_is_planned_for_it():
@@ -124,7 +126,7 @@ def test_a_ready_slot_that_died_is_made_again():
 
 
 def grown(floor: int = 1, cap: int = 4, idle: float = 600.0) -> WarmPool:
-    return WarmPool(enabled=True, size=floor, cap=cap, idle_seconds=idle, sessions_dir=Path("/sessions"))
+    return WarmPool(enabled=True, size=floor, cap=cap, idle_seconds=idle, sessions_dir=Path("/sessions"), hosts=frozenset({"pi"}))
 
 
 def test_a_burst_of_starts_grows_the_pool_to_its_size_within_the_cap():

@@ -46,6 +46,35 @@ class HostSet:
         except ValueError as exc:
             raise ProtocolError(BAD_ARGS, f"scenario: {exc}") from exc
 
+    def default_agent(self, config_file: object) -> str:
+        """The host of a ``start`` that names none, with no ``defaultHost``: the first
+        registered host that offers itself (:attr:`HostSpec.default_agent`) and can run
+        here. Else ``no_host``, saying why each cannot and naming the stand-in: a user who
+        asked for an agent must never get the stand-in without naming it."""
+        why = []
+        for spec in self.specs.values():
+            if spec.default_agent:
+                reason = spec.unavailable() if spec.unavailable is not None else None
+                if not reason:
+                    return spec.name
+                why.append(f"{spec.name}: {reason}")
+        stand_in = self.stand_in()
+        hint = f", or start it with host '{stand_in}' (roost start --host {stand_in}) to run without a model" if stand_in else ""
+        raise ProtocolError(
+            NO_HOST,
+            f"no host for this job: no defaultHost in {config_file}, and no default agent can run here "
+            f"({'; '.join(why) or 'no host plugin offers one'}). Install it, set defaultHost{hint}.",
+        )
+
+    def stand_in(self) -> str | None:
+        """The host a session with no host of its own spawns on when no ``defaultHost``
+        is set (:attr:`HostSpec.stand_in`), or None."""
+        return next((spec.name for spec in self.specs.values() if spec.stand_in), None)
+
+    def warm_pooled(self) -> frozenset[str]:
+        """The hosts the daemon keeps warm workers of (:attr:`HostSpec.warm_pool`)."""
+        return frozenset(name for name, spec in self.specs.items() if spec.warm_pool)
+
     def takes_messages(self, job: Job) -> bool:
         """Whether ``job``'s host takes agent messages (a shell job takes only replies)."""
         spec = self.specs.get(job.host)

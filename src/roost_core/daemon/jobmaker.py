@@ -21,7 +21,7 @@ from roost_core.daemon.registry import Registry
 from roost_core.daemon.workers import Workers
 from roost_core.names import derived_name
 from roost_core.paths import Paths
-from roost_core.protocol import BAD_ARGS, CONFLICT, NAME_TAKEN, NO_HOST, ProtocolError
+from roost_core.protocol import BAD_ARGS, CONFLICT, NAME_TAKEN, ProtocolError
 from roost_core.queue import Item
 
 log = logging.getLogger("roost.daemon")
@@ -53,25 +53,13 @@ class JobMaker:
 
     def default_host(self, project: dict[str, Any]) -> str:
         """The host of a ``start`` that names none: the project's ``defaultHost``, else the
-        user's, else ``pi`` when a pi binary is found (``ROOST_PI_BIN``, else ``pi`` on
-        PATH, as the pi host looks for it: in this daemon's environment, which its
-        workers inherit). Otherwise ``no_host``: a user who asked for an agent must never
-        get the scripted stand-in without naming it."""
+        user's, else the registered default agent that can run here (roost's pi, found
+        where the daemon's workers look: ``HostSet.default_agent``); otherwise
+        ``no_host``."""
         configured = project.get("defaultHost") or self.config.default_host
         if configured:
-            return configured
-        from roost_core.hosts.pi import PiError, pi_binary
-
-        try:
-            pi_binary()
-        except PiError:
-            raise ProtocolError(
-                NO_HOST,
-                f"no host for this job: no defaultHost in {self.paths.config_file}, and no pi found "
-                "(ROOST_PI_BIN, or pi on the daemon's PATH). Install pi, set defaultHost, or start "
-                "it with host 'scripted' (roost start --host scripted) to run without a model.",
-            ) from None
-        return "pi"
+            return str(configured)
+        return self.hosts.default_agent(self.paths.config_file)
 
     def job_name(self, requested: str | None, task: str, *, chosen: bool = True) -> str:
         """The name of a new job, by the one rule of every way a job is named (``start``,

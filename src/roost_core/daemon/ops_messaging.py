@@ -35,6 +35,7 @@ from roost_core.paths import Paths
 from roost_core.protocol import (
     BAD_ARGS,
     CONFLICT,
+    NO_HOST,
     NOT_FOUND,
     UNAUTHORIZED,
     ProtocolError,
@@ -269,9 +270,12 @@ class Messaging:
         self.budgets.check(sender)
         parent_job = conn.job if conn.job is not None else self.tables.tree_record(sender.session)
         own_host = conn.job.host if conn.job is not None else conn.peer.host if conn.peer is not None else None
-        # A spawner without a host of its own (the Python foreground API) keeps the
-        # scripted default it always had; `roost start` is stricter (JobMaker.default_host).
-        host = args.get("host") or own_host or self.config.default_host or "scripted"
+        # A spawner without a host of its own (the Python foreground API) gets the stand-in
+        # (roost's scripted host) it always had; `roost start` is stricter
+        # (JobMaker.default_host).
+        host = args.get("host") or own_host or self.config.default_host or self.hosts.stand_in()
+        if host is None:
+            raise ProtocolError(NO_HOST, "spawn: no host named, no defaultHost, and no host plugin is a stand-in: name one")
         self.hosts.check(host, "spawn")
         cwd = args.get("cwd") or sender.cwd or str(self.paths.home)
         if not os.path.isabs(cwd) or not Path(cwd).is_dir():

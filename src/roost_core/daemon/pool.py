@@ -54,8 +54,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("roost.daemon")
 
-#: The only host with warm processes.
-POOL_HOST = "pi"
 #: After a job takes a slot, the next slot is started this much later: a pi start is a
 #: second or two of CPU, which would otherwise compete with the job's first model request
 #: right when its latency is what the pool is for.
@@ -112,8 +110,12 @@ class WarmSlot:
 class WarmPool:
     """The daemon's warm slots (see the module docstring)."""
 
-    def __init__(self, *, enabled: bool, size: int, idle_seconds: float, sessions_dir: Path, cap: int | None = None) -> None:
-        self.enabled = enabled and size > 0
+    def __init__(
+        self, *, enabled: bool, size: int, idle_seconds: float, sessions_dir: Path, cap: int | None = None, hosts: frozenset[str] = frozenset()
+    ) -> None:
+        self.enabled = enabled and size > 0 and bool(hosts)
+        #: The hosts with warm workers (``HostSpec.warm_pool``: roost's pi).
+        self.hosts = hosts
         #: The fewest slots kept (``piPoolSize``) and the most (``piPoolMax``).
         self.floor = size
         self.cap = max(size, cap if cap is not None else size)
@@ -158,7 +160,7 @@ class WarmPool:
         return set(self.slots)
 
     def key_for(self, host: str, cwd: str, model: str | None, thinking: str | None) -> WarmKey | None:
-        if not self.enabled or host != POOL_HOST:
+        if not self.enabled or host not in self.hosts:
             return None
         return WarmKey(host, cwd, model, thinking)
 

@@ -72,6 +72,7 @@ class Workers:
             cap=config.pi_pool_max,
             idle_seconds=config.reap_after_seconds,
             sessions_dir=paths.sessions_dir,
+            hosts=hosts.warm_pooled(),
         )
         #: Warm slots told to end, until their worker is gone: slot -> kill deadline.
         self.ending_slots: dict[WarmSlot, float] = {}

@@ -21,4 +21,5 @@ def missing() -> str | None:
 def roost_register_hosts() -> list[HostSpec]:
     """Contribute ``pi``: pi writes roost's own session format (pi's v3 JSONL)."""
     command = lazy_command("roost_core.pi.cli", help="install the roost extension into the pi coding agent")
-    return [HostSpec(name="pi", factory=make_host, unavailable=missing, command=command)]
+    # The agent a `roost start` without a host runs, and the one host with warm workers.
+    return [HostSpec(name="pi", factory=make_host, unavailable=missing, command=command, default_agent=True, warm_pool=True)]

@@ -50,4 +50,6 @@ def child_scenario(parent_scenario: Any, model: str | None, *, scenario_dir: Pat
 def roost_register_hosts() -> list[HostSpec]:
     """Contribute ``scripted``: it writes roost's own session format, and plays a scenario
     (checked before its job is made)."""
-    return [HostSpec(name="scripted", factory=make_host, scenario=scenario)]
+    # The stand-in: what a session with no host of its own spawns on, and how to run
+    # without a model.
+    return [HostSpec(name="scripted", factory=make_host, scenario=scenario, stand_in=True)]
