@@ -268,6 +268,15 @@ class DaemonHandle:
             # a timeout in CI is then a report, not a riddle.
             raise AssertionError(f"{timed_out}; last row: {last.get('row')}\n{self.log_tails(job_id)}") from None
 
+    def received(self, job_id: str, text: str) -> dict[str, Any] | None:
+        """The receipt of the item holding ``text`` that the job received (the ``log``
+        op's ``received``), or None."""
+        return next((r for r in self.call("log", job=job_id)["received"] if r["preview"] == text), None)
+
+    def wait_seen(self, job_id: str, text: str, timeout: float = 60) -> dict[str, Any]:
+        """The job's receipt for ``text``, once it says ``seen`` (its model had it)."""
+        return wait_until(lambda: (r := self.received(job_id, text)) and r["seen"] and r, timeout, what=f"{text!r} seen by {job_id}")
+
     def log_tails(self, job_id: str, lines: int = 40) -> str:
         """The last ``lines`` of the job's worker log and of the daemon log."""
         out = []

@@ -10,11 +10,6 @@ from conftest import wait_until
 from fg import in_thread, run_async, send, session, spawn
 
 
-def received(daemon, job: str, text: str) -> dict | None:
-    """The receipt of the item holding ``text`` that ``job`` received (the ``log`` op)."""
-    return next((r for r in daemon.call("log", job=job)["received"] if r["preview"] == text), None)
-
-
 def holding(fake, text: str) -> list[dict]:
     """The fake model's requests that hold ``text``."""
     return [r for r in fake.requests() if text in json.dumps(r["raw"], ensure_ascii=False)]
@@ -37,10 +32,10 @@ def test_a_claude_child_has_seen_a_message_once_its_model_call_holds_it(claude_k
             ok, answer, data = await send(lead, kid, text)
             assert ok and data["result"] == "delivered", answer
             # Held by the worker until the slow tool's PostToolUse hook: no model call has it.
-            receipt = received(daemon, kid, text)
+            receipt = daemon.received(kid, text)
             assert receipt["state"] == "delivered" and receipt["seen"] is None
             gate.write_text("go")
-            seen = await in_thread(wait_until, lambda: (r := received(daemon, kid, text)) and r["seen"] and r, 90, what="seen")
+            seen = await in_thread(daemon.wait_seen, kid, text, 90)
             await in_thread(daemon.wait_job, kid, timeout=90)
             ok, agents, _data = await lead.call_tool("roost_agents", {})
             assert ok and any(line.startswith(kid) and "; you sent 1: 1 seen" in line for line in agents.splitlines()), agents

@@ -142,10 +142,14 @@ def test_a_message_sent_during_a_slow_tool_arrives_mid_turn_and_a_reply_right_af
             await in_thread(wait_until, lambda: len(fake.requests()) >= 1, 120, what="the first model call")
             ok, text, data = await send(lead, kid, "also check the docs")
             assert ok and data["result"] == "delivered", text
+            assert daemon.received(kid, "also check the docs")["seen"] is None  # held until the hook
             await in_thread(daemon.call, "reply", job=kid, text="and tidy up")  # the user's words
             gate.write_text("go")
             await lead.wait_for_delivery(1, timeout=120)
             await in_thread(daemon.wait_job, kid, timeout=60)
+            # Seen: Codex's next model answer after the hand-over (issue 42.4's receipt).
+            receipt = await in_thread(daemon.wait_seen, kid, "also check the docs")
+            assert receipt["state"] == "seen" and receipt["seen"] >= receipt["created"], receipt
             return kid, list(lead.delivered)
 
     kid, delivered = run_async(story)

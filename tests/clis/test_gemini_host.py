@@ -80,9 +80,13 @@ def test_a_gemini_child_gets_a_message_mid_turn_and_reports_once(gemini_host, wr
             await in_thread(wait_until, lambda: len(scripted(fake)) >= 2, 90, what="the slow tool's call")
             ok, text, data = await send(lead, kid, "also check the docs")
             assert ok and data["result"] == "delivered", text
+            assert daemon.received(kid, "also check the docs")["seen"] is None  # held until the hook
             gate.write_text("go")
             await lead.wait_for_delivery(1, timeout=90)
             await in_thread(daemon.wait_job, kid, timeout=90)
+            # Seen: Gemini CLI's next model answer after the hand-over (issue 42.4's receipt).
+            receipt = await in_thread(daemon.wait_seen, kid, "also check the docs")
+            assert receipt["state"] == "seen" and receipt["seen"] >= receipt["created"], receipt
             return kid, list(lead.delivered)
 
     kid, delivered = run_async(story)

@@ -32,11 +32,6 @@ def prompts(records):
     return ["".join(p.get("text", "") for p in r["message"]["parts"]) for r in records if r.get("type") == "user" and not r.get("subtype")]
 
 
-def received(daemon, job: str, text: str) -> dict | None:
-    """The receipt of the item holding ``text`` that ``job`` received (the ``log`` op)."""
-    return next((r for r in daemon.call("log", job=job)["received"] if r["preview"] == text), None)
-
-
 def tool_outputs(records):
     return [p["functionResponse"]["response"].get("output", "") for r in records if r.get("type") == "tool_result" for p in r["message"]["parts"] if "functionResponse" in p]
 
@@ -90,7 +85,7 @@ def test_a_qwen_child_reports_to_its_parent_once_and_is_woken_by_its_answer(qwen
             await lead.wait_for_delivery(2, timeout=90)
             await in_thread(daemon.wait_job, kid, timeout=60)
             # The answer went in as a prompt; the model call that held it answered: seen.
-            await in_thread(wait_until, lambda: (r := received(daemon, kid, "blue")) and r["state"] == "seen", 60, what="seen")
+            assert (await in_thread(daemon.wait_seen, kid, "blue"))["state"] == "seen"
             return kid, list(lead.delivered)
 
     kid, delivered = run_async(story)
@@ -138,12 +133,12 @@ def test_a_message_sent_during_a_tool_arrives_mid_turn_after_the_tool_result(qwe
             ok, text, data = await send(lead, kid, "also check the docs")
             assert ok and data["result"] == "delivered", text
             # Held by the worker until the slow tool's PostToolUse hook: no model call has it.
-            assert received(daemon, kid, "also check the docs")["seen"] is None
+            assert daemon.received(kid, "also check the docs")["seen"] is None
             gate.write_text("go")
             await lead.wait_for_delivery(1, timeout=90)
             await in_thread(daemon.wait_job, kid, timeout=60)
             # Seen: the model call after the hand-over answered (issue 42.4's receipt).
-            receipt = await in_thread(wait_until, lambda: (r := received(daemon, kid, "also check the docs")) and r["seen"] and r, 60, what="seen")
+            receipt = await in_thread(daemon.wait_seen, kid, "also check the docs")
             assert receipt["state"] == "seen" and receipt["seen"] >= receipt["created"], receipt
             return kid, list(lead.delivered)
 

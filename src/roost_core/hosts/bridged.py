@@ -57,6 +57,12 @@ class BridgedHost(ProcessHost):
         self.bridge: BridgeServer | None = None
         #: The private folder the bridge's socket is in (and the job's side files).
         self.bridge_dir: Path | None = None
+        #: Seqs of the agent items handed to the agent (in a hook's output, a prompt)
+        #: whose model call has not answered yet: the agent's next model answer is that
+        #: call's answer, so they were in it; and those answered that the transcript does
+        #: not show yet (seen once it does: a hand-over that never reached it is made again).
+        self.handed_seqs: list[int] = []
+        self.answered_seqs: list[int] = []
 
     async def open_bridge(self) -> None:
         """Make the private folder and listen on its ``bridge.sock`` (whose path the agent
@@ -77,6 +83,32 @@ class BridgedHost(ProcessHost):
         if self.bridge_dir is not None:
             shutil.rmtree(self.bridge_dir, ignore_errors=True)
         self.release_lock()
+
+    # ------------------------------------------------------------------ seen receipts
+
+    def hand_over(self, items: list[Item]) -> None:
+        """``items`` go to the agent now (a hook's output, a prompt): its next model call
+        holds the agent items among them."""
+        self.handed_seqs.extend(item.seq for item in items if item.kind != "reply")
+
+    def model_answered(self) -> None:
+        """The agent wrote a model answer (an ``assistant`` event). It tells of no request
+        as it goes out: its answer is the first sign that what was handed over was in it."""
+        if self.handed_seqs:
+            self.answered_seqs.extend(self.handed_seqs)
+            self.handed_seqs = []
+
+    def tell_seen(self) -> None:
+        """The answered hand-overs the transcript shows are seen (the agent may write the
+        hand-over after the answer has begun to stream). Called by :meth:`scan`."""
+        assert self.services is not None
+        if not self.answered_seqs:
+            return
+        known = self.known_seqs()
+        seen = [seq for seq in self.answered_seqs if seq in known]
+        if seen:
+            self.answered_seqs = [seq for seq in self.answered_seqs if seq not in known]
+            self.services.seen(seen)
 
     # ------------------------------------------------------------------ the ops
 
@@ -120,12 +152,6 @@ class StreamingHost(BridgedHost):
     def __init__(self) -> None:
         super().__init__()
         self.gone = True
-        #: Seqs of the agent items handed to the agent (in a hook's output, a prompt)
-        #: whose model call has not answered yet: the next ``assistant`` event is that
-        #: call's answer, so they were in it; and those answered that the transcript does
-        #: not show yet (seen once it does: a hand-over that never reached it is made again).
-        self.handed: list[int] = []
-        self.answered: list[int] = []
         #: Set when the agent writes somewhere else than the job's session (the daemon
         #: and the job see different agent folders): the run fails, it cannot be routed
         #: or acknowledged.
@@ -140,30 +166,6 @@ class StreamingHost(BridgedHost):
         """End the agent, then the bridge."""
         await self.stop_agent()
         await self.close_bridge()
-
-    def hand_over(self, items: list[Item]) -> None:
-        """``items`` go to the agent now (a hook's output, a prompt): its next model call
-        holds the agent items among them."""
-        self.handed.extend(item.seq for item in items if item.kind != "reply")
-
-    def model_answered(self) -> None:
-        """The agent wrote a model answer (an ``assistant`` event). It tells of no request
-        as it goes out: its answer is the first sign that what was handed over was in it."""
-        if self.handed:
-            self.answered.extend(self.handed)
-            self.handed = []
-
-    def tell_seen(self) -> None:
-        """The answered hand-overs the transcript shows are seen (the agent may write the
-        hand-over after the answer has begun to stream). Called by :meth:`scan`."""
-        assert self.services is not None
-        if not self.answered:
-            return
-        known = self.known_seqs()
-        seen = [seq for seq in self.answered if seq in known]
-        if seen:
-            self.answered = [seq for seq in self.answered if seq not in known]
-            self.services.seen(seen)
 
     def writes_elsewhere(self, data: dict[str, Any]) -> bool:
         """Whether a hook's input ``data`` names a transcript that is not the job's

@@ -188,6 +188,7 @@ class CodexHost(BridgedHost):
             return
         self.rollout.scan()
         self.settle_found()
+        self.tell_seen()
         self.tell_usage(self.rollout.tokens, 0.0)
 
     def known_seqs(self) -> set[int]:
@@ -234,6 +235,7 @@ class CodexHost(BridgedHost):
         for item in self.services.take_steer():
             (self.held if item.kind == "reply" else items).append(item)
         self.pending.update({item.seq: item for item in items})
+        self.hand_over(items)
         return hook_output(event, items)
 
     # ------------------------------------------------------------------ runs
@@ -260,6 +262,7 @@ class CodexHost(BridgedHost):
     async def exec_once(self, items: list[Item]) -> RunOutcome | None:
         """One ``codex exec`` run with ``items`` as its prompt; a failed outcome, or None."""
         self.pending.update({item.seq: item for item in items})
+        self.hand_over(items)
         self.replied = self.replied or any(item.kind == "reply" for item in items)
         self.errors, self.turn_done, self.last_text = [], False, ""
         assert self.bridge is not None
@@ -311,6 +314,9 @@ class CodexHost(BridgedHost):
         elif kind == "item.completed":
             item = event.get("item") or {}
             if item.get("type") == "agent_message":
+                # A model answer: what was handed over was in the call it answers (a tool
+                # call's item may complete after the next hook, so only the text counts).
+                self.model_answered()
                 self.last_text = str(item.get("text") or "")
         elif kind == "turn.completed":
             self.turn_done = True

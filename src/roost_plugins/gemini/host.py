@@ -168,6 +168,7 @@ class GeminiHost(BridgedHost):
         assert self.session is not None
         self.session.scan()
         self.settle_found()
+        self.tell_seen()
         self.report_usage()
 
     def known_seqs(self) -> set[int]:
@@ -196,6 +197,7 @@ class GeminiHost(BridgedHost):
         self.outbox.extend(self.services.take_steer())
         items, self.outbox = self.outbox, []
         self.pending.update({item.seq: item for item in items})
+        self.hand_over(items)
         return hook_output(event, items)
 
     # ------------------------------------------------------------------ runs
@@ -227,6 +229,7 @@ class GeminiHost(BridgedHost):
         or None when it succeeded."""
         assert self.bridge is not None and self.job is not None
         self.pending.update({item.seq: item for item in batch})
+        self.hand_over(batch)
         self.texts, self.result, self.errors, self.misplaced = [], None, [], None
         prepare_home(self.home, gemini_dir(), self.bridge.path)
         env = {HOME_ENV: str(self.home), BRIDGE_ENV: str(self.bridge.path)}
@@ -257,6 +260,7 @@ class GeminiHost(BridgedHost):
         async for event in json_events(process):
             kind = event.get("type")
             if kind == "message" and event.get("role") == "assistant":
+                self.model_answered()  # what was handed over was in the call it answers
                 # Deltas of one answer are joined; a new answer starts a new text.
                 if joining and event.get("delta") and self.texts:
                     self.texts[-1] += str(event.get("content") or "")
