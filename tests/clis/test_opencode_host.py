@@ -115,12 +115,18 @@ def test_a_message_to_a_running_child_arrives_mid_turn_and_its_reports_reach_the
             await in_thread(wait_until, lambda: asked_for(fake, gate), 120, what="the child's bash waiting for the gate")
             ok, text, data = await send(lead, kid, "use the big brush")
             assert ok and data["result"] == "delivered", text
+            assert daemon.received(kid, "use the big brush")["seen"] is None  # held until the tool ends
             gate.write_text("go")
             await lead.wait_for_delivery(1, timeout=120)
             ok, text, _ = await send(lead, kid, "blue")
             assert ok, text
             await lead.wait_for_delivery(2, timeout=120)
             await in_thread(daemon.wait_job, kid, timeout=60)
+            # Seen (issue 42.4's receipt): the model call after each hand-over (the tool's
+            # result, mid-turn; the prompt of the next turn) had it.
+            for text in ("use the big brush", "blue"):
+                receipt = await in_thread(daemon.wait_seen, kid, text)
+                assert receipt["state"] == "seen" and receipt["seen"] >= receipt["created"], receipt
             return kid, list(lead.delivered)
 
     kid, delivered = run_async(story)

@@ -196,6 +196,7 @@ class OpenCodeHost(BridgedHost):
         messages = self.messages()
         self.seqs = seqs_of(messages, self.file.handovers)
         self.settle_found()
+        self.tell_seen()
         self.file.copy_finished(messages)
         self.tell_usage(*usage_of(self.file.db, self.file.session_id))
 
@@ -226,6 +227,7 @@ class OpenCodeHost(BridgedHost):
         self.file.handover(call_id, seqs)  # on disk before OpenCode has them
         self.handed[call_id] = items
         self.pending.update({item.seq: item for item in items})
+        self.hand_over(items)
         return marker(seqs) + "\n" + "\n\n".join(item.content for item in items)
 
     # ------------------------------------------------------------------ runs
@@ -285,6 +287,11 @@ class OpenCodeHost(BridgedHost):
             assert self.server is not None
             with contextlib.suppress(HttpError, OSError):
                 await self.server.call("POST", f"/permission/{props.get('id')}/reply", {"reply": "reject"})
+        elif kind == "message.part.updated" and (props.get("part") or {}).get("type") == "step-start":
+            # Each model call of the session is a step of its own: what was handed over
+            # before it began is in its request (issue 42.4's seen).
+            self.model_answered()
+            self.scan()
         elif kind == "message.part.updated" and (props.get("part") or {}).get("type") in ("text", "tool"):
             self.scan()
 
@@ -328,6 +335,7 @@ class OpenCodeHost(BridgedHost):
     async def prompt(self, session_id: str, items: list[Item]) -> None:
         assert self.server is not None
         self.pending.update({item.seq: item for item in items})
+        self.hand_over(items)
         parts = [item_part(item, index == 0) for index, item in enumerate(items)]
         await self.server.call("POST", f"/session/{session_id}/prompt_async", {"parts": parts})
 
