@@ -64,12 +64,13 @@ class OpenCodeKit(CliWorld):
         self.fake = FakeChat(scenario, self.root / "chat.jsonl", dialect="opencode", servers=servers).start()
         return self.fake
 
-    def configure(self, *, mcp: bool = False, plugin: dict[str, str] | None = None, model: str = "fake-model") -> None:
+    def configure(self, *, mcp: bool = False, plugin: dict[str, str] | None = None, model: str = "fake-model", permission: dict[str, str] | None = None) -> None:
         """Write opencode.json (the fake provider with MODEL as its default model,
         ``small_model`` the fake's title model, the ping MCP server when MCP) and seed the
         config folder; PLUGIN (the ``ROOST_TEST_*`` variables of ``opencode_plugin.js``)
         installs that plugin. The fakes route a request by its model id (a scenario's
-        ``models``), so a tree whose hosts share one scenario gives OpenCode a MODEL of its own."""
+        ``models``), so a tree whose hosts share one scenario gives OpenCode a MODEL of its own.
+        PERMISSION replaces the ``permission`` config (default: everything allowed)."""
         assert self.fake is not None, "start_fake first"
         limit = {"context": 128000, "output": 4096}
         config: dict[str, Any] = {
@@ -83,7 +84,7 @@ class OpenCodeKit(CliWorld):
                 "models": {model: {"name": "Fake", "tool_call": True, "limit": limit},
                            TITLE_MODEL: {"name": "Fake titles", "tool_call": False, "limit": limit}},
             }},
-            "permission": {"*": "allow"},
+            "permission": permission if permission is not None else {"*": "allow"},
         }
         if mcp:
             command, args, env = self.mcp_server()

@@ -46,10 +46,10 @@ def world(tmp_path, roost_env, daemon_factory):
         assert not kit.fake.violations, kit.fake.violations
 
 
-def start(world, scenario):
+def start(world, scenario, **configure):
     """The fake (calling roost's tools by name), OpenCode's config, and a daemon."""
     fake = world.start_fake(scenario, servers=("pingsrv", "roost"))
-    world.configure()
+    world.configure(**configure)
     world.roost_env.update({k: v for k, v in world.env.items() if k.startswith(("XDG_", "OPENCODE_"))})
     return fake, world.daemon_factory().start()
 
@@ -286,3 +286,21 @@ def test_install_and_uninstall_keep_the_users_own_config(tmp_path):
     broken = subprocess.run([roost_bin(), "opencode", "install"], env=env, capture_output=True, text=True, timeout=60)
     assert broken.returncode == 1 and broken.stderr.startswith(f"roost: bad_config: {folder / 'opencode.json'}:")
     assert not (folder / "plugins" / "roost.js").exists()
+
+
+@pytest.mark.parametrize("answer", ["allow", "deny"])
+def test_a_permission_opencode_asks_in_a_job_is_a_dialog_the_user_answers(world, tmp_path, answer):
+    """OpenCode's ``permission.asked`` (its config says ``ask`` for bash) reaches the user
+    as a roost dialog; ``roost answer`` allows the command once or refuses it."""
+    made = tmp_path / "made.txt"
+    fake, daemon = start(world, {"default": {"steps": [{"shell": f"echo ran > {made}"}, {"say": "finished"}]}}, permission={"*": "allow", "bash": "ask"})
+    job = daemon.start_job("make the file", host="opencode", cwd=str(world.work))
+    wait_until(lambda: daemon.job(job)["dialog"], 120, what="the permission dialog")
+    row = daemon.job(job)
+    assert row["question"] == f"OpenCode asks to use bash: echo ran > {made}" and row["dialogOptions"] == ["allow", "deny"], row
+    assert not made.exists()  # nothing runs before the user says so
+    answered = roost(world, "answer", job, answer)
+    assert answered.returncode == 0, answered.stderr
+    row = daemon.wait_job(job, "done", timeout=120)
+    assert not row["dialog"] and row["pending"] == 0, row
+    assert made.exists() == (answer == "allow")

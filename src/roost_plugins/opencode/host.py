@@ -23,8 +23,8 @@ What goes in, and how:
   arrived since then opens another turn at once.
 
 An item counts as delivered once OpenCode's store shows it. Usage is the session row's
-token and cost totals. Anything that would ask for a permission is refused (nobody can
-answer it in a job), as ``opencode run`` does.
+token and cost totals. A permission OpenCode asks for is a roost dialog the user answers
+(``roost answer JOB allow|deny``).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from typing import Any
 import anyio
 
 from roost_core.claude import BRIDGE_ENV, marker
+from roost_core.dialogs import PERMISSION_OPTIONS, choice_of
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
 from roost_core.hosts.bridged import BridgedHost
 from roost_core.queue import Item
@@ -283,10 +284,7 @@ class OpenCodeHost(BridgedHost):
             error = props.get("error") or {}
             self.errors.append(str((error.get("data") or {}).get("message") or error.get("name") or error))
         elif kind == "permission.asked":
-            # Nobody can answer a permission prompt in a job: refuse it, as `opencode run` does.
-            assert self.server is not None
-            with contextlib.suppress(HttpError, OSError):
-                await self.server.call("POST", f"/permission/{props.get('id')}/reply", {"reply": "reject"})
+            await self.ask_permission(props)
         elif kind == "message.part.updated" and (props.get("part") or {}).get("type") == "step-start":
             # Each model call of the session is a step of its own: what was handed over
             # before it began is in its request (issue 42.4's seen).
@@ -294,6 +292,24 @@ class OpenCodeHost(BridgedHost):
             self.scan()
         elif kind == "message.part.updated" and (props.get("part") or {}).get("type") in ("text", "tool"):
             self.scan()
+
+    async def ask_permission(self, props: dict[str, Any]) -> None:
+        """OpenCode asks to run a tool its ``permission`` config marks ``ask``: a dialog for
+        the user (``allow``/``deny``, ``roost answer``), whose answer goes back as
+        OpenCode's reply (``once`` or ``reject``). The answer is acked at once: it is in no
+        transcript, and run again as a prompt it would be the user's word out of place.
+        The event stream waits meanwhile (OpenCode waits too); a run that ends (OpenCode
+        died) closes the dialog."""
+        assert self.server is not None and self.services is not None
+        asked = str(props.get("permission") or props.get("type") or "a tool")
+        patterns = props.get("patterns") or props.get("pattern") or []
+        what = ", ".join(str(p) for p in (patterns if isinstance(patterns, list) else [patterns]))
+        question = f"OpenCode asks to use {asked}" + (f": {what[:1000]}" if what else "")
+        answer = await self.services.dialog(question, PERMISSION_OPTIONS)
+        self.services.delivered(answer)
+        allowed = choice_of((answer.text or answer.content).strip(), PERMISSION_OPTIONS) == "allow"
+        with contextlib.suppress(HttpError, OSError):
+            await self.server.call("POST", f"/permission/{props.get('id')}/reply", {"reply": "once" if allowed else "reject"})
 
     async def run(self, items: list[Item]) -> RunOutcome:
         assert self.services is not None
