@@ -293,7 +293,7 @@ def test_a_permission_opencode_asks_in_a_job_is_a_dialog_the_user_answers(world,
     """OpenCode's ``permission.asked`` (its config says ``ask`` for bash) reaches the user
     as a roost dialog; ``roost answer`` allows the command once or refuses it."""
     made = tmp_path / "made.txt"
-    fake, daemon = start(world, {"default": {"steps": [{"shell": f"echo ran > {made}"}, {"say": "finished"}]}}, permission={"*": "allow", "bash": "ask"})
+    _fake, daemon = start(world, {"default": {"steps": [{"shell": f"echo ran > {made}"}, {"say": "finished"}]}}, permission={"*": "allow", "bash": "ask"})
     job = daemon.start_job("make the file", host="opencode", cwd=str(world.work))
     wait_until(lambda: daemon.job(job)["dialog"], 120, what="the permission dialog")
     row = daemon.job(job)
