@@ -24,6 +24,22 @@ def framed_inputs(request: dict) -> list[str]:
     return [message_text(m) for m in request["messages"] if m.get("role") == "user" and "<agent-message " in message_text(m)]
 
 
+def notice_follows(request: dict, sender: str) -> bool | None:
+    """Whether the envelope from ``sender`` (``from="NAME"``) in ``request`` is followed
+    by the no-user-authority notice within its run of envelopes (its own text, or a later
+    envelope's that reached the model with it); None when the request has no such one."""
+    messages = [message_text(m) if m.get("role") == "user" else None for m in request["messages"]]
+    for index, text in enumerate(messages):
+        if text is not None and sender in text and "<agent-message " in text:
+            for later in messages[index:]:
+                if later is None or "<agent-message " not in later:
+                    return False  # the run of envelopes ended without the notice
+                if AUTHORITY_LINE in later[later.rfind("</agent-message>"):]:
+                    return True
+            return False
+    return None
+
+
 def test_a_pi_job_runs_its_task_and_tags_the_seq(pi_kit, tmp_path):
     env_dump = tmp_path / "tool-env.txt"
     fake = pi_kit.fake({"default": {"steps": [{"shell": f"env > {env_dump}"}, {"say": "Done: {input}"}]}})
@@ -87,17 +103,17 @@ def test_pi_parent_gets_both_childrens_reports_once_and_framed(pi_kit):
     assert rows["kid-a"]["host"] == "pi" and rows["kid-a"]["parent"] in (parent, None)
     # The parent's next model requests carry the reports, framed as agent messages with
     # the no-user-authority text, never as plain user input.
+    # Reports that reach the model together carry the notice once, after the last of them
+    # (envelope_rules.one_notice): each is followed by it within its run of envelopes.
     parent_requests = [r for r in fake.requests() if r["model"] == "fake-model"]
-    seen = {}
+    seen, followed = {}, {}
     for request in parent_requests:
-        for text in framed_inputs(request):
-            for name in ("kid-a", "kid-b"):
-                if f'from="{name}"' in text and 'kind="report"' in text:
-                    seen.setdefault(name, text)
-    assert set(seen) == {"kid-a", "kid-b"}
-    for text in seen.values():
-        assert AUTHORITY_LINE in text
-    assert any(f"finished: count the {fruit}" in seen[name] for name, fruit in (("kid-a", "apples"),))
+        for name in ("kid-a", "kid-b"):
+            texts = [text for text in framed_inputs(request) if f'from="{name}"' in text and 'kind="report"' in text]
+            if texts and name not in seen:
+                seen[name], followed[name] = texts[0], notice_follows(request, f'from="{name}"')
+    assert followed == {"kid-a": True, "kid-b": True}, followed
+    assert "finished: count the apples" in seen["kid-a"]
     # The children run the model they were spawned with (the fake routes "kid" to their
     # scenario) and the parent's thinking level, which the extension filled in.
     kid_requests = [r for r in fake.requests() if r["model"] == "kid"]
