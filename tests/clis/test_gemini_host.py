@@ -37,7 +37,7 @@ def test_a_gemini_job_runs_its_task_with_roosts_tools_and_renders_in_roost_log(g
 # ---------------------------------------------------------------------------- agent items
 
 from conftest import wait_until  # noqa: E402
-from fg import in_thread, run_async, send, session, spawn  # noqa: E402
+from fg import in_thread, run_async, send, send_during_last_answer, session, spawn, wake_reaped  # noqa: E402
 
 from roost_core.claude import marked_seqs  # noqa: E402
 from roost_core.policy import NO_USER_AUTHORITY  # noqa: E402
@@ -122,13 +122,7 @@ def test_an_item_that_arrives_during_the_last_answer_denies_the_stop(gemini_host
     async def story():
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "finish up", "closer", host="gemini")
-            # The model is giving its last answer: the tool boundary has passed.
-            assert await in_thread(fake.holding.wait, 90), "the last answer never started"
-            ok, text, data = await send(lead, kid, "one more thing")
-            assert ok and data["result"] == "delivered", text
-            fake.release.set()
-            await lead.wait_for_delivery(1, timeout=90)
-            await in_thread(daemon.wait_job, kid, timeout=60)
+            await send_during_last_answer(daemon, lead, fake, kid, "one more thing")
             return kid, list(lead.delivered)
 
     kid, delivered = run_async(story)
@@ -153,9 +147,7 @@ def test_a_reaped_gemini_job_resumes_its_session_and_holds_the_message_once(gemi
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "first task", "sleeper", host="gemini")
             await lead.wait_for_delivery(1, timeout=90)
-            await in_thread(daemon.wait_reaped, kid)
-            _ok, text, data = await send(lead, kid, "wake up and look")
-            assert data["result"] == "started", text
+            await wake_reaped(daemon, lead, kid, "wake up and look")
             await lead.wait_for_delivery(2, timeout=90)
             await in_thread(daemon.wait_job, kid, timeout=60)
             return kid
