@@ -163,6 +163,15 @@ class PiKit(HostKit):
 # ------------------------------------------------------------------ helpers for the tests
 
 
+def slow_tool_scenario(gate: Path, default: str = "ok: {input}") -> dict[str, Any]:
+    """A scenario whose first run calls a tool that waits until the file ``gate`` exists,
+    then says "after the slow tool"; every later run says ``default``."""
+    return {
+        "run": [{"steps": [{"wait_for": str(gate)}, {"say": "after the slow tool"}]}],
+        "default": {"steps": [{"say": default}]},
+    }
+
+
 def user_messages(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in entries if e.get("type") == "message" and (e.get("message") or {}).get("role") == "user"]
 
