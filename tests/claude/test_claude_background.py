@@ -41,12 +41,12 @@ from conftest import wait_until  # noqa: E402
 from fg import (  # noqa: E402
     answer_the_question,
     in_thread,
+    reap_and_wake,
     run_async,
     send_after_first_call,
     send_during_last_answer,
     session,
     spawn,
-    wake_reaped,
 )
 from pikit import roost_bin  # noqa: E402
 
@@ -197,17 +197,7 @@ def test_a_reaped_claude_job_resumes_its_session_and_holds_the_message_once(clau
     write_config({"reapAfterSeconds": 0.5})
     fake = claude_kit.fake({"default": {"steps": [{"say": "ok: {input}"}]}})
     daemon = claude_kit.daemon()
-
-    async def story():
-        async with session(daemon, tmp_path) as lead:
-            kid = await spawn(lead, "first task", "sleeper", host="claude")
-            await lead.wait_for_delivery(1, timeout=90)
-            await wake_reaped(daemon, lead, kid, "wake up and look")
-            await lead.wait_for_delivery(2, timeout=90)
-            await in_thread(daemon.wait_job, kid, timeout=60)
-            return kid
-
-    kid = run_async(story)
+    kid = reap_and_wake(daemon, tmp_path, "claude")
     entries = daemon.entries(kid)
     log = (daemon.paths.jobs_dir / f"{kid}.log").read_text()
     assert log.count("starting claude") == 2 and "--resume" in log

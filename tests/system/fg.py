@@ -86,3 +86,21 @@ async def wake_reaped(daemon, lead: ForegroundSession, kid: str, message: str) -
     _ok, text, data = await send(lead, kid, message)
     assert data["result"] == "started", text
     return text
+
+
+def reap_and_wake(daemon, tmp_path, host: str) -> str:
+    """The whole story of a child on ``host`` whose worker is reaped between two runs (the
+    test's config reaps soon, ``reapAfterSeconds``): spawned with ``first task`` by a
+    ``lead`` session, it reports; once reaped, ``wake up and look`` starts it again
+    (:func:`wake_reaped`); it reports again and settles. Returns the child's id."""
+
+    async def story() -> str:
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "first task", "sleeper", host=host)
+            await lead.wait_for_delivery(1, timeout=90)
+            await wake_reaped(daemon, lead, kid, "wake up and look")
+            await lead.wait_for_delivery(2, timeout=90)
+            await in_thread(daemon.wait_job, kid, timeout=60)
+            return kid
+
+    return run_async(story)
