@@ -91,6 +91,9 @@ def child_scenario(tree: int, index: int) -> dict[str, Any]:
 
 
 class Load:
+    #: Foreground peers, each the root of a tree (the working day runs fewer).
+    trees = TREES
+
     def __init__(self, daemon, tmp_path: Path, target: int, rng: random.Random, soak: bool) -> None:
         self.daemon = daemon
         self.tmp_path = tmp_path
@@ -215,7 +218,7 @@ class Load:
     async def main(self) -> None:
         # The sessions are entered before, and left after, the task group that uses them.
         async with contextlib.AsyncExitStack() as stack:
-            for tree in range(TREES):
+            for tree in range(self.trees):
                 peer = FgPeer(self.tmp_path / f"fg{tree}.jsonl", name=f"fg{tree}", paths=self.daemon.paths, cwd=str(self.tmp_path))
                 self.peers.append(await stack.enter_async_context(peer))
             try:

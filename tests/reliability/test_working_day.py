@@ -23,7 +23,6 @@ other than connections within :data:`FD_BOUND` of the warm-up's highest.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import time
@@ -74,6 +73,8 @@ def child_scenario(siblings: list[str]) -> dict[str, Any]:
 
 
 class WorkingDay(Load):
+    trees = TREES  # Load.main enters this many foreground peers
+
     def __init__(self, daemon, tmp_path, rng: random.Random, minutes: float) -> None:
         super().__init__(daemon, tmp_path, target=10**9, rng=rng, soak=True)
         self.seconds = minutes * 60
@@ -183,16 +184,6 @@ class WorkingDay(Load):
                 return
             except (DaemonUnavailable, ProtocolError, OSError, psutil.Error):
                 time.sleep(0.1)  # the daemon is being restarted: sample the next one
-
-    async def main(self) -> None:
-        async with contextlib.AsyncExitStack() as stack:
-            for tree in range(TREES):
-                peer = FgPeer(self.tmp_path / f"fg{tree}.jsonl", name=f"fg{tree}", paths=self.daemon.paths, cwd=str(self.tmp_path))
-                self.peers.append(await stack.enter_async_context(peer))
-            try:
-                await self.traffic()
-            finally:
-                self.done = True
 
     async def traffic(self) -> None:
         self.end = time.monotonic() + self.seconds
