@@ -325,19 +325,18 @@ class Load:
                         promised += 1
         return promised, unknown
 
+    def transcripts(self) -> dict[str, list[dict[str, Any]]]:
+        """Every session file of the run, by its owner's id: each child's, then each
+        foreground peer's (what the verdict reads)."""
+        files = {kid: self.daemon.entries(kid) for kids in self.children.values() for kid in kids}
+        files.update({peer.peer_id: transcript(peer.session) for peer in self.peers})
+        return files
+
     def verdict(self) -> dict[str, Any]:
         job_promised, job_unknown = self.job_ledger()
-        received: dict[str, list[tuple[str, str]]] = {}
-        user_lines: list[str] = []
-        for kids in self.children.values():
-            for kid in kids:
-                entries = self.daemon.entries(kid)
-                received[kid] = received_messages(entries)
-                user_lines += user_texts(entries)
-        for peer in self.peers:
-            entries = transcript(peer.session)
-            received[peer.peer_id] = received_messages(entries)
-            user_lines += user_texts(entries)
+        files = self.transcripts()
+        received = {owner: received_messages(entries) for owner, entries in files.items()}
+        user_lines = [line for entries in files.values() for line in user_texts(entries)]
         result = check_delivery(self.ledger, received)
         # An agent message is never a user message: the only user input is the tasks.
         forged = [line for line in user_lines if not line.startswith("task of ")]

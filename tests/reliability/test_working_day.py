@@ -38,7 +38,6 @@ from reliability.kit import (
     received_messages,
     reports_in,
     stuck_jobs,
-    transcript,
     user_texts,
 )
 from reliability.test_load import FgPeer, Load
@@ -220,19 +219,12 @@ class WorkingDay(Load):
             if parent in fg_ids and row["id"] not in self.children[parent]:
                 self.children[parent].append(row["id"])
         job_promised, job_unknown = self.job_ledger()
-        received: dict[str, list[tuple[str, str]]] = {}
-        user_lines: list[str] = []
+        files = self.transcripts()
+        received = {owner: received_messages(entries) for owner, entries in files.items()}
+        user_lines = [line for entries in files.values() for line in user_texts(entries)]
         reports: dict[str, list[dict[str, Any]]] = {}
-        for kids in self.children.values():
-            for kid in kids:
-                entries = self.daemon.entries(kid)
-                received[kid] = received_messages(entries)
-                user_lines += user_texts(entries)
         for peer in self.peers:
-            entries = transcript(peer.session)
-            received[peer.peer_id] = received_messages(entries)
-            user_lines += user_texts(entries)
-            for report in reports_in(entries):
+            for report in reports_in(files[peer.peer_id]):
                 reports.setdefault(report["from"], []).append(report)
         rows = self.daemon.call("jobs")["jobs"]
         return {
