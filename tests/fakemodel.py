@@ -39,6 +39,12 @@ class FakeModelServer:
         self.lock = threading.Lock()
         #: Every :class:`ModelRefusal` answered, in order (the kits fail a test that has any).
         self.violations: list[str] = []
+        #: ``hold(reply)`` true: that answer waits until ``release`` is set (``holding``
+        #: says it waits), so a test can act while the model is "thinking". A fake that
+        #: holds calls :meth:`wait_if_held` before it sends an answer.
+        self.hold: Any = None
+        self.holding = threading.Event()
+        self.release = threading.Event()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -67,6 +73,13 @@ class FakeModelServer:
     def get(self, handler: BaseHTTPRequestHandler) -> None:
         """Answer one GET (none by default: 404)."""
         send_json(handler, 404, {"error": {"message": handler.path}})
+
+    def wait_if_held(self, reply: dict[str, Any]) -> None:
+        """Hold ``reply`` until :attr:`release` is set, if :attr:`hold` says so (two minutes
+        at the most, so a test that never releases it fails rather than hangs)."""
+        if self.hold is not None and self.hold(reply):
+            self.holding.set()
+            self.release.wait(120)
 
     def reply(self, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """The model's answer (``compute()``), or the error a real API would give: a

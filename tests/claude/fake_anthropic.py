@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-import threading
 import uuid
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -123,14 +122,6 @@ class FakeAnthropic(FakeModelServer):
 
     name = "fake-anthropic"
 
-    def __init__(self, scenario: Any, log_path: str | Path) -> None:
-        super().__init__(scenario, log_path)
-        #: ``hold(reply)`` true: that answer waits until ``release`` is set (``holding``
-        #: says it waits), so a test can act while the model is "thinking".
-        self.hold: Any = None
-        self.holding = threading.Event()
-        self.release = threading.Event()
-
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
@@ -150,9 +141,7 @@ class FakeAnthropic(FakeModelServer):
         usage = usage_of(body, reply) if "error" not in reply else None
         self.log(body, reply, apiKey=handler.headers.get("x-api-key"), raw=body.get("messages"), messages=chat,
                  tools=[tool.get("name") for tool in body.get("tools") or []], usage=usage)
-        if self.hold is not None and self.hold(reply):
-            self.holding.set()
-            self.release.wait(120)
+        self.wait_if_held(reply)
         if "error" in reply:
             send_json(handler, 400, {"type": "error", "error": {"type": "invalid_request_error", "message": reply["error"]}})
             return

@@ -38,7 +38,16 @@ import json  # noqa: E402
 import subprocess  # noqa: E402
 
 from conftest import wait_until  # noqa: E402
-from fg import in_thread, run_async, send, session, spawn  # noqa: E402
+from fg import (  # noqa: E402
+    answer_the_question,
+    in_thread,
+    reap_and_wake,
+    run_async,
+    send_after_first_call,
+    send_during_last_answer,
+    session,
+    spawn,
+)
 from pikit import roost_bin  # noqa: E402
 
 from roost_core.claude import WAKE_PROMPT, marked_seqs  # noqa: E402
@@ -90,9 +99,7 @@ def test_a_message_sent_during_a_slow_tool_arrives_mid_turn_as_hook_context(clau
     async def story():
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "do the slow thing", "slowpoke", host="claude")
-            await in_thread(wait_until, lambda: len(fake.requests()) >= 1, 90, what="the first model call")
-            ok, text, data = await send(lead, kid, "also check the docs")
-            assert ok and data["result"] == "delivered", text
+            await send_after_first_call(lead, kid, fake.requests, "also check the docs", 90)
             gate.write_text("go")
             await in_thread(daemon.wait_job, kid, timeout=90)
             return kid
@@ -126,13 +133,7 @@ def test_an_item_that_arrives_while_the_last_answer_streams_blocks_the_stop(clau
     async def story():
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "finish up", "closer", host="claude")
-            # The model is giving its last answer: the tool boundary has passed.
-            assert await in_thread(fake.holding.wait, 90), "the last answer never started"
-            ok, text, data = await send(lead, kid, "one more thing")
-            assert ok and data["result"] == "delivered", text
-            fake.release.set()
-            await lead.wait_for_delivery(1, timeout=90)
-            await in_thread(daemon.wait_job, kid, timeout=60)
+            await send_during_last_answer(daemon, lead, fake, kid, "one more thing")
             return kid, list(lead.delivered)
 
     kid, delivered = run_async(story)
@@ -158,11 +159,7 @@ def test_a_claude_child_reports_to_its_parent_and_is_woken_by_its_answer(claude_
     async def story():
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "paint the shed", "painter", host="claude")
-            await lead.wait_for_delivery(1, timeout=90)
-            ok, text, _data = await send(lead, kid, "blue")
-            assert ok, text
-            await lead.wait_for_delivery(2, timeout=90)
-            await in_thread(daemon.wait_job, kid, timeout=60)
+            await answer_the_question(daemon, lead, kid, "blue")
             return kid, list(lead.delivered)
 
     kid, delivered = run_async(story)
@@ -200,19 +197,7 @@ def test_a_reaped_claude_job_resumes_its_session_and_holds_the_message_once(clau
     write_config({"reapAfterSeconds": 0.5})
     fake = claude_kit.fake({"default": {"steps": [{"say": "ok: {input}"}]}})
     daemon = claude_kit.daemon()
-
-    async def story():
-        async with session(daemon, tmp_path) as lead:
-            kid = await spawn(lead, "first task", "sleeper", host="claude")
-            await lead.wait_for_delivery(1, timeout=90)
-            await in_thread(daemon.wait_reaped, kid)
-            _ok, text, data = await send(lead, kid, "wake up and look")
-            assert data["result"] == "started", text
-            await lead.wait_for_delivery(2, timeout=90)
-            await in_thread(daemon.wait_job, kid, timeout=60)
-            return kid
-
-    kid = run_async(story)
+    kid = reap_and_wake(daemon, tmp_path, "claude")
     entries = daemon.entries(kid)
     log = (daemon.paths.jobs_dir / f"{kid}.log").read_text()
     assert log.count("starting claude") == 2 and "--resume" in log

@@ -7,6 +7,7 @@ import json
 
 from claudekit import transcript_entries
 from conftest import wait_until
+from pikit import delegating_parent, reports_to
 from test_claude_background import hook_contexts
 
 from roost_core.policy import NO_USER_AUTHORITY
@@ -17,34 +18,21 @@ AUTHORITY_LINE = NO_USER_AUTHORITY.splitlines()[0]
 def test_a_pi_parent_with_a_claude_child_and_a_pi_child(mixed_kits, write_config, tmp_path):
     pi_kit, claude_kit = mixed_kits
     write_config({"agentSpawnHosts": ["pi", "claude"]})
-    scenario = {
-        "run": [
-            {"match": "^delegate", "steps": [
-                {"spawn": {"task": "paint the shed", "name": "claude-kid", "host": "claude", "model": "ckid"}},
-                {"spawn": {"task": "count the pears", "name": "pi-kid", "model": "pkid"}},
-                {"say": "spawned two"},
-            ]},
-            {"kind": "report", "match": "Which colour", "steps": [
-                {"send": {"to": "claude-kid", "message": "blue"}},
-                {"say": "answered the painter"},
-            ]},
-        ],
-        "default": {"steps": [{"say": "noted {from_name}"}]},
-        "models": {
-            "ckid": {"run": [{"steps": [{"say": "Which colour, red or blue?"}]}], "default": {"steps": [{"say": "painted it {input}"}]}},
-            "pkid": {"default": {"steps": [{"say": "pears: 7"}]}},
-        },
-    }
+    spawns = [
+        {"task": "paint the shed", "name": "claude-kid", "host": "claude", "model": "ckid"},
+        {"task": "count the pears", "name": "pi-kid", "model": "pkid"},
+    ]
+    scenario = delegating_parent(spawns, "spawned two", asker="claude-kid", models={
+        "ckid": {"run": [{"steps": [{"say": "Which colour, red or blue?"}]}], "default": {"steps": [{"say": "painted it {input}"}]}},
+        "pkid": {"default": {"steps": [{"say": "pears: 7"}]}},
+    })
     pi_fake = pi_kit.fake(scenario)
     claude_fake = claude_kit.fake(scenario)
     daemon = pi_kit.daemon()
     parent = daemon.start_job("delegate the chores", host="pi", name="lead")
 
-    def reports():
-        return [e for e in daemon.entries(parent) if e.get("type") == "custom_message" and (e.get("details") or {}).get("kind") == "report"]
-
     def texts():
-        return [e["content"] for e in reports()]
+        return [e["content"] for e in reports_to(daemon, parent)]
 
     wait_until(lambda: sum("painted it blue" in t for t in texts()) and sum("pears: 7" in t for t in texts()), timeout=180,
                what="the painter's second report and the pi child's report in the parent's transcript")
@@ -52,7 +40,7 @@ def test_a_pi_parent_with_a_claude_child_and_a_pi_child(mixed_kits, write_config
     rows = {row["name"]: row for row in daemon.call("agents")["agents"]}
     kid_c, kid_p = rows["claude-kid"], rows["pi-kid"]
     # Each report exactly once, framed as an agent message from the child.
-    got = reports()
+    got = reports_to(daemon, parent)
     by_sender = sorted((e["details"]["fromName"], e["content"]) for e in got)
     assert [name for name, _ in by_sender] == ["claude-kid", "claude-kid", "pi-kid"], by_sender
     assert sum("Which colour, red or blue?" in t for t in texts()) == 1

@@ -22,7 +22,6 @@ from __future__ import annotations
 import html
 import json
 import re
-import threading
 import uuid
 from typing import Any
 
@@ -92,14 +91,8 @@ def offered_tools(body: dict[str, Any]) -> dict[str, str]:
 
 
 class FakeGemini(CliFake):
-    """The Gemini API fake. ``hold(reply)`` true: that answer waits until ``release`` is
-    set (``holding`` is set while it waits), so a test can act while the model answers."""
-
-    def __init__(self, scenario: Any, log_path: Any) -> None:
-        super().__init__(scenario, log_path)
-        self.hold: Any = None
-        self.holding = threading.Event()
-        self.release = threading.Event()
+    """The Gemini API fake. It holds an answer as every fake does (``hold``, ``holding``,
+    ``release``: :class:`fakemodel.FakeModelServer`), and lets a held one go when it stops."""
 
     def stop(self) -> None:
         self.release.set()  # an answer still held goes out, so nothing waits on it
@@ -121,9 +114,7 @@ class FakeGemini(CliFake):
         return chat, reply
 
     def render(self, path: str, body: dict[str, Any], reply: dict[str, Any]) -> Wire:
-        if self.hold is not None and self.hold(reply):
-            self.holding.set()
-            self.release.wait(120)
+        self.wait_if_held(reply)
         if "error" in reply:
             return Wire(400, {"error": {"code": 400, "message": reply["error"], "status": "INVALID_ARGUMENT"}})
         parts: list[dict[str, Any]] = []

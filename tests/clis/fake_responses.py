@@ -22,9 +22,7 @@ from __future__ import annotations
 import html
 import json
 import re
-import threading
 import uuid
-from pathlib import Path
 from typing import Any
 
 from clifake import CliFake, Wire
@@ -112,14 +110,6 @@ def offered_tools(body: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
 class FakeResponses(CliFake):
     """The Responses API fake (Codex ``model_providers.X.base_url`` = :attr:`base_url`)."""
 
-    def __init__(self, scenario: Any, log_path: str | Path) -> None:
-        super().__init__(scenario, log_path)
-        #: ``hold(reply)`` true: that answer waits until ``release`` is set (``holding``
-        #: says it waits), so a test can act while the model is "thinking".
-        self.hold: Any = None
-        self.holding = threading.Event()
-        self.release = threading.Event()
-
     @property
     def base_url(self) -> str:
         return f"{self.origin}/v1"
@@ -139,9 +129,7 @@ class FakeResponses(CliFake):
         return chat, reply
 
     def render(self, path: str, body: dict[str, Any], reply: dict[str, Any]) -> Wire:
-        if self.hold is not None and self.hold(reply):
-            self.holding.set()
-            self.release.wait(120)
+        self.wait_if_held(reply)
         if "error" in reply:
             return Wire(400, {"error": {"message": reply["error"], "type": "invalid_request_error"}})
         response_id = "resp_" + uuid.uuid4().hex[:16]

@@ -10,7 +10,16 @@ import subprocess
 from pathlib import Path
 
 from conftest import wait_until
-from fg import in_thread, run_async, send, session, spawn
+from fg import (
+    answer_the_question,
+    in_thread,
+    run_async,
+    send,
+    send_after_first_call,
+    send_during_last_answer,
+    session,
+    spawn,
+)
 from pikit import roost_bin
 
 from roost_core.claude import marked_seqs
@@ -88,11 +97,7 @@ def test_a_codex_child_reports_to_its_parent_and_its_answer_resumes_the_thread(c
     async def story():
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "paint the shed", "painter", host="codex")
-            await lead.wait_for_delivery(1, timeout=120)
-            ok, text, _data = await send(lead, kid, "blue")
-            assert ok, text
-            await lead.wait_for_delivery(2, timeout=120)
-            await in_thread(daemon.wait_job, kid, timeout=60)
+            await answer_the_question(daemon, lead, kid, "blue", timeout=120)
             return kid, list(lead.delivered)
 
     kid, delivered = run_async(story)
@@ -139,9 +144,7 @@ def test_a_message_sent_during_a_slow_tool_arrives_mid_turn_and_a_reply_right_af
     async def story():
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "do the slow thing", "slowpoke", host="codex")
-            await in_thread(wait_until, lambda: len(fake.requests()) >= 1, 120, what="the first model call")
-            ok, text, data = await send(lead, kid, "also check the docs")
-            assert ok and data["result"] == "delivered", text
+            await send_after_first_call(lead, kid, fake.requests, "also check the docs", 120)
             assert daemon.received(kid, "also check the docs")["seen"] is None  # held until the hook
             await in_thread(daemon.call, "reply", job=kid, text="and tidy up")  # the user's words
             gate.write_text("go")
@@ -186,13 +189,7 @@ def test_an_item_that_arrives_during_the_last_answer_blocks_the_stop_and_the_run
     async def story():
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "finish up", "closer", host="codex")
-            # The model is giving its last answer: the tool boundary has passed.
-            assert await in_thread(fake.holding.wait, 120), "the last answer never started"
-            ok, text, data = await send(lead, kid, "one more thing")
-            assert ok and data["result"] == "delivered", text
-            fake.release.set()
-            await lead.wait_for_delivery(1, timeout=120)
-            await in_thread(daemon.wait_job, kid, timeout=60)
+            await send_during_last_answer(daemon, lead, fake, kid, "one more thing", timeout=120)
             return kid, list(lead.delivered)
 
     try:

@@ -37,7 +37,7 @@ def test_a_gemini_job_runs_its_task_with_roosts_tools_and_renders_in_roost_log(g
 # ---------------------------------------------------------------------------- agent items
 
 from conftest import wait_until  # noqa: E402
-from fg import in_thread, run_async, send, session, spawn  # noqa: E402
+from fg import in_thread, reap_and_wake, run_async, send, send_during_last_answer, session, spawn  # noqa: E402
 
 from roost_core.claude import marked_seqs  # noqa: E402
 from roost_core.policy import NO_USER_AUTHORITY  # noqa: E402
@@ -126,13 +126,7 @@ def test_an_item_that_arrives_during_the_last_answer_denies_the_stop(gemini_host
     async def story():
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "finish up", "closer", host="gemini")
-            # The model is giving its last answer: the tool boundary has passed.
-            assert await in_thread(fake.holding.wait, 90), "the last answer never started"
-            ok, text, data = await send(lead, kid, "one more thing")
-            assert ok and data["result"] == "delivered", text
-            fake.release.set()
-            await lead.wait_for_delivery(1, timeout=90)
-            await in_thread(daemon.wait_job, kid, timeout=60)
+            await send_during_last_answer(daemon, lead, fake, kid, "one more thing")
             return kid, list(lead.delivered)
 
     kid, delivered = run_async(story)
@@ -152,19 +146,7 @@ def test_a_reaped_gemini_job_resumes_its_session_and_holds_the_message_once(gemi
     write_config({"reapAfterSeconds": 0.5})
     fake = gemini_host.start_fake({"default": {"steps": [{"say": "ok: {input}"}]}})
     daemon = gemini_host.daemon()
-
-    async def story():
-        async with session(daemon, tmp_path) as lead:
-            kid = await spawn(lead, "first task", "sleeper", host="gemini")
-            await lead.wait_for_delivery(1, timeout=90)
-            await in_thread(daemon.wait_reaped, kid)
-            _ok, text, data = await send(lead, kid, "wake up and look")
-            assert data["result"] == "started", text
-            await lead.wait_for_delivery(2, timeout=90)
-            await in_thread(daemon.wait_job, kid, timeout=60)
-            return kid
-
-    kid = run_async(story)
+    kid = reap_and_wake(daemon, tmp_path, "gemini")
     log = (daemon.paths.jobs_dir / f"{kid}.log").read_text()
     assert log.count("starting gemini") == 2 and "--resume" in log
     # One session: the second run resumed it and the model saw both turns.

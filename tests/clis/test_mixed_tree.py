@@ -13,6 +13,7 @@ from conftest import wait_until
 sys.path.append(str(Path(__file__).resolve().parent.parent / "claude"))
 
 from clifake import scripted
+from pikit import delegating_parent, reports_to
 
 from roost_core.policy import NO_USER_AUTHORITY
 
@@ -53,27 +54,17 @@ def four_kits(tmp_path, roost_env, daemon_factory):
 def test_a_pi_parent_with_claude_codex_and_opencode_children_one_of_which_asks(four_kits, roost_env, write_config):
     pi_kit, claude_kit, codex, opencode = four_kits
     write_config({"agentSpawnHosts": ["pi", "claude", "codex", "opencode"]})
-    scenario = {
-        "run": [
-            {"match": "^delegate", "steps": [
-                {"spawn": {"task": "count the pears", "name": "claude-kid", "host": "claude", "model": "ckid"}},
-                {"spawn": {"task": "paint the shed", "name": "codex-kid", "host": "codex", "model": "xkid"}},
-                {"spawn": {"task": "count the apples", "name": "opencode-kid", "host": "opencode", "model": "fake/okid"}},
-                {"say": "spawned three"},
-            ]},
-            {"kind": "report", "match": "Which colour", "steps": [
-                {"send": {"to": "codex-kid", "message": "blue"}},
-                {"say": "answered the painter"},
-            ]},
-        ],
-        "default": {"steps": [{"say": "noted {from_name}"}]},
-        "models": {
-            "ckid": {"default": {"steps": [{"say": "pears: 7"}]}},
-            "okid": {"default": {"steps": [{"say": "apples: 3"}]}},
-            "xkid": {"run": [{"match": "paint", "steps": [{"say": "Which colour, red or blue?"}]}],
-                     "default": {"steps": [{"say": "painted it {input}"}]}},
-        },
-    }
+    spawns = [
+        {"task": "count the pears", "name": "claude-kid", "host": "claude", "model": "ckid"},
+        {"task": "paint the shed", "name": "codex-kid", "host": "codex", "model": "xkid"},
+        {"task": "count the apples", "name": "opencode-kid", "host": "opencode", "model": "fake/okid"},
+    ]
+    scenario = delegating_parent(spawns, "spawned three", asker="codex-kid", models={
+        "ckid": {"default": {"steps": [{"say": "pears: 7"}]}},
+        "okid": {"default": {"steps": [{"say": "apples: 3"}]}},
+        "xkid": {"run": [{"match": "paint", "steps": [{"say": "Which colour, red or blue?"}]}],
+                 "default": {"steps": [{"say": "painted it {input}"}]}},
+    })
     pi_fake = pi_kit.fake(scenario)
     claude_fake = claude_kit.fake(scenario)
     codex_fake = codex.start_fake(scenario)
@@ -84,11 +75,8 @@ def test_a_pi_parent_with_claude_codex_and_opencode_children_one_of_which_asks(f
     daemon = pi_kit.daemon()
     parent = daemon.start_job("delegate the chores", host="pi", name="lead")
 
-    def reports():
-        return [e for e in daemon.entries(parent) if e.get("type") == "custom_message" and (e.get("details") or {}).get("kind") == "report"]
-
     def texts():
-        return [e["content"] for e in reports()]
+        return [e["content"] for e in reports_to(daemon, parent)]
 
     wait_until(lambda: all(any(said in t for t in texts()) for said in ("painted it", "pears: 7", "apples: 3")), timeout=240,
                what="the painter's second report and the Claude and OpenCode children's reports in the parent's transcript")
@@ -99,7 +87,7 @@ def test_a_pi_parent_with_claude_codex_and_opencode_children_one_of_which_asks(f
     painted = next(t for t in texts() if "painted it" in t)
     assert "blue" in painted
     # Each report exactly once, framed as an agent message from the child.
-    got = reports()
+    got = reports_to(daemon, parent)
     assert sorted(e["details"]["fromName"] for e in got) == ["claude-kid", "codex-kid", "codex-kid", "opencode-kid"], [e["content"] for e in got]
     assert sum("Which colour, red or blue?" in t for t in texts()) == 1
     assert sum("painted it" in t for t in texts()) == 1

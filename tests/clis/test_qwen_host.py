@@ -16,7 +16,15 @@ from clifake import scripted, users
 from cliworld import json_lines
 from conftest import wait_until
 from fake_chat import FakeChat
-from fg import in_thread, run_async, send, session, spawn
+from fg import (
+    answer_the_question,
+    in_thread,
+    run_async,
+    send,
+    send_after_first_call,
+    session,
+    spawn,
+)
 from pikit import roost_bin
 from qwenkit import OFFLINE_SETTINGS, session_records
 
@@ -79,11 +87,7 @@ def test_a_qwen_child_reports_to_its_parent_once_and_is_woken_by_its_answer(qwen
     async def story():
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "paint the shed", "painter", host="qwen")
-            await lead.wait_for_delivery(1, timeout=90)
-            ok, text, _data = await send(lead, kid, "blue")
-            assert ok, text
-            await lead.wait_for_delivery(2, timeout=90)
-            await in_thread(daemon.wait_job, kid, timeout=60)
+            await answer_the_question(daemon, lead, kid, "blue")
             # The answer went in as a prompt; the model call that held it answered: seen.
             assert (await in_thread(daemon.wait_seen, kid, "blue"))["state"] == "seen"
             return kid, list(lead.delivered)
@@ -129,9 +133,7 @@ def test_a_message_sent_during_a_tool_arrives_mid_turn_after_the_tool_result(qwe
     async def story():
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "do the slow thing", "slowpoke", host="qwen")
-            await in_thread(wait_until, lambda: len(scripted(fake)) >= 1, 90, what="the first model call")
-            ok, text, data = await send(lead, kid, "also check the docs")
-            assert ok and data["result"] == "delivered", text
+            await send_after_first_call(lead, kid, lambda: scripted(fake), "also check the docs", 90)
             # Held by the worker until the slow tool's PostToolUse hook: no model call has it.
             assert daemon.received(kid, "also check the docs")["seen"] is None
             gate.write_text("go")

@@ -163,6 +163,38 @@ class PiKit(HostKit):
 # ------------------------------------------------------------------ helpers for the tests
 
 
+def slow_tool_scenario(gate: Path, default: str = "ok: {input}") -> dict[str, Any]:
+    """A scenario whose first run calls a tool that waits until the file ``gate`` exists,
+    then says "after the slow tool"; every later run says ``default``."""
+    return {
+        "run": [{"steps": [{"wait_for": str(gate)}, {"say": "after the slow tool"}]}],
+        "default": {"steps": [{"say": default}]},
+    }
+
+
+def delegating_parent(spawns: list[dict[str, Any]], said: str, asker: str, models: dict[str, Any]) -> dict[str, Any]:
+    """The scenario of a pi parent of children on several hosts (the mixed-tree tests): its
+    task ``delegate ...`` spawns a child for each of ``spawns`` (a spawn step's arguments)
+    and says ``said``; a report asking "Which colour" is answered by sending ``blue`` to
+    ``asker``; any other report is noted. ``models`` holds the children's scenarios."""
+    return {
+        "run": [
+            {"match": "^delegate", "steps": [*({"spawn": spawn} for spawn in spawns), {"say": said}]},
+            {"kind": "report", "match": "Which colour", "steps": [
+                {"send": {"to": asker, "message": "blue"}},
+                {"say": "answered the painter"},
+            ]},
+        ],
+        "default": {"steps": [{"say": "noted {from_name}"}]},
+        "models": models,
+    }
+
+
+def reports_to(daemon: Any, job: str) -> list[dict[str, Any]]:
+    """The reports in pi job ``job``'s session file (its children's, as the parent read them)."""
+    return [e for e in daemon.entries(job) if e.get("type") == "custom_message" and (e.get("details") or {}).get("kind") == "report"]
+
+
 def user_messages(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in entries if e.get("type") == "message" and (e.get("message") or {}).get("role") == "user"]
 

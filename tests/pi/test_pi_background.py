@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from conftest import wait_until
-from fg import in_thread, run_async, send, session, spawn
-from pikit import agent_items, message_text, user_messages
+from fg import in_thread, run_async, send, send_after_first_call, session, spawn
+from pikit import agent_items, message_text, slow_tool_scenario, user_messages
 
 from roost_core.policy import NO_USER_AUTHORITY
 
@@ -125,20 +125,14 @@ def test_pi_parent_gets_both_childrens_reports_once_and_framed(pi_kit):
 
 def test_a_message_sent_during_a_slow_tool_reaches_the_next_model_call(pi_kit, tmp_path):
     gate = tmp_path / "gate"
-    scenario = {
-        "run": [{"steps": [{"wait_for": str(gate)}, {"say": "after the slow tool"}]}],
-        "default": {"steps": [{"say": "ok: {input}"}]},
-    }
-    fake = pi_kit.fake(scenario)
+    fake = pi_kit.fake(slow_tool_scenario(gate))
     daemon = pi_kit.daemon()
 
     async def story():
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "do the slow thing", "slowpoke", host="pi")
             # The model has asked for the slow tool: pi is inside it now.
-            await in_thread(wait_until, lambda: len(fake.requests()) >= 1, 60, what="the first model call")
-            ok, text, data = await send(lead, kid, "also check the docs")
-            assert ok and data["result"] == "delivered", text
+            await send_after_first_call(lead, kid, fake.requests, "also check the docs", 60)
             # The worker holds the message (its log says so), then the slow tool may finish.
             worker_log = daemon.paths.jobs_dir / f"{kid}.log"
             await in_thread(
@@ -175,11 +169,7 @@ def test_five_messages_that_reach_pi_together_carry_the_notice_once(pi_kit, tmp_
     at once with ``steeringMode: "all"``; its default, one at a time, gives each a model
     call of its own, where each keeps its notice.)"""
     gate = tmp_path / "gate"
-    scenario = {
-        "run": [{"steps": [{"wait_for": str(gate)}, {"say": "after the slow tool"}]}],
-        "default": {"steps": [{"say": "ok: {input}"}]},
-    }
-    fake = pi_kit.fake(scenario)
+    fake = pi_kit.fake(slow_tool_scenario(gate))
     pi_kit.update_settings({"steeringMode": "all"})
     daemon = pi_kit.daemon()
     words = [f"note {n}" for n in range(1, 6)]
@@ -218,11 +208,7 @@ def test_five_messages_for_an_idle_pi_are_one_prompt_with_one_notice(pi_kit, tmp
     pi as one batch: with pi's own steering mode (one at a time), one model request holds
     the five envelopes and the notice once, and the child answers them in one turn."""
     gate = tmp_path / "gate"
-    scenario = {
-        "run": [{"steps": [{"wait_for": str(gate)}, {"say": "after the slow tool"}]}],
-        "default": {"steps": [{"say": "ok"}]},
-    }
-    fake = pi_kit.fake(scenario)
+    fake = pi_kit.fake(slow_tool_scenario(gate, default="ok"))
     daemon = pi_kit.daemon()
     words = [f"later {n}" for n in range(1, 6)]
 

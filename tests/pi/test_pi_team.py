@@ -10,7 +10,7 @@ import sys
 import pytest
 from conftest import wait_until
 from fg import in_thread, run_async, session, spawn
-from pikit import COST_PER_CALL, agent_items, message_text
+from pikit import COST_PER_CALL, agent_items, message_text, slow_tool_scenario
 
 from roost_plugins.envelope import parse_envelopes
 
@@ -128,11 +128,7 @@ def test_pi_reply_carries_reply_to_and_roost_log_shows_the_thread(pi_kit):
 
 def test_pi_follow_up_lands_after_the_run_and_urgent_before_the_next_model_call(pi_kit, tmp_path):
     gate = tmp_path / "gate"
-    scenario = {
-        "run": [{"steps": [{"wait_for": str(gate)}, {"say": "after the slow tool"}]}],
-        "default": {"steps": [{"say": "ok: {input}"}]},
-    }
-    fake = pi_kit.fake(scenario)
+    fake = pi_kit.fake(slow_tool_scenario(gate))
     daemon = pi_kit.daemon()
 
     async def story():
@@ -193,19 +189,22 @@ def test_pi_watch_fires_exactly_once(pi_kit, tmp_path):
     assert len(seen) == 1
 
 
-def test_pi_tree_over_budget_is_refused_and_its_root_is_told(pi_kit, write_config):
-    # Every fake model call reports 15 tokens (10 in, 5 out).
-    write_config({"agentTreeTokens": 50})
-    scenario = {
-        "run": [
-            {"steps": [{"spawn": {"task": "spend", "name": "kid", "model": "kid"}}, {"say": "spawned"}]},
-            {"kind": "report", "match": "budget spent", "steps": [{"spawn": {"task": "more", "name": "kid-2", "model": "kid"}}, {"say": "tried again"}]},
-        ],
-        "default": {"steps": [{"say": "noted"}]},
-        "models": {"kid": {"default": {"steps": [{"shell": "true"}, {"say": "spent"}]}}},
-    }
-    fake = pi_kit.fake(scenario)
-    daemon = pi_kit.daemon()
+#: The root spawns a kid that spends (a tool call, then an answer); told by roost that its
+#: tree's budget is spent, the root tries to spawn another kid.
+OVER_BUDGET = {
+    "run": [
+        {"steps": [{"spawn": {"task": "spend", "name": "kid", "model": "kid"}}, {"say": "spawned"}]},
+        {"kind": "report", "match": "budget spent", "steps": [{"spawn": {"task": "more", "name": "kid-2", "model": "kid"}}, {"say": "tried again"}]},
+    ],
+    "default": {"steps": [{"say": "noted"}]},
+    "models": {"kid": {"default": {"steps": [{"shell": "true"}, {"say": "spent"}]}}},
+}
+
+
+def refused_over_budget(daemon) -> tuple[str, dict, str]:
+    """Start the root of :data:`OVER_BUDGET` and wait until roost has told it, once, that its
+    budget is spent and has refused its second spawn, once; no ``kid-2`` exists. Returns the
+    root's id, the envelope of roost's report and the refused spawn's error."""
     root = daemon.start_job("delegate", host="pi", name="root")
 
     def told():
@@ -215,10 +214,19 @@ def test_pi_tree_over_budget_is_refused_and_its_root_is_told(pi_kit, write_confi
     wait_until(lambda: tool_errors(daemon.entries(root), "roost_spawn"), 90, what="the refused spawn")
     (report,) = told()
     (envelope,) = parse_envelopes(report["content"])
-    assert envelope["kind"] == "report" and envelope["relation"] == "system" and "agentTreeTokens" in envelope["body"]
     (error,) = tool_errors(daemon.entries(root), "roost_spawn")
-    assert "budget_spent" in error
     assert not [r for r in daemon.call("jobs")["jobs"] if r["name"] == "kid-2"]
+    return root, envelope, error
+
+
+def test_pi_tree_over_budget_is_refused_and_its_root_is_told(pi_kit, write_config):
+    # Every fake model call reports 15 tokens (10 in, 5 out).
+    write_config({"agentTreeTokens": 50})
+    fake = pi_kit.fake(OVER_BUDGET)
+    daemon = pi_kit.daemon()
+    _root, envelope, error = refused_over_budget(daemon)
+    assert envelope["kind"] == "report" and envelope["relation"] == "system" and "agentTreeTokens" in envelope["body"]
+    assert "budget_spent" in error
     rows = {row["name"]: row for row in daemon.call("agents")["agents"]}
     # The usage comes from pi's own records: 15 tokens per model call.
     assert rows["kid"]["usage"]["tokens"] % 15 == 0 and rows["kid"]["usage"]["tokens"] >= 30
@@ -229,29 +237,11 @@ def test_pi_tree_over_budget_is_refused_and_its_root_is_told(pi_kit, write_confi
 def test_pi_tree_over_its_cost_budget_is_refused(pi_kit, write_config):
     # pi prices every fake call (COST_PER_CALL); the tree may spend three calls' worth.
     write_config({"agentTreeCost": 3 * COST_PER_CALL})
-    scenario = {
-        "run": [
-            {"steps": [{"spawn": {"task": "spend", "name": "kid", "model": "kid"}}, {"say": "spawned"}]},
-            {"kind": "report", "match": "budget spent", "steps": [{"spawn": {"task": "more", "name": "kid-2", "model": "kid"}}, {"say": "tried again"}]},
-        ],
-        "default": {"steps": [{"say": "noted"}]},
-        "models": {"kid": {"default": {"steps": [{"shell": "true"}, {"say": "spent"}]}}},
-    }
-    pi_kit.fake(scenario)
+    pi_kit.fake(OVER_BUDGET)
     daemon = pi_kit.daemon()
-    root = daemon.start_job("delegate", host="pi", name="root")
-
-    def told():
-        return [i for i in agent_items(daemon.entries(root)) if i["details"].get("from") == "roost"]
-
-    wait_until(told, 120, what="the root's budget report")
-    wait_until(lambda: tool_errors(daemon.entries(root), "roost_spawn"), 90, what="the refused spawn")
-    (report,) = told()
-    (envelope,) = parse_envelopes(report["content"])
+    root, envelope, error = refused_over_budget(daemon)
     assert "budget spent" in envelope["body"] and "agentTreeCost" in envelope["body"], envelope["body"]
-    (error,) = tool_errors(daemon.entries(root), "roost_spawn")
     assert "budget_spent" in error and "agentTreeCost" in error
-    assert not [r for r in daemon.call("jobs")["jobs"] if r["name"] == "kid-2"]
     kid = next(r["id"] for r in daemon.call("jobs")["jobs"] if r["name"] == "kid")
     for job in (root, kid):
         daemon.wait_job(job, timeout=60)

@@ -91,6 +91,9 @@ def child_scenario(tree: int, index: int) -> dict[str, Any]:
 
 
 class Load:
+    #: Foreground peers, each the root of a tree (the working day runs fewer).
+    trees = TREES
+
     def __init__(self, daemon, tmp_path: Path, target: int, rng: random.Random, soak: bool) -> None:
         self.daemon = daemon
         self.tmp_path = tmp_path
@@ -215,7 +218,7 @@ class Load:
     async def main(self) -> None:
         # The sessions are entered before, and left after, the task group that uses them.
         async with contextlib.AsyncExitStack() as stack:
-            for tree in range(TREES):
+            for tree in range(self.trees):
                 peer = FgPeer(self.tmp_path / f"fg{tree}.jsonl", name=f"fg{tree}", paths=self.daemon.paths, cwd=str(self.tmp_path))
                 self.peers.append(await stack.enter_async_context(peer))
             try:
@@ -322,19 +325,18 @@ class Load:
                         promised += 1
         return promised, unknown
 
+    def transcripts(self) -> dict[str, list[dict[str, Any]]]:
+        """Every session file of the run, by its owner's id: each child's, then each
+        foreground peer's (what the verdict reads)."""
+        files = {kid: self.daemon.entries(kid) for kids in self.children.values() for kid in kids}
+        files.update({peer.peer_id: transcript(peer.session) for peer in self.peers})
+        return files
+
     def verdict(self) -> dict[str, Any]:
         job_promised, job_unknown = self.job_ledger()
-        received: dict[str, list[tuple[str, str]]] = {}
-        user_lines: list[str] = []
-        for kids in self.children.values():
-            for kid in kids:
-                entries = self.daemon.entries(kid)
-                received[kid] = received_messages(entries)
-                user_lines += user_texts(entries)
-        for peer in self.peers:
-            entries = transcript(peer.session)
-            received[peer.peer_id] = received_messages(entries)
-            user_lines += user_texts(entries)
+        files = self.transcripts()
+        received = {owner: received_messages(entries) for owner, entries in files.items()}
+        user_lines = [line for entries in files.values() for line in user_texts(entries)]
         result = check_delivery(self.ledger, received)
         # An agent message is never a user message: the only user input is the tasks.
         forged = [line for line in user_lines if not line.startswith("task of ")]

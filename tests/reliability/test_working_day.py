@@ -23,7 +23,6 @@ other than connections within :data:`FD_BOUND` of the warm-up's highest.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import time
@@ -39,7 +38,6 @@ from reliability.kit import (
     received_messages,
     reports_in,
     stuck_jobs,
-    transcript,
     user_texts,
 )
 from reliability.test_load import FgPeer, Load
@@ -74,6 +72,8 @@ def child_scenario(siblings: list[str]) -> dict[str, Any]:
 
 
 class WorkingDay(Load):
+    trees = TREES  # Load.main enters this many foreground peers
+
     def __init__(self, daemon, tmp_path, rng: random.Random, minutes: float) -> None:
         super().__init__(daemon, tmp_path, target=10**9, rng=rng, soak=True)
         self.seconds = minutes * 60
@@ -184,16 +184,6 @@ class WorkingDay(Load):
             except (DaemonUnavailable, ProtocolError, OSError, psutil.Error):
                 time.sleep(0.1)  # the daemon is being restarted: sample the next one
 
-    async def main(self) -> None:
-        async with contextlib.AsyncExitStack() as stack:
-            for tree in range(TREES):
-                peer = FgPeer(self.tmp_path / f"fg{tree}.jsonl", name=f"fg{tree}", paths=self.daemon.paths, cwd=str(self.tmp_path))
-                self.peers.append(await stack.enter_async_context(peer))
-            try:
-                await self.traffic()
-            finally:
-                self.done = True
-
     async def traffic(self) -> None:
         self.end = time.monotonic() + self.seconds
         for tree, peer in enumerate(self.peers):
@@ -229,19 +219,12 @@ class WorkingDay(Load):
             if parent in fg_ids and row["id"] not in self.children[parent]:
                 self.children[parent].append(row["id"])
         job_promised, job_unknown = self.job_ledger()
-        received: dict[str, list[tuple[str, str]]] = {}
-        user_lines: list[str] = []
+        files = self.transcripts()
+        received = {owner: received_messages(entries) for owner, entries in files.items()}
+        user_lines = [line for entries in files.values() for line in user_texts(entries)]
         reports: dict[str, list[dict[str, Any]]] = {}
-        for kids in self.children.values():
-            for kid in kids:
-                entries = self.daemon.entries(kid)
-                received[kid] = received_messages(entries)
-                user_lines += user_texts(entries)
         for peer in self.peers:
-            entries = transcript(peer.session)
-            received[peer.peer_id] = received_messages(entries)
-            user_lines += user_texts(entries)
-            for report in reports_in(entries):
+            for report in reports_in(files[peer.peer_id]):
                 reports.setdefault(report["from"], []).append(report)
         rows = self.daemon.call("jobs")["jobs"]
         return {

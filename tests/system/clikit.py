@@ -6,6 +6,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+from conftest import wait_until
 
 CLI = [sys.executable, "-m", "roost_core.cli"]
 
@@ -27,3 +30,12 @@ class Cli:
 
     def json(self, *args: str) -> object:
         return json.loads(self(*args, "--json").stdout)
+
+
+def stop_live_jobs(daemon: Any) -> None:
+    """Stop every live job of ``daemon`` and wait until none is live: the teardown of a
+    ``cli`` fixture, so the workers its commands started exit cleanly before the daemon does."""
+    for row in daemon.call("jobs")["jobs"]:
+        if row["live"]:
+            daemon.call("stop", job=row["id"])
+    wait_until(lambda: not any(row["live"] for row in daemon.call("jobs")["jobs"]), what="workers gone")

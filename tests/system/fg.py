@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+from conftest import wait_until
 
 from roost_core.foreground import ForegroundSession
 
@@ -39,3 +40,67 @@ def taken(daemon, *peers: ForegroundSession) -> bool:
     ``delivered`` (a session acks an item only after it has recorded it)."""
     rows = {row["id"]: row for row in daemon.call("agents")["agents"]}
     return all(rows[peer.peer_id]["pending"] == 0 for peer in peers)
+
+
+# ------------------------------------------------------------------ stories a host test tells
+# Each host's tests (tests/claude, tests/clis, tests/pi) tell the same stories to a child
+# on their host; these are the parts that are the same on every host, waits and asserts
+# included. What a test checks afterwards (its host's transcript) stays in the test.
+
+
+async def send_after_first_call(lead: ForegroundSession, kid: str, made: Callable[[], list[Any]], message: str, timeout: float) -> None:
+    """Wait until the child ``kid`` has made its first model call (``made()`` lists the
+    calls so far: the scenario's first tool is running), then send it ``message``, which
+    must be ``delivered`` (to a live worker, not a reaped one)."""
+    await in_thread(wait_until, lambda: len(made()) >= 1, timeout, what="the first model call")
+    ok, text, data = await send(lead, kid, message)
+    assert ok and data["result"] == "delivered", text
+
+
+async def send_during_last_answer(daemon, lead: ForegroundSession, fake, kid: str, message: str, timeout: float = 90) -> None:
+    """While ``fake`` holds the child's last answer (the test's ``fake.hold`` picks it: the
+    tool boundary has passed), send ``message`` (``delivered``), let the answer go, and
+    wait for the child's one report and for its job to settle."""
+    assert await in_thread(fake.holding.wait, timeout), "the last answer never started"
+    ok, text, data = await send(lead, kid, message)
+    assert ok and data["result"] == "delivered", text
+    fake.release.set()
+    await lead.wait_for_delivery(1, timeout=timeout)
+    await in_thread(daemon.wait_job, kid, timeout=60)
+
+
+async def answer_the_question(daemon, lead: ForegroundSession, kid: str, answer: str, timeout: float = 90) -> None:
+    """The child ``kid`` ends its first run with a question: wait for that report, send
+    ``answer``, and wait for the report of the run it starts and for the job to settle."""
+    await lead.wait_for_delivery(1, timeout=timeout)
+    ok, text, _data = await send(lead, kid, answer)
+    assert ok, text
+    await lead.wait_for_delivery(2, timeout=timeout)
+    await in_thread(daemon.wait_job, kid, timeout=60)
+
+
+async def wake_reaped(daemon, lead: ForegroundSession, kid: str, message: str) -> str:
+    """Wait until the child ``kid``'s worker is reaped, then send it ``message``, which must
+    start a new worker (``started``). Returns the tool's text."""
+    await in_thread(daemon.wait_reaped, kid)
+    _ok, text, data = await send(lead, kid, message)
+    assert data["result"] == "started", text
+    return text
+
+
+def reap_and_wake(daemon, tmp_path, host: str) -> str:
+    """The whole story of a child on ``host`` whose worker is reaped between two runs (the
+    test's config reaps soon, ``reapAfterSeconds``): spawned with ``first task`` by a
+    ``lead`` session, it reports; once reaped, ``wake up and look`` starts it again
+    (:func:`wake_reaped`); it reports again and settles. Returns the child's id."""
+
+    async def story() -> str:
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "first task", "sleeper", host=host)
+            await lead.wait_for_delivery(1, timeout=90)
+            await wake_reaped(daemon, lead, kid, "wake up and look")
+            await lead.wait_for_delivery(2, timeout=90)
+            await in_thread(daemon.wait_job, kid, timeout=60)
+            return kid
+
+    return run_async(story)

@@ -43,6 +43,15 @@ def server(tmp_path) -> tuple[str, dict, object]:
     return name, scenario, pidfile
 
 
+async def start_server_child(daemon, lead, tmp_path) -> tuple[str, str, proctools.Proc]:
+    """Spawn a child whose first run leaves a server running (:func:`server`) and wait until
+    the process table shows it. Returns the child's id, the server's name and its process."""
+    name, scenario, pidfile = server(tmp_path)
+    kid = await spawn(lead, "start the dev server", "devserver", scenario=scenario)
+    running = await in_thread(wait_until, lambda: proctools.escapee(pidfile, name), what="the server running")
+    return kid, name, running
+
+
 def cli(daemon, *args: str) -> str:
     out = subprocess.run([sys.executable, "-m", "roost_core.cli", *args], env=daemon.env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -58,20 +67,18 @@ def test_a_child_is_not_hibernated_while_its_server_runs_and_hibernates_once_it_
     # Hibernation at once: an old daemon ends the child (and its server) as it settles.
     write_config({"hibernateAfterSeconds": 0})
     daemon = daemon_factory().start()
-    name, scenario, pidfile = server(tmp_path)
 
     async def story():
         async with session(daemon, tmp_path) as lead:
-            kid = await spawn(lead, "start the dev server", "devserver", scenario=scenario)
-            running = await in_thread(wait_until, lambda: proctools.escapee(pidfile, name), what="the server running")
+            kid, name, running = await start_server_child(daemon, lead, tmp_path)
             settled = await in_thread(
                 wait_until, lambda: (row := daemon.job(kid))["state"] == "done" and row["background"] and row, what="settled with its server"
             )
             ok, text, data = await lead.call_tool("roost_agents", {})
             assert ok, text
-            return kid, running, settled, data, text
+            return kid, name, running, settled, data, text
 
-    kid, running, settled, data, text = run_async(story)
+    kid, name, running, settled, data, text = run_async(story)
     # Settled, with its worker and its server: not hibernated.
     assert settled["live"] and settled["workerPid"] and proctools.alive(running)
     assert settled["background"] == 1
@@ -98,12 +105,10 @@ def test_a_child_is_not_hibernated_while_its_server_runs_and_hibernates_once_it_
 def test_roost_stop_ends_a_childs_server(daemon_factory, write_config, tmp_path):
     write_config({"hibernateAfterSeconds": 0})
     daemon = daemon_factory().start()
-    name, scenario, pidfile = server(tmp_path)
 
     async def story():
         async with session(daemon, tmp_path) as lead:
-            kid = await spawn(lead, "start the dev server", "devserver", scenario=scenario)
-            running = await in_thread(wait_until, lambda: proctools.escapee(pidfile, name), what="the server running")
+            kid, _name, running = await start_server_child(daemon, lead, tmp_path)
             await in_thread(wait_until, lambda: daemon.job(kid)["background"], what="settled with its server")
             return kid, running
 

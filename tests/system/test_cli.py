@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from clikit import CLI, Cli
-from conftest import BLOCKED_BY_DEFAULT, wait_until
+from clikit import CLI, Cli, stop_live_jobs
+from conftest import BLOCKED_BY_DEFAULT
 
 ASK_THEN_FINISH = """
 [[run]]
@@ -35,10 +35,7 @@ def cli(daemon, tmp_path):
     yield run
     if daemon.process.poll() is not None:
         return  # the test stopped the daemon itself
-    for row in daemon.call("jobs")["jobs"]:
-        if row["live"]:
-            daemon.call("stop", job=row["id"])
-    wait_until(lambda: not any(row["live"] for row in daemon.call("jobs")["jobs"]), what="workers gone")
+    stop_live_jobs(daemon)
 
 
 @pytest.fixture

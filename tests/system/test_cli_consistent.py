@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from clikit import Cli
+from clikit import Cli, stop_live_jobs
 from conftest import agent_items, wait_until
 
 QUIET = {"default": {"steps": [{"say": "ok: {input}"}]}}
@@ -24,10 +24,7 @@ ERROR_LINE = re.compile(r"roost: [a-z_]+: \S.*")
 def cli(daemon, tmp_path):
     run = Cli(daemon.env, tmp_path)
     yield run
-    for row in daemon.call("jobs")["jobs"]:
-        if row["live"]:
-            daemon.call("stop", job=row["id"])
-    wait_until(lambda: not any(row["live"] for row in daemon.call("jobs")["jobs"]), what="workers gone")
+    stop_live_jobs(daemon)
 
 
 def error_of(result: subprocess.CompletedProcess, status: int = 1) -> str:

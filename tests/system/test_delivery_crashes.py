@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from conftest import agent_items, wait_until
-from fg import in_thread, run_async, send, session, spawn
+from fg import in_thread, run_async, send, session, spawn, wake_reaped
 
 from roost_plugins.envelope import parse_envelopes
 
@@ -21,9 +21,7 @@ def test_message_to_a_reaped_worker_survives_kill9_of_the_daemon(daemon_factory,
     async def story():
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "first", "kid", scenario=QUIET)
-            await in_thread(daemon.wait_reaped, kid)
-            _ok, _text, data = await send(lead, kid, "survive this")
-            assert data["result"] == "started"
+            await wake_reaped(daemon, lead, kid, "survive this")
             daemon.kill9()
             daemon.restart()
             await in_thread(daemon.wait_job, kid)

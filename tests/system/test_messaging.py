@@ -9,7 +9,7 @@ import signal
 
 import pytest
 from conftest import agent_items, user_messages, wait_until
-from fg import in_thread, run_async, send, session, spawn
+from fg import in_thread, run_async, send, session, spawn, wake_reaped
 
 from roost_core.protocol import ProtocolError
 from roost_plugins.envelope import parse_envelopes
@@ -132,9 +132,7 @@ def test_started_when_the_target_was_reaped(daemon_factory, write_config, tmp_pa
     async def story():
         async with session(daemon, tmp_path) as lead:
             kid = await spawn(lead, "first", "kid", scenario=QUIET)
-            await in_thread(daemon.wait_reaped, kid)
-            _ok, text, data = await send(lead, kid, "wake up")
-            assert data["result"] == "started", text
+            await wake_reaped(daemon, lead, kid, "wake up")
             await in_thread(daemon.wait_job, kid)
             items = agent_items(daemon.entries(kid))
             assert [envelope_of(i)["body"] for i in items] == ["wake up"]

@@ -14,7 +14,7 @@ import json
 import re
 
 import pytest
-from clikit import Cli
+from clikit import Cli, stop_live_jobs
 from conftest import agent_items, wait_until
 from fg import in_thread, run_async, send, session
 
@@ -31,10 +31,7 @@ RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u
 def cli(daemon, tmp_path):
     run = Cli(daemon.env, tmp_path)
     yield run
-    for row in daemon.call("jobs")["jobs"]:
-        if row["live"]:
-            daemon.call("stop", job=row["id"])
-    wait_until(lambda: not any(row["live"] for row in daemon.call("jobs")["jobs"]), what="workers gone")
+    stop_live_jobs(daemon)
 
 
 def tool_results(entries, tool: str) -> list[str]:
