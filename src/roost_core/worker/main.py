@@ -338,6 +338,8 @@ class Worker:
         self.ack_wanted.set()
 
     def unrecorded(self, items: list[Item]) -> None:
+        """The host's agent died before writing ``items``: the queue keeps them for the
+        next run (``ReplyQueue.keep``)."""
         kept = self.queue.keep(items)
         if kept:
             log.info("seqs %s were handed to the agent, which ended before writing them: they go in the next run", [item.seq for item in kept])

@@ -101,8 +101,11 @@ class ReplyQueue:
         """Everything deliverable now (a new run's prompt, or a tool boundary's steer)."""
         if self.gated or self.dialog_open:
             return []
-        taken = sorted([*self.kept, *self.items], key=lambda it: it.seq)
-        self.items, self.kept = [], []
+        if self.kept:
+            taken = sorted([*self.kept, *self.items], key=lambda it: it.seq)
+            self.items, self.kept = [], []
+        else:
+            taken, self.items = self.items, []
         self._taken.update(item.seq for item in taken)
         return taken
 
