@@ -107,12 +107,16 @@ class FakeModelServer:
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
 
     def requests(self) -> list[dict[str, Any]]:
-        """Every request logged so far, in order."""
+        """Every request logged so far, in order. A line still being written (a large
+        request's is written in several pieces) waits for its end: only lines that end
+        with a newline are read."""
         try:
-            lines = self.log_path.read_text().splitlines()
+            with self.lock:
+                text = self.log_path.read_text()
         except FileNotFoundError:
             return []
-        return [json.loads(line) for line in lines if line.strip()]
+        complete = text[: text.rfind("\n") + 1]
+        return [json.loads(line) for line in complete.splitlines() if line.strip()]
 
     # -------------------------------------------------------------- the server
 
