@@ -652,8 +652,11 @@ def test_a_scenario_the_scripted_host_cannot_load_is_refused(shared, record, tmp
 
 
 def test_the_daemon_served_others_throughout(shared, record):
-    """Runs last: the probe was answered all along, by the same daemon process."""
+    """Runs last: the probe was answered all along, by the same daemon process. (Under
+    xdist's worksteal it may run before the corpus: then it waits for the probe's first
+    answer, so there is a daemon pid to compare.)"""
     probe = shared.probe
+    wait_until(lambda: probe.answers > 0 or probe.failures, what="the probe's first answer")
     probe.stop.set()
     probe.join(10)
     record(
