@@ -307,9 +307,16 @@ def check_states(states: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     return tuple(states)
 
 
+def is_settled(row: dict[str, Any]) -> bool:
+    """The job of ``row`` runs nothing by itself now: nothing waits in its queue, or it is
+    stopped, or failed with no worker (given up after crashes, its items wait for the
+    next reply or message, which starts it again)."""
+    return row["pending"] == 0 or row["state"] == "stopped" or (row["state"] == "failed" and not row["live"])
+
+
 def wait_for_job(conn: Any, ref: str, states: tuple[str, ...] = SETTLED, timeout: float = 60.0, *, poll: float = 0.05) -> dict[str, Any]:
-    """Poll ``jobs`` until the job ``ref`` names is in one of ``states`` with its queue
-    empty (a stopped job's queue need not be). ``ref`` is resolved once, as every
+    """Poll ``jobs`` until the job ``ref`` names is in one of ``states`` and settled
+    (:func:`is_settled`). ``ref`` is resolved once, as every
     command resolves it; raises ``timeout`` when ``timeout`` seconds pass first."""
     from roost_core.protocol import NOT_FOUND, ProtocolError
 
@@ -320,7 +327,7 @@ def wait_for_job(conn: Any, ref: str, states: tuple[str, ...] = SETTLED, timeout
         row: dict[str, Any] | None = next((row for row in conn.call("jobs")["jobs"] if row["id"] == job_id), None)
         if row is None:
             raise ProtocolError(NOT_FOUND, f"job {job_id} was removed while waiting for it")
-        if row["state"] in states and (row["pending"] == 0 or row["state"] == "stopped"):
+        if row["state"] in states and is_settled(row):
             return row
         if time.monotonic() > deadline:
             raise CommandError(TIMEOUT, f"job {job_id} ({shown(row['name'])}) still {row['state']} after {timeout:g}s, waiting for {' or '.join(states)}")

@@ -89,11 +89,13 @@ class Workers:
         self.exits = ExitWatches(self.adopted_worker_exited)
 
     def reconcile(self) -> None:
-        """After a (re)start: a recorded worker that is gone is handled as an exit."""
+        """After a (re)start: a recorded worker that is gone is handled as an exit; a job
+        with items and no worker is started, unless it is stopped or given up on (its
+        items wait for a user's or an agent's next item, as under the last daemon)."""
         for job in list(self.jobs.values()):
             if job.worker_pid is not None and not locks.is_alive(job.worker_pid, job.worker_create_time):
                 self.worker_gone(job, None)
-            elif job.worker_pid is None and job.queue.items and job.state not in ("stopped",):
+            elif job.worker_pid is None and job.queue.items and job.state != "stopped" and not given_up(job):
                 if job.state == "running":
                     job.state = "idle"
                 self.try_start_worker(job)
@@ -205,6 +207,8 @@ class Workers:
             if job.id not in self.unstarted:
                 log.warning("cannot start the worker of %s (%s); its items wait, trying again", job.id, exc)
             self.unstarted.add(job.id)
+            # A new item reset its crash count: on record, so a restart starts it too.
+            self.registry.save(job)
             return False
         if self.unstarted:
             self.unstarted.discard(job.id)
@@ -445,6 +449,13 @@ class Workers:
             proctree.kill_marked(slot.mark, spare=self.spared_pids())
         with contextlib.suppress(OSError):
             (self.paths.jobs_dir / f"{slot.id}.log").unlink()
+
+
+def given_up(job: Job) -> bool:
+    """``job``'s worker crashed more often than roost restarts it, and nobody has sent it
+    anything since (a new item resets the count): it is failed and stays so, its items
+    waiting, until a user or an agent asks again."""
+    return job.crashes > MAX_CRASH_RESTARTS
 
 
 def last_line(path: Path) -> str:
