@@ -186,3 +186,42 @@ def test_items_a_dead_agent_never_wrote_wait_for_the_next_run_and_go_first():
     for seq in (1, 3, 4):
         queue.mark_done(seq)
     assert queue.watermark == 4
+
+
+def copy_of(seq: int, msg_id: str) -> Item:
+    return Item(seq=seq, kind="message", content=f"message {seq}", sender="a1b2c3d4", msg_id=msg_id)
+
+
+def test_a_second_copy_pushed_before_start_is_acked_with_the_first_the_transcript_holds():
+    """A worker killed after writing an item, before acking it: the daemon pushes that item
+    and a second copy of it (the same message id, numbered anew) to the next worker before
+    its session is open. Both are dropped, and the watermark moves past both: the job is
+    left with nothing pending (the copy stayed unacked, its job ``queued``, for good)."""
+    queue = ReplyQueue()
+    queue.push(copy_of(2, "m0000abcd"))
+    queue.push(copy_of(3, "m0000abcd"))
+    queue.push(reply(4))
+    queue.start({1, 2}, {"m0000abcd"})
+    assert seqs(queue.items) == [4]
+    assert queue.watermark == 3
+
+
+def test_a_second_copy_of_an_item_whose_id_the_transcript_holds_is_acked_at_start():
+    """The same, when the transcript shows the first copy only by its message id."""
+    queue = ReplyQueue()
+    queue.push(copy_of(5, "m0000abcd"))
+    queue.push(copy_of(6, "m0000abcd"))
+    queue.start({1, 2, 3, 4}, {"m0000abcd"})
+    assert queue.items == []
+    assert queue.watermark == 6
+
+
+def test_a_copy_of_a_resend_the_transcript_holds_by_seq_is_acked():
+    """A resend of a seq the transcript holds (its id not read there), then a second copy
+    of it by id: both dropped, the watermark past both."""
+    queue = ReplyQueue()
+    queue.start({1, 2})
+    queue.push(copy_of(2, "m0000abcd"))
+    queue.push(copy_of(3, "m0000abcd"))
+    assert queue.items == []
+    assert queue.watermark == 3

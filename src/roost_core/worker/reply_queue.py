@@ -49,8 +49,10 @@ class ReplyQueue:
         self.in_transcript |= in_transcript
         self.ids_in_transcript |= ids
         for item in self.items:
-            if item.msg_id is not None and item.msg_id in self.ids_in_transcript:
-                self.in_transcript.add(item.seq)
+            if item.seq in self.in_transcript or (item.msg_id is not None and item.msg_id in self.ids_in_transcript):
+                # Written before this worker started: so are the second copies of it that
+                # arrived meanwhile (dropped and acked with it, never left pending).
+                self._written(item.seq)
         self.items = [item for item in self.items if item.seq not in self.in_transcript]
         self.awaiting_start = False
         self._advance()
@@ -75,7 +77,10 @@ class ReplyQueue:
                 self._held_ids[msg_id] = item.seq
                 self._id_of[item.seq] = msg_id
         if not self.awaiting_start and item.seq in self.in_transcript:
-            self._advance()  # a resend of what the transcript holds: dropped, acked
+            # A resend of what the transcript holds: dropped, acked (and a later copy of
+            # it, by its id, too).
+            self._written(item.seq)
+            self._advance()
         else:
             self.items.append(item)
             self.items.sort(key=lambda it: it.seq)
@@ -153,14 +158,18 @@ class ReplyQueue:
 
     def mark_done(self, seq: int) -> int:
         """``seq`` is in the transcript. Returns the new ack watermark."""
+        self._written(seq)
+        self._advance()
+        return self.watermark
+
+    def _written(self, seq: int) -> None:
+        """``seq`` is in the transcript, and with it every second copy of it held."""
         self.in_transcript.add(seq)
         self.in_transcript.update(self._copies.pop(seq, ()))
         msg_id = self._id_of.pop(seq, None)
         if msg_id is not None:
             self._held_ids.pop(msg_id, None)
             self.ids_in_transcript.add(msg_id)
-        self._advance()
-        return self.watermark
 
     def _advance(self) -> None:
         while self._received and self._received[0] in self.in_transcript:
