@@ -314,6 +314,17 @@ def is_settled(row: dict[str, Any]) -> bool:
     return row["pending"] == 0 or row["state"] == "stopped" or (row["state"] == "failed" and not row["live"])
 
 
+def why_not_done(row: dict[str, Any], states: tuple[str, ...]) -> str:
+    """What a wait for ``done`` that ran out of time on a settled ``idle`` job is told:
+    its last run took only agent items, and only a user's reply makes it ``done``."""
+    if row["state"] != "idle" or "done" not in states or not is_settled(row):
+        return ""
+    return (
+        "; idle: its last run answered agent messages only, and it becomes done only after a run"
+        " that takes a reply of yours (`roost wait` with no --state returns once it settles)"
+    )
+
+
 def wait_for_job(conn: Any, ref: str, states: tuple[str, ...] = SETTLED, timeout: float = 60.0, *, poll: float = 0.05) -> dict[str, Any]:
     """Poll ``jobs`` until the job ``ref`` names is in one of ``states`` and settled
     (:func:`is_settled`). ``ref`` is resolved once, as every
@@ -330,7 +341,7 @@ def wait_for_job(conn: Any, ref: str, states: tuple[str, ...] = SETTLED, timeout
         if row["state"] in states and is_settled(row):
             return row
         if time.monotonic() > deadline:
-            raise CommandError(TIMEOUT, f"job {job_id} ({shown(row['name'])}) still {row['state']} after {timeout:g}s, waiting for {' or '.join(states)}")
+            raise CommandError(TIMEOUT, f"job {job_id} ({shown(row['name'])}) still {row['state']} after {timeout:g}s, waiting for {' or '.join(states)}{why_not_done(row, states)}")
         time.sleep(poll)
 
 
