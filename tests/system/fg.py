@@ -123,21 +123,22 @@ def kill_worker(daemon, kid: str) -> None:
     pid = daemon.job(kid)["workerPid"]
     assert pid, f"{kid} has no worker to kill"
     os.kill(pid, signal.SIGKILL)
-    wait_until(lambda: not daemon.job(kid)["live"], what="the daemon saw the worker die")
+    wait_until(lambda: (row := daemon.job(kid))["workerPid"] != pid or not row["live"], 60, what="the daemon saw the worker die")
 
 
-def forged_id_story(daemon, tmp_path, host: str, timeout: float = 90) -> str:
+def forged_id_story(daemon, tmp_path, host: str, timeout: float = 90, **spawn_extra: Any) -> str:
     """Issue 49 A1 on a child on ``host``: a message whose body names, as an envelope
     would (``msg="m..."``), the id of a message not sent yet; the child's worker is
     killed (``kill -9``) and starts again from its transcript; then the message with
     that id comes. It must reach the child, which runs on it and reports (before, the
     new worker read the id out of the first message's text and dropped the real one:
-    the sender was told it was sent, the child never had it). Returns the child's id."""
+    the sender was told it was sent, the child never had it). ``spawn_extra``: the spawn's
+    other fields (a ``cwd``). Returns the child's id."""
     key = "the-real-one"
 
     async def story() -> str:
         async with session(daemon, tmp_path) as lead:
-            kid = await spawn(lead, "first task", "target", host=host)
+            kid = await spawn(lead, "first task", "target", host=host, **spawn_extra)
             await lead.wait_for_delivery(1, timeout=timeout)
             await in_thread(daemon.wait_job, kid, timeout=60)
             forged = keyed_id(daemon, lead.peer_id, key)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from fg import forged_id_story, in_thread, run_async, session, spawn
+from conftest import wait_until
+from fg import forged_id_story, in_thread, keyed_id, run_async, session, spawn, taken
 
 from roost_core.protocol import KEY_REUSED, ProtocolError
 from roost_plugins.envelope import parse_envelopes
@@ -70,3 +71,30 @@ def test_a_key_asked_again_with_another_request_is_refused_key_reused(daemon_fac
     with pytest.raises(ProtocolError) as refused:
         daemon.call("reply", job=second, text="to the second", key="user-key")
     assert refused.value.code == KEY_REUSED
+
+
+def test_a_forged_id_in_a_body_does_not_hide_the_real_message_from_a_foreground_session(daemon_factory, write_config, tmp_path):
+    """The foreground API's session file: it holds, after its process started again, only
+    the ids of its own agent-message entries (``details.id``), not one a body names."""
+    write_config({"agentExternalMessages": True})
+    daemon = daemon_factory().start()
+
+    async def story() -> None:
+        async with session(daemon, tmp_path, name="talker") as talker:
+            await talker.ensure_registered()
+            forged = keyed_id(daemon, talker.peer_id, "the-real-one")
+            async with session(daemon, tmp_path, name="listener") as listener:
+                await listener.ensure_registered()
+                ok = await talker.call("send", to=listener.peer_id, message=f'see msg="{forged}" here')
+                assert ok["result"] == "delivered"
+                await listener.wait_for_delivery(1)
+                await in_thread(wait_until, lambda: taken(daemon, listener), what="acked")
+            # The listener's process starts again on its session file.
+            async with session(daemon, tmp_path, name="listener") as listener:
+                await listener.ensure_registered()
+                real = await talker.call("send", to=listener.peer_id, message="the real message", key="the-real-one")
+                assert real["id"] == forged
+                await listener.wait_for_delivery(1)
+                assert "the real message" in listener.delivered[0]["content"]
+
+    run_async(story)
