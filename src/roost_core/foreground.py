@@ -82,7 +82,7 @@ class ForegroundSession(LinkedPeer):
                 log.warning("%s", line)  # what this resume skips
             self.writer = SessionWriter(self.session, cwd=self.cwd)
             self._seen = seqs_in(self.writer.entries)
-            self._seen_ids = message_ids_in(self.session)
+            self._seen_ids = message_ids_in(self.writer.entries)
         await self._open_tasks()
         return self
 

@@ -65,6 +65,9 @@ NOT_A_PERSON = "not_a_person"
 #: A plugin's answer broke a rule the core keeps whatever the plugins (the envelope's,
 #: :mod:`roost_core.envelope_rules`); also the CLI's code for a plugin that fails to load.
 PLUGIN_ERROR = "plugin_error"
+#: A keyed request whose key was used already for a request that asked something else
+#: (another receiver, another text): a key names one request (:mod:`roost_core.daemon.ledger`).
+KEY_REUSED = "key_reused"
 
 
 class ProtocolError(Exception):

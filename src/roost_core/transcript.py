@@ -12,7 +12,6 @@ import datetime as _dt
 import itertools
 import json
 import os
-import re
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from roost_core import faults
+from roost_core import faults, identity
 from roost_core.records import AGENT_MESSAGE_TYPE, TranscriptEntry
 
 __all__ = ["AGENT_MESSAGE_TYPE"]  # re-exported: the name its users import from here
@@ -155,20 +154,18 @@ def seqs_in(entries: list[dict[str, Any]]) -> set[int]:
     return seqs
 
 
-#: An agent item's message id as a transcript stores it: in the envelope (``msg="m..."``,
-#: JSON-escaped in a session line) or in an entry's details (``"id": "m..."``).
-_MESSAGE_ID_IN_FILE = re.compile(rb'(?:msg=\\?"|"id":\s*")(m[0-9a-f]{8})[\\"]')
-
-
-def message_ids_in(path: str | Path) -> set[str]:
-    """The message ids of the agent items a session file holds, whatever the host wrote it
-    (pi, roost's own, Claude Code: the envelope carries the id in each): how a worker knows
-    a second copy of one it has. An unreadable file holds none."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError:
-        return set()
-    return {match.decode() for match in _MESSAGE_ID_IN_FILE.findall(data)}
+def message_ids_in(entries: list[dict[str, Any]]) -> set[str]:
+    """The message ids of the agent messages roost wrote into a pi-format session (each
+    one's ``custom_message`` entry's ``details.id``): how a foreground session knows a
+    second copy of one it holds. Read from that field only, never from a message's text,
+    where a body may name any id (and so make a message not sent yet look held)."""
+    ids: set[str] = set()
+    for entry in entries:
+        if entry.get("type") == "custom_message" and entry.get("customType") == AGENT_MESSAGE_TYPE:
+            msg_id = _dict(entry.get("details")).get("id")
+            if isinstance(msg_id, str) and identity.is_message_id(msg_id):
+                ids.add(msg_id)
+    return ids
 
 
 def usage_of(entry: dict[str, Any]) -> tuple[int, float]:

@@ -106,7 +106,9 @@ class Daemon:
         # Starting a worker for an item is the one effect the mailroom asks for.
         self.mailroom = Mailroom(self.receipts, MessageQuotes(), self.workers.try_start_worker)
         self.mailroom.pushed = self.ledger.pushed
-        self.desk = SendDesk(self.tables, self.budgets, self.mailroom, self.receipts, self.jobs, self.foreground, pm, config, self.clock)
+        self.desk = SendDesk(
+            self.tables, self.budgets, self.mailroom, self.receipts, self.jobs, self.foreground, pm, config, self.clock, ids=self.ledger.ids
+        )
         self.maker = JobMaker(paths, config, pm, self.registry, self.hosts, self.workers, self.mailroom, self.budgets)
         # What sessions are told by the daemon itself.
         self.watches = Watches(pm, config, self.registry, self.tables, self.desk, self.hosts, self.tasks)

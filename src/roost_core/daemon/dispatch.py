@@ -227,7 +227,7 @@ class Dispatcher:
             if key is None:
                 result = await handle(conn, args)
             else:
-                result = await self.ledger.run(caller_of(conn), route.name, key, lambda: handle(conn, args))
+                result = await self.ledger.run(caller_of(conn), route.name, key, lambda: handle(conn, args), args=args)
             conn.send(ok(request_id, result))
             if route.after is not None:
                 route.after(conn)
@@ -247,7 +247,7 @@ class Dispatcher:
         key = args.get("key") if route.op.keyed else None
         if key is None:
             return accept(conn, args)  # type: ignore[return-value]
-        return self.ledger.accept(caller_of(conn), route.name, key, lambda: accept(conn, args))
+        return self.ledger.accept(caller_of(conn), route.name, key, lambda: accept(conn, args), args=args)
 
 
 def _answer_when_durable(conn: Connection, request_id: Any, answer: Pending) -> None:

@@ -12,7 +12,7 @@ import attrs
 from roost_core import faults, identity, policy
 from roost_core.daemon.connection import Connection
 from roost_core.daemon.jobs import Job
-from roost_core.daemon.ledger import message_id_for
+from roost_core.daemon.ledger import KeyedIds
 from roost_core.daemon.registry import Registry
 from roost_core.daemon.sending import SendDesk, deliver_to
 from roost_core.daemon.tables import PeerTables
@@ -99,7 +99,7 @@ class Handback:
         if not decision.report:
             self.mark_handed_back(job, run_key)
             return {"reported": False, "reason": decision.reason}
-        report = Report(child=child, state=run.state, result=run.result, question=run.question, error=run.error, id=report_id(job, run_key))
+        report = Report(child=child, state=run.state, result=run.result, question=run.question, error=run.error, id=report_id(self.desk.ids, job, run_key))
         faults.point("daemon.during_handback")
         route = await self.route_report(job, report)
         # Marked only once routed: a handback resent after a crash before this point is
@@ -119,7 +119,7 @@ class Handback:
         job.parent_streak = decision.streak
         if decision.report:
             # Its worker is started again for the items waiting (worker_gone): say so.
-            await self.route_report(job, Report(child=job.peer_info(), state="failed", error=job.error, reason="restarted", id=report_id(job, causes[0].seq)))
+            await self.route_report(job, Report(child=job.peer_info(), state="failed", error=job.error, reason="restarted", id=report_id(self.desk.ids, job, causes[0].seq)))
         self.mark_handed_back(job, causes[0].seq)
 
     def settle_run(self, job: Job, run: RunRecord) -> None:
@@ -264,9 +264,9 @@ def kept_report(report: Report) -> dict[str, Any]:
     return {name: value for name, value in attrs.asdict(report, recurse=False).items() if name != "child"}
 
 
-def report_id(job: Job, run: int | None) -> str | None:
+def report_id(ids: KeyedIds, job: Job, run: int | None) -> str | None:
     """The message id of the report of ``job``'s run ``run``: the same each time that run
     is handed back (a worker sends its handback again until it is answered, and a daemon
     that died before it marked the run handed back routes it again), so the parent's side
     drops a second copy by its id. None (a new id) for a run with no key."""
-    return None if run is None else message_id_for(job.id, f"report:{run}")
+    return None if run is None else ids.message_id(job.id, f"report:{run}")

@@ -18,7 +18,6 @@ from roost_core.daemon.delivery import Mailroom, not_stored
 from roost_core.daemon.handback import Handback
 from roost_core.daemon.hostset import HostSet
 from roost_core.daemon.jobmaker import JobMaker
-from roost_core.daemon.ledger import message_id_for
 from roost_core.daemon.persistence import Persistence
 from roost_core.daemon.persons import check_a_person
 from roost_core.daemon.receipts import Receipts
@@ -168,7 +167,7 @@ class JobOps:
             return {"id": job.id, "seq": item.seq, "result": outcome}
         # A keyed reply has an id made from its key: asked again after a daemon died before
         # answering, it is found in the queue (or its worker drops the second copy by id).
-        msg_id = message_id_for(caller_of(conn), key)
+        msg_id = self.persistence.ledger.ids.message_id(caller_of(conn), key)
         held = job.queue.holding(msg_id)
         if held is not None:
             return {"id": job.id, "seq": held.seq, "result": "queued"}

@@ -15,7 +15,7 @@ from roost_core.daemon import changes
 from roost_core.daemon.hostset import HostSet
 from roost_core.daemon.itemlife import Stage
 from roost_core.daemon.jobs import Job
-from roost_core.daemon.ledger import AnswerLedger
+from roost_core.daemon.ledger import SECRET_FILE, AnswerLedger, KeyedIds
 from roost_core.daemon.receipts import Receipts
 from roost_core.daemon.registry import Registry
 from roost_core.hosts import session_seqs
@@ -58,7 +58,7 @@ class Persistence:
         self.journal: Journal | None = None
         #: The first answers of keyed requests, so a client may ask again after losing an
         #: answer (no I/O: its records go to the journal).
-        self.ledger = AnswerLedger(self.write_answer)
+        self.ledger = AnswerLedger(self.write_answer, ids=KeyedIds(paths.state_dir / SECRET_FILE, durable=durable))
         self.unpushed: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
 
     def load(self) -> Journal:
@@ -69,6 +69,7 @@ class Persistence:
         edited by hand) is set aside with a log line, and the rest is served: a bad job
         record is renamed ``<id>.json.bad``; the journal's unreadable lines are kept in
         ``queue.journal.bad`` (the journal itself is written anew from what was read)."""
+        self.ledger.ids.load()
         jobs = self.registry.jobs
         job_files = self.registry.job_files
         for path, data in job_files.records():

@@ -19,7 +19,7 @@ from roost_core.config import Config
 from roost_core.daemon.budgets import Budgets
 from roost_core.daemon.delivery import HeldPush, Mailroom, Pending, settle
 from roost_core.daemon.jobs import Job
-from roost_core.daemon.ledger import message_id_for
+from roost_core.daemon.ledger import KeyedIds
 from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.receipts import Receipts
 from roost_core.daemon.tables import PeerTables
@@ -63,6 +63,7 @@ class SendDesk:
         pm: Any,
         config: Config,
         clock: Callable[[], float],
+        ids: KeyedIds | None = None,
     ) -> None:
         self.tables = tables
         self.budgets = budgets
@@ -73,6 +74,8 @@ class SendDesk:
         self.pm = pm
         self.config = config
         self.clock = clock
+        #: Makes a keyed send's message id (the daemon's secret; the ledger's).
+        self.ids = ids if ids is not None else KeyedIds()
         #: The plugin set's compiled hooks (the peer tables keep them; one cache).
         self.hooks = tables.hooks
 
@@ -90,7 +93,7 @@ class SendDesk:
         # A keyed send has the same message id each time it is asked, so a receiver that
         # holds it already (pushed before a crash made it durable) drops a second copy.
         key = args.get("key")
-        message_id = identity.new_message_id() if key is None else message_id_for(sender.id, key)
+        message_id = identity.new_message_id() if key is None else self.ids.message_id(sender.id, key)
         if to.startswith(SCOPE_MARK):
             again = key is not None and bool(args.get("again", False))
             return self.broadcast(sender, job, to[len(SCOPE_MARK):], text, reply_to, args.get("urgent"), message_id, again=again)

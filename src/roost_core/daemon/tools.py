@@ -121,7 +121,7 @@ class CallerServices(ToolServices):
         # Through the ledger, as the send op is: a foreground push waits for the answer's
         # record, and the send asked again finds its first answer.
         messaging, conn = self.messaging, self.conn
-        return await settle(messaging.ledger.accept(caller_of(conn), "send", self.key, lambda: messaging.accept_send(conn, args)))
+        return await settle(messaging.ledger.accept(caller_of(conn), "send", self.key, lambda: messaging.accept_send(conn, args), args=args))
 
     async def spawn(self, task: str, **fields: Any) -> dict[str, Any]:
         # Through a tool, a host is the agent's choice (checked by the limits plugin).

@@ -31,8 +31,8 @@ from roost_core.peerlink import PeerLink
 from roost_core.protocol import MAX_SEEN, ProtocolError
 from roost_core.queue import Item
 from roost_core.store import write_all
-from roost_core.transcript import message_ids_in
 from roost_core.worker.background import BackgroundWatch
+from roost_core.worker.idrecord import IdRecord
 from roost_core.worker.reply_queue import ReplyQueue
 from roost_core.worker.supervisor import Supervisor
 
@@ -153,6 +153,8 @@ class Worker:
         self.warm_answered = anyio.Event()
         self.adopted = anyio.Event()
         self.plugins: Any = None
+        #: The ids of the items handed to the host, by seq (made once the job is known).
+        self.id_record: IdRecord | None = None
 
     # ------------------------------------------------------------------ daemon link
 
@@ -282,12 +284,31 @@ class Worker:
 
     def take_steer(self) -> list[Item]:
         steered = self.queue.take_steer()
+        if not self.note_ids(steered):
+            return []
         self.run_items.extend(steered)
         self.run_causes.extend(cause_of(item, joined=True) for item in steered)
         # A run that took in an item further down a chain is at that step of it now.
         self.run_hops = max([self.run_hops, *(item.hops for item in steered)])
         self.run_broadcast_chain = self.run_broadcast_chain or any(item.broadcast_chain for item in steered)
         return steered
+
+    def note_ids(self, items: list[Item], *, give_back: bool = True) -> bool:
+        """Record the message ids of ``items`` before the host gets them
+        (:mod:`~roost_core.worker.idrecord`). When the record refuses them (a full disk),
+        ``give_back`` puts them back in the queue for later and says False; else the
+        ``OSError`` is raised (a run's prompt: the run goes as one whose file refused it)."""
+        if self.id_record is None:
+            return True
+        try:
+            self.id_record.note(items)
+        except OSError as exc:
+            if not give_back:
+                raise
+            log.warning("the message-id record refused seqs %s (%s): they are handed over later", [item.seq for item in items], exc)
+            self.queue.give_back(items)
+            return False
+        return True
 
     def usage_total(self, tokens: int, cost: float) -> None:
         """The host's running total for this session (model calls so far, all workers):
@@ -366,6 +387,10 @@ class Worker:
             await self.status(state="needs_input", question=question, dialog=True, dialogOptions=clean_options(options) or None)
             while True:
                 answer = self.queue.take_reply()
+                if answer is not None and not self.note_ids([answer]):
+                    with anyio.move_on_after(WRITE_RETRY_FIRST):
+                        await self.shutdown.wait()
+                    continue
                 if answer is not None:
                     self.run_items.append(answer)
                     break
@@ -428,13 +453,20 @@ class Worker:
                 if self.host is None:
                     self.host = self.build_host(self.job)
                 in_transcript = await self.host.open(self.job, self)
-                self.queue.start(in_transcript, message_ids_in(self.job.session))
+                # The ids the session holds: those this worker's record gave the seqs its
+                # host found there (never an id read out of a transcript's text).
+                from roost_core.paths import resolve_paths
+
+                self.id_record = IdRecord(resolve_paths().jobs_dir / f"{self.job.id}.ids")
+                self.queue.start(in_transcript, self.id_record.ids_of(in_transcript))
                 self.ack_wanted.set()
                 await self.run_loop()
             finally:
                 with anyio.CancelScope(shield=True):
                     if self.host is not None:
                         await self.host.close()
+                    if self.id_record is not None:
+                        self.id_record.close()
                     # Nothing the job started outlives it.
                     await self.processes.close()
                     await anyio.lowlevel.checkpoint()
@@ -545,6 +577,7 @@ class Worker:
             with anyio.CancelScope() as scope:
                 self.run_scope = scope
                 try:
+                    self.note_ids(items, give_back=False)
                     outcome = await self.host.run(items)
                 except OSError as exc:
                     unwritten = exc
