@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from clifake import scripted, users
 
 
@@ -249,3 +250,107 @@ def test_a_users_gemini_cli_joins_through_install_and_gets_a_message_mid_turn(ge
     sent = daemon.call("agents")["agents"]
     work = [row for row in sent if row["name"] == "work"]
     assert work and all(row["pending"] == 0 for row in work), sent
+
+
+def gemini_agents(kit) -> list[dict]:
+    """The rows ``roost agents --json`` shows for Gemini CLI sessions."""
+    shown = kit.roost("agents", "--json")
+    assert shown.returncode == 0, shown.stderr
+    return [row for row in json.loads(shown.stdout) if row.get("host") == "gemini"]
+
+
+def without_before_agent(kit) -> None:
+    """Take ``BeforeAgent`` out of the user's Gemini settings: an install made before roost
+    registered it."""
+    path = kit.cli.home / ".gemini" / "settings.json"
+    settings = json.loads(path.read_text())
+    settings["hooks"].pop("BeforeAgent", None)
+    path.write_text(json.dumps(settings))
+
+
+@pytest.mark.parametrize("install", ["current", "without BeforeAgent"])
+def test_a_users_gemini_cli_is_one_agent_from_its_first_roost_call(gemini_host, write_config, tmp_path, install):
+    # Issue 49.A4: the first roost tool call registered without a session, the next hook
+    # named the session and made a second agent; an answer to the first id was lost.
+    # BeforeAgent names the session before the first call; without it (an older install)
+    # the peer keeps the id it joined with once a later hook names the session.
+    write_config({"agentExternalMessages": True})
+    gate = tmp_path / "gate"
+    daemon = gemini_host.daemon()
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            lead_id = await lead.ensure_registered()
+            fake = gemini_host.start_fake({
+                "run": [{"steps": [{"send": {"to": lead_id, "message": "hello from work"}}, {"agents": {}},
+                                   {"wait_for": str(gate)}, {"say": "after the tools"}]}],
+                "default": {"steps": [{"say": "ok: {input}"}]},
+            })
+            installed = gemini_host.roost("gemini", "install")
+            assert installed.returncode == 0, installed.stderr
+            if install != "current":
+                without_before_agent(gemini_host)
+            user = gemini_host.user_gemini("look around")
+            try:
+                # Its first roost call (roost_send) names it as it will stay.
+                [hello] = await lead.wait_for_delivery(1, timeout=90)
+                first = hello["from"]
+                assert [row["id"] for row in await in_thread(gemini_agents, gemini_host)] == [first]
+                # Later roost calls and hooks (roost_agents, the slow tool): the same one agent.
+                await in_thread(wait_until, lambda: len(scripted(fake)) >= 3, 90, what="the slow tool's call")
+                assert [row["id"] for row in await in_thread(gemini_agents, gemini_host)] == [first]
+                # An answer to the first id reaches the session that is still working.
+                ok, text, data = await send(lead, first, "also check the docs")
+                assert ok and data["result"] == "delivered", text
+            finally:
+                gate.write_text("go")
+                events = await in_thread(gemini_host.finish, user)
+            return fake, first, events
+
+    fake, first, events = run_async(story)
+    last = scripted(fake)[-1]
+    assert any("also check the docs" in u for u in users(last)) and last["reply"]["text"] == "after the tools"
+    assert [row["id"] for row in gemini_agents(gemini_host)] == [first]
+    if install == "current":
+        # Named after Gemini CLI's session from its first call (a resume is the same agent).
+        from geminikit import session_id
+
+        from roost_core.identity import foreground_id
+
+        assert first == foreground_id(session_id(events))
+
+
+def test_a_users_reply_to_a_running_gemini_job_reaches_the_model_as_the_users_words(gemini_host, tmp_path):
+    # Issue 49.A3: a reply during a run went in as an AfterTool hook's context, beside
+    # agent items under the notice that says they are not from the user, and roost log
+    # never showed it.
+    gate = tmp_path / "gate"
+    fake = gemini_host.start_fake({
+        "run": [{"match": "slow", "steps": [{"wait_for": str(gate)}, {"say": "after the tool"}]}],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    })
+    daemon = gemini_host.daemon()
+    started = gemini_host.roost("start", "--host", "gemini", "--name", "builder", "--json", "do the slow thing")
+    assert started.returncode == 0, started.stderr
+    job = json.loads(started.stdout)["id"]
+    wait_until(lambda: len(scripted(fake)) >= 1, 90, what="the slow tool's call")
+    replied = gemini_host.roost("reply", job, "and tidy up")
+    assert replied.returncode == 0, replied.stderr
+    gate.write_text("go")
+    row = daemon.wait_job(job, "done", timeout=120)
+    assert row["summary"] == "ok: and tidy up", row
+    # The model got it once, as a user text of its own: never in a tool's response (a
+    # hook's context), never beside the agent-message notice.
+    requests = scripted(fake)
+    last = requests[-1]["body"]["contents"]
+    holding = [part for content in last for part in content.get("parts") or [] if "and tidy up" in json.dumps(part)]
+    assert len(holding) == 1 and "text" in holding[0], holding
+    assert AUTHORITY_LINE not in holding[0]["text"]
+    assert all("and tidy up" not in json.dumps(part) for request in requests
+               for content in request["body"]["contents"] for part in content.get("parts") or [] if "functionResponse" in part)
+    assert [u for u in users(requests[-1]) if "and tidy up" in u] == ["and tidy up"]
+    # Gemini CLI's session holds it once, as a prompt; roost log shows it as the user's line.
+    hand_overs = handed(gemini_host.session_lines(job))
+    assert [where for where, _, _ in hand_overs] == ["prompt", "prompt"] and "and tidy up" in hand_overs[1][2], hand_overs
+    shown = gemini_host.log_lines(job)
+    assert shown.count("› you: and tidy up") == 1 and shown[-1] == "assistant: ok: and tidy up", shown

@@ -41,7 +41,7 @@ def test_install_and_uninstall_keep_the_users_other_settings(tmp_path, roost_env
     assert json.loads(first.stdout)["changed"] is True
     settings = json.loads(settings_file.read_text())
     ours = {event: [h["command"] for g in groups for h in g["hooks"] if is_roost_hook(h["command"])] for event, groups in settings["hooks"].items()}
-    assert {event: len(commands) for event, commands in ours.items()} == {"AfterTool": 1, "AfterAgent": 1}
+    assert {event: len(commands) for event, commands in ours.items()} == {"BeforeAgent": 1, "AfterTool": 1, "AfterAgent": 1}
     assert all(command.endswith(f"gemini hook {event}") and "/old/venv" not in command for event, (command,) in ours.items())
     assert {"matcher": "write_file", "hooks": [{"type": "command", "command": "prettier --write ."}]} in settings["hooks"]["AfterTool"]
     assert {"hooks": [{"type": "command", "command": "notify-send done"}]} in settings["hooks"]["AfterAgent"]

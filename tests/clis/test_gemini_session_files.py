@@ -85,3 +85,24 @@ def test_a_users_session_file_is_read_with_the_others_of_its_session_beside_it(t
     ])
     write_chat(chats / "session-2026-12-06T21-12-3b6af868.jsonl", OTHER, [user("[roost seq 9]\nnot ours", "u9")])
     assert seqs_in_session(str(first)) == {4}
+
+
+def test_roost_log_shows_the_users_words_of_a_prompt_that_also_holds_agent_items(tmp_path):
+    # Issue 49.A3: a prompt that starts a run with a user's reply and an agent message
+    # (the reply first) shows both: the reply as the user's line, the message as itself,
+    # its notice not as the user's words.
+    from roost_core.policy import NO_USER_AUTHORITY
+    from roost_plugins.envelope import frame
+    from roost_plugins.gemini.transcript import entries_of
+
+    message = frame("lead", "f1234567", "parent", "message", "check the docs")
+    session = str(tmp_path / "job3.jsonl")
+    write_header(session, SID, str(tmp_path))
+    chats = job_home(session) / ".gemini" / "tmp" / "work" / "chats"
+    write_chat(chats / "session-2026-12-06T21-10-3b6af868.jsonl", SID, [
+        user(f"[roost seq 2 3]\nand tidy up\n\n{message}", "u1"), answer("ok", "a1")])
+    entries = [entry for line in session_lines(session) for entry in entries_of(line)]
+    assert [(entry.role, entry.text) for entry in entries[:1]] == [("user", "and tidy up")]
+    assert entries[1].custom_type is not None and "check the docs" in entries[1].text
+    assert NO_USER_AUTHORITY.splitlines()[0] not in " ".join(entry.text or "" for entry in entries if entry.role == "user")
+    assert [entry.role for entry in entries[2:]] == ["assistant"]

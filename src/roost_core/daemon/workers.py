@@ -228,10 +228,14 @@ class Workers:
     def kill_leftovers(self, job: Job) -> list[int]:
         """Kill every process the job's (dead or dying) worker started, found by the mark
         of that worker start in their environment: the worker's own bookkeeping died with
-        it, and pi's tools run in sessions of their own. Returns the pids killed."""
+        it, and pi's tools run in sessions of their own; then remove its bridge folder
+        (named by the mark too). Returns the pids killed."""
         if not job.worker_mark:
             return []
+        from roost_core.claude.bridge import remove_worker_folder
+
         killed = proctree.kill_marked(job.worker_mark, spare=self.spared_pids())
+        remove_worker_folder(job.worker_mark)
         if killed:
             log.warning("killed %d process(es) left behind by the worker of %s: %s", len(killed), job.id, killed)
         return killed

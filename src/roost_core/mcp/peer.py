@@ -16,6 +16,11 @@ The session is keyed, in this order, on:
 4. otherwise no session: a random id the server keeps, so the peer keeps its id across
    daemon reconnects for as long as the client runs.
 
+A peer that joined with no session and learns it later (a hook that names the file comes
+after the first roost tool call) keeps the id it joined with: one session is one agent
+from its first call, and what was sent to that id reaches it. A move from one session
+to another (``/clear``, ``/resume``) is a new agent.
+
 It joins lazily, on the first roost tool call, and keeps one daemon connection from then
 on. Items delivered to it wait in its queue until they are taken: by ``roost_inbox`` (any
 client), or by a Claude Code hook (``roost claude hook``). An item is acknowledged once it
@@ -110,6 +115,8 @@ class McpPeer(LinkedPeer):
         #: The Claude Code session id (the transcript's name) when the client is Claude Code.
         self.claude_session_id = claude_session_id
         self.ephemeral_id = uuid.uuid4().hex
+        #: The id it joined with before it knew its session: kept once the session is known.
+        self.kept_id: str | None = None
         self.queue = ReplyQueue()
         self.queue.start(set())
         self.transcript: TranscriptSeqs | HostSeqs | None = None
@@ -173,6 +180,9 @@ class McpPeer(LinkedPeer):
         if path == self.session and session_id == self.claude_session_id:
             return
         moved = self.session is not None or self.peer_id is not None
+        # Joined with no session: the same agent goes on in it (the daemon names a peer
+        # after the ``sessionId`` it registers with).
+        self.kept_id = self.ephemeral_id if self.session is None and self.peer_id is not None else None
         self.claude_session_id, self.session = session_id, path
         if moved and self.link.started:
             # Items held for the old session stay unacked: the daemon gives them to that
@@ -199,7 +209,7 @@ class McpPeer(LinkedPeer):
         seen = self.transcript.seqs if self.transcript is not None else set()
         args["lastSeq"] = max([self.queue.watermark, *seen], default=0)
         if session_id:
-            args["sessionId"] = session_id
+            args["sessionId"] = self.kept_id or session_id
         if self.claude:
             args["host"] = "claude"
         elif self.host:

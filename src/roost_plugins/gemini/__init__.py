@@ -7,7 +7,8 @@
   settings file of the job's own (``GEMINI_CLI_SYSTEM_SETTINGS_PATH``).
 - ``hook``: ``roost gemini hook EVENT``, the command Gemini CLI runs for its hooks: it hands
   over what waits for the session (mid-turn on ``AfterTool``, at the end of a turn on
-  ``AfterAgent``).
+  ``AfterAgent``); in a user's own Gemini CLI, ``BeforeAgent`` tells the ``roost mcp``
+  server the session before its first roost tool call.
 - ``install``: ``roost gemini install | uninstall``: the MCP server and the hooks in the
   user's ``~/.gemini/settings.json``.
 - ``transcript``: where Gemini CLI keeps a session (one or more ``session-*.jsonl`` files)
@@ -26,8 +27,13 @@ from pathlib import Path
 
 #: The MCP server's name: Gemini CLI calls its tools ``mcp_roost_<tool>``.
 SERVER_NAME = "roost"
-#: The hook events roost uses: mid-turn, and at the end of a turn.
-EVENTS = ("AfterTool", "AfterAgent")
+#: The hook events ``roost gemini install`` registers: before each prompt's model calls
+#: (the session is named before any roost tool call, so it is one agent from the first),
+#: mid-turn, and at the end of a turn.
+EVENTS = ("BeforeAgent", "AfterTool", "AfterAgent")
+#: The hook events a background job's Gemini CLI runs: its worker knows the session from
+#: the start, and a hook more would hold up each run's first request by one Python start.
+JOB_EVENTS = ("AfterTool", "AfterAgent")
 
 
 class GeminiError(RuntimeError):

@@ -12,7 +12,10 @@ What the roost side answers (:func:`hook_output`), for items waiting for the ses
   ``<hook_context>`` before the next model call (mid-turn delivery);
 - ``AfterAgent``: ``{"decision": "deny", "reason": ...}``: the reason becomes a new user
   prompt and the model runs again in the same run; never when ``stop_hook_active`` is true
-  (the turn already went on because of a denial: no loop).
+  (the turn already went on because of a denial: no loop);
+- ``BeforeAgent`` (a user's own Gemini CLI only): nothing; the ``roost mcp`` server learns
+  the session's id and file before the prompt's first model call, so the session joins
+  under its own id with its first roost tool call.
 
 Every text starts with the marker line ``[roost seq ...]``.
 """
@@ -51,12 +54,17 @@ def hook_output(event: str, items: list[Any]) -> dict[str, Any] | None:
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
 
 
+#: Gemini CLI's hook events in Claude Code's names, as the ``roost mcp`` server answers
+#: them: ``SessionStart`` only names the session (nothing is handed over there).
+FOREGROUND_EVENTS = {"BeforeAgent": "SessionStart", "AfterTool": "PostToolUse", "AfterAgent": "Stop"}
+
+
 def foreground_input(event: str, data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """A hook of the user's own Gemini CLI as the ``roost mcp`` server answers hooks (in
-    Claude Code's names: ``PostToolUse``, ``Stop``), with the session's id and file (the
+    Claude Code's names, :data:`FOREGROUND_EVENTS`), with the session's id and file (the
     server keys the peer on that file and reads it with this host's ``transcript_seqs``)."""
     kept = {key: data[key] for key in ("session_id", "transcript_path") if isinstance(data.get(key), str)}
-    return ("Stop" if event == "AfterAgent" else "PostToolUse"), {**kept, "stop_hook_active": bool(data.get("stop_hook_active"))}
+    return FOREGROUND_EVENTS.get(event, "PostToolUse"), {**kept, "stop_hook_active": bool(data.get("stop_hook_active"))}
 
 
 def from_foreground(event: str, output: Any) -> dict[str, Any] | None:

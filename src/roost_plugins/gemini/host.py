@@ -8,12 +8,15 @@ Gemini CLI's own, under its folder; roost's session file names it, see
 What goes in, and how (every text starts with the marker line ``[roost seq ...]``):
 
 - the items that start a run (the task, a user reply, agent items for an idle session):
-  the ``-p`` prompt;
-- items that arrive while it runs: the next ``AfterTool`` hook hands them over as context
-  after that tool's result (mid-turn), else the ``AfterAgent`` hook at the end of the turn
-  denies the stop with them as its reason, a new prompt in the same run; what arrives
-  after that (Gemini CLI allows one denial in a row) starts the next run with
-  ``--resume``.
+  the ``-p`` prompt, the user's words first;
+- agent items that arrive while it runs: the next ``AfterTool`` hook hands them over as
+  context after that tool's result (mid-turn), else the ``AfterAgent`` hook at the end of
+  the turn denies the stop with them as its reason, a new prompt in the same run; what
+  arrives after that (Gemini CLI allows one denial in a row) starts the next ``--resume``
+  process of the run;
+- a user reply that arrives while it runs: the prompt of the next ``--resume`` process,
+  right after this one ends (it is the user's words: never a hook's context, beside agent
+  items and their notice that they are not from the user).
 
 The hooks (``roost gemini hook EVENT --bridge PATH``) and the job's MCP server
 (``roost mcp`` in job mode, whose roost tools run through this worker) reach the host over
@@ -51,7 +54,7 @@ from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exi
 from roost_core.hosts.bridged import BridgedHost, json_events
 from roost_core.queue import Item
 from roost_core.settingsfile import SettingsFileError, read_object, write_object
-from roost_plugins.gemini import EVENTS, SERVER_NAME, GeminiError, gemini_binary, gemini_dir
+from roost_plugins.gemini import JOB_EVENTS, SERVER_NAME, GeminiError, gemini_binary, gemini_dir
 from roost_plugins.gemini.hook import hook_output, items_text, wants_items
 from roost_plugins.gemini.install import without_roost_hooks
 from roost_plugins.gemini.transcript import GeminiSession, job_home, read_header, write_header
@@ -76,7 +79,7 @@ def job_settings(user: dict[str, Any], bridge: Path) -> dict[str, Any]:
     job's answer them)."""
     theirs = user.get("hooks")
     hooks = without_roost_hooks(theirs if isinstance(theirs, dict) else {})
-    for event in EVENTS:
+    for event in JOB_EVENTS:
         group: dict[str, Any] = {"hooks": [{"type": "command", "command": hook_command(event, bridge)}]}
         if event == "AfterTool":
             group = {"matcher": ".*", **group}
@@ -108,6 +111,12 @@ def prepare_home(home: Path, user_dir: Path, bridge: Path) -> None:
     write_object(folder / "settings.json", job_settings(user, bridge))
 
 
+def users_words_first(items: list[Item]) -> list[Item]:
+    """``items`` as one prompt holds them: the user's words (the task, replies) first, then
+    the agent items, each followed by its own notice that it is not from the user."""
+    return [item for item in items if not item.is_agent_item] + [item for item in items if item.is_agent_item]
+
+
 class GeminiHost(BridgedHost):
     """A :class:`BridgedHost` that runs one ``gemini -p`` process a run (see the module)."""
 
@@ -119,8 +128,10 @@ class GeminiHost(BridgedHost):
         self.home = Path()
         self.session: GeminiSession | None = None
         self.running = False
-        #: Items taken from the queue that wait for a hook (or the next run).
+        #: Agent items taken from the queue that wait for a hook (or the next process).
         self.outbox: list[Item] = []
+        #: User replies that came during a run: the next process's prompt.
+        self.held: list[Item] = []
         #: The stream-json events of the current process.
         self.texts: list[str] = []
         self.result: dict[str, Any] | None = None
@@ -194,7 +205,8 @@ class GeminiHost(BridgedHost):
             return None
         if not self.running or not wants_items(event, data):
             return None
-        self.outbox.extend(self.services.take_steer())
+        for item in self.services.take_steer():
+            (self.outbox if item.is_agent_item else self.held).append(item)
         items, self.outbox = self.outbox, []
         self.pending.update({item.seq: item for item in items})
         self.hand_over(items)
@@ -210,19 +222,25 @@ class GeminiHost(BridgedHost):
         replied = False
         self.running = True
         try:
-            batch = items
+            batch = users_words_first(items)
             while batch:
                 replied = replied or any(item.kind == "reply" for item in batch)
                 failed = await self.one_process(batch)
                 if failed is not None:
                     return failed
-                # What arrived after the last hook starts the next run on the session.
-                batch, self.outbox = [*self.outbox, *self.services.take_steer()], []
+                # What arrived after the last hook starts the next process on the session.
+                batch, self.held, self.outbox = self.next_batch(), [], []
             await self.wait_for_pending(lambda: False)
         finally:
             self.running = False
         text = self.texts[-1] if self.texts else ""
         return RunOutcome("done" if replied else "idle", text)
+
+    def next_batch(self) -> list[Item]:
+        """The items of the run's next process: the held user replies, the agent items
+        no hook took, and what waits."""
+        assert self.services is not None
+        return users_words_first([*self.held, *self.outbox, *self.services.take_steer()])
 
     async def one_process(self, batch: list[Item]) -> RunOutcome | None:
         """Run ``gemini -p`` with ``batch`` as its prompt to its end; a failed outcome,
@@ -248,7 +266,7 @@ class GeminiHost(BridgedHost):
                               "(does the daemon see another HOME or GEMINI_CLI_HOME than Gemini CLI?)")
         status = self.result.get("status") if self.result is not None else None
         if code != 0 or status != "success":
-            held, self.outbox = self.outbox, []
+            held, self.held, self.outbox = [*self.held, *self.outbox], [], []
             self.keep_unrecorded(*held)
             error = "; ".join(self.errors) or f"gemini exited {code} without a result"
             return RunOutcome("failed", self.texts[-1] if self.texts else "", error=error)

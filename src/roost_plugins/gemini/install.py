@@ -8,7 +8,8 @@ other setting, MCP server and hook as it was:
   server's tools out of a headless run) and with ``ROOST_MCP_HOST=gemini`` in its
   environment, so it answers the hooks below and reads the session's files as this host
   does;
-- the hooks ``AfterTool`` (matcher ``.*``) and ``AfterAgent``: ``roost gemini hook EVENT``.
+- the hooks ``BeforeAgent``, ``AfterTool`` (matcher ``.*``) and ``AfterAgent``:
+  ``roost gemini hook EVENT``.
 
 Installing twice changes nothing; an older roost's hooks are replaced, not doubled. A
 broken file is a :class:`~roost_core.settingsfile.SettingsFileError` and nothing is

@@ -32,6 +32,7 @@ from typing import Any
 
 from roost_core.claude import marked_seqs
 from roost_core.claude.transcript import handed_items
+from roost_core.envelope_rules import NO_USER_AUTHORITY
 from roost_core.hosts.process import SessionTail
 from roost_core.records import TranscriptEntry
 
@@ -197,6 +198,19 @@ def strip_marker(text: str) -> str:
     return text
 
 
+def prompt_entries(text: str, raw: dict[str, Any]) -> list[TranscriptEntry]:
+    """A user text: the user's own words (a prompt, a task, a reply) as the user's
+    message, then roost's agent items (each framed, its notice after it) as agent
+    messages; roost's marker line is not shown."""
+    agents = handed_items(text)
+    words = strip_marker(text)
+    for entry in agents:
+        words = words.replace(f"{entry.text}\n{NO_USER_AUTHORITY}", "").replace(entry.text, "")
+    words = words.strip() if agents else words
+    own = [TranscriptEntry(type="message", role="user", text=words, raw=raw)] if words else []
+    return [*own, *agents]
+
+
 def entries_of(raw: dict[str, Any]) -> list[TranscriptEntry]:
     """One line of a Gemini session as the entries the render plugin knows (pi's shapes):
     prompts, answers with their tool calls, tool results, and roost's hand-overs as agent
@@ -209,13 +223,9 @@ def entries_of(raw: dict[str, Any]) -> list[TranscriptEntry]:
                 continue
             if isinstance(part.get("text"), str):
                 text = part["text"]
-                handed = handed_items(text)
-                if handed:
-                    out.extend(handed)
-                elif text.lstrip().startswith("<session_context>"):
+                if not marked_seqs(text) and text.lstrip().startswith("<session_context>"):
                     continue
-                else:
-                    out.append(TranscriptEntry(type="message", role="user", text=strip_marker(text), raw=raw))
+                out.extend(prompt_entries(text, raw))
             elif isinstance(part.get("functionResponse"), dict):
                 response = part["functionResponse"]
                 output = (response.get("response") or {}).get("output")
