@@ -72,6 +72,7 @@ class WorkerOps:
             job.conn.close()
         conn.job = job
         job.conn = conn
+        job.write_failing = False  # a worker that still fails says so again (resync)
         if args.get("held") is not None:
             # A worker that outlived a daemon crash: seqs go on after what it holds.
             self.persistence.settle_numbering(job, args["held"])
@@ -152,6 +153,8 @@ class WorkerOps:
             job.run_causes = [c for c in args["causes"] if isinstance(c, dict) and isinstance(c.get("seq"), int)]
         if "hostPid" in args:
             job.host_pid = args["hostPid"]
+        if "writeFailing" in args:
+            job.write_failing = args["writeFailing"]
         if "background" in args and (args["background"], args.get("backgroundShown") or []) != (job.background, job.background_shown):
             job.background = args["background"]
             job.background_shown = [{"pid": e["pid"], "command": e["command"]} for e in args.get("backgroundShown") or ()]

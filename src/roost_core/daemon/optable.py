@@ -119,6 +119,7 @@ OPS: dict[str, Op] = {
             "causes": Field(list, max_len=1000),
             "hostPid": Field((int, type(None)), check=lambda v: None if v is None or 0 < v < 2**31 else "is not a process id"),
             "broadcastChain": Field(bool),
+            "writeFailing": Field(bool),
             "usage": Field(dict, max_len=10),
             "background": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
             "backgroundShown": Field(list, max_len=BACKGROUND_SHOWN, check=_check_background),

@@ -563,6 +563,8 @@ class Worker:
                     continue
             else:
                 self.write_retry = 0.0
+                if self.status_fields.get("writeFailing"):
+                    await self.status(wait=False, writeFailing=False)
             outcome = self.classify(outcome)
             # A question or an error longer than the daemon takes (8,000 characters)
             # would refuse the handback and the settled status, and the run would end
@@ -603,8 +605,12 @@ class Worker:
             exc, len(back), [item.seq for item in back], self.write_retry,
         )
         not_run = any(item.seq == items[0].seq for item in back)
+        # What waits for this job is held until the disk takes it: the daemon says
+        # ``not_stored`` to senders its full queue refuses meanwhile.
         if not_run:
-            await self.status(status=f"session file not writable ({exc.strerror or exc}); trying again")
+            await self.status(status=f"session file not writable ({exc.strerror or exc}); trying again", writeFailing=True)
+        else:
+            await self.status(writeFailing=True)
         with anyio.move_on_after(self.write_retry):
             await self.shutdown.wait()
         return not_run
