@@ -32,9 +32,8 @@ SETTLED = ("idle", "needs_input", "done", "failed", "stopped")
 #: States after which a job has nothing left to do until someone replies.
 FINISHED = ("done", "failed", "stopped")
 
-# Exit statuses of every ``roost`` command (README, docs/protocol.md "Exit statuses").
-#: The command did what it was asked.
-EXIT_OK = 0
+# Exit statuses of every ``roost`` command besides 0, success (README, docs/protocol.md
+# "Exit statuses").
 #: An error: ``roost: CODE: message`` on stderr.
 EXIT_ERROR = 1
 #: A usage error (argparse's): the usage, then ``roost: bad_args: message``.

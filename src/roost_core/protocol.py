@@ -341,20 +341,6 @@ def _decode_line_json(line: bytes) -> dict[str, Any] | ProtocolError:
     return frame
 
 
-@attrs.frozen
-class Request:
-    id: Any
-    op: str
-    args: dict[str, Any]
-
-
-def parse_request(frame: dict[str, Any]) -> Request:
-    """Check the envelope of a request (not its op's arguments)."""
-    request_id, op = request_envelope(frame)
-    args = {key: value for key, value in frame.items() if key not in ENVELOPE_KEYS}
-    return Request(id=request_id, op=op, args=args)
-
-
 #: The keys of a request that are not its op's arguments.
 ENVELOPE_KEYS = ("id", "op")
 

@@ -129,14 +129,6 @@ def write_json(path: Path, data: dict[str, Any], *, durable: bool = True) -> Non
     atomic_write(path, json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True).encode("utf-8"), durable=durable)
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 class JobFiles:
     """One JSON file per job under ``jobs/``."""
 
@@ -154,13 +146,6 @@ class JobFiles:
             return
         if self.durable:
             fsync_dir(self.folder)
-
-    def load_all(self) -> dict[str, dict[str, Any]]:
-        jobs = {}
-        for _path, data in self.records():
-            if isinstance(data, dict) and isinstance(data.get("id"), str):
-                jobs[data["id"]] = data
-        return jobs
 
     def records(self) -> Iterator[tuple[Path, Any]]:
         """Each record file and what it holds (None when it is not JSON at all)."""

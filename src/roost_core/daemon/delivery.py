@@ -29,7 +29,7 @@ from typing import Any, Protocol, TypeVar
 import msgspec
 
 from roost_core import faults
-from roost_core.daemon.itemlife import Committed, Event, Receiver, Stage, on_commit, step
+from roost_core.daemon.itemlife import Committed, Event, Receiver, Sighting, Stage, on_commit, step
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.receipts import MessageQuotes, Receipts
@@ -277,7 +277,7 @@ class Mailroom:
             conn.send(item.encoded())
             job.sent = item.seq
             if item.is_agent_item:
-                self.receipts.move(job.id, item.seq, "delivered")
+                self.receipts.move(job.id, item.seq, Sighting.PUSH)
 
     def outcome(self, job: Job, item: Item, commit: Commit, *, wake: bool = True) -> str:
         """What happened to ``item`` once ``commit`` is over: ``delivered`` (pushed to a
@@ -328,7 +328,7 @@ class Mailroom:
         for item in done:
             stages[item.seq] = step(stages[item.seq], Event.RECEIVER_ACK)
             if item.is_agent_item:
-                self.receipts.move(job.id, item.seq, "acknowledged")
+                self.receipts.move(job.id, item.seq, Sighting.RECEIVER_ACK)
         acked = queue.acked
         result = {"acked": acked}
         if not done:
@@ -359,7 +359,7 @@ class Mailroom:
         for item in dropped:
             step(stages[item.seq], Event.DROP)
             if item.is_agent_item:
-                self.receipts.move(job.id, item.seq, "dead", "target removed")
+                self.receipts.move(job.id, item.seq, Sighting.DROP, "target removed")
         stages.clear()
         return dropped
 
@@ -373,7 +373,7 @@ class Mailroom:
             recorded = peer.recorded.pop(key, None)
             if recorded is not None and self.pushed is not None:
                 self.pushed(recorded)
-            self.receipts.move(peer.id, key, "acknowledged")
+            self.receipts.move(peer.id, key, Sighting.RECEIVER_ACK)
         return {"acked": seq}
 
 
