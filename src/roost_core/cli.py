@@ -330,6 +330,7 @@ def end_orphan_workers(paths: Any) -> list[int]:
 
 def cmd_start(args: argparse.Namespace) -> int:
     from roost_core.hosts.scripted import load_scenario
+    from roost_core.protocol import NO_HOST, ProtocolError
 
     request: dict[str, Any] = {"task": read_text(args.task, args.file, "task"), "cwd": str(Path(args.cwd or os.getcwd()).resolve())}
     for key in ("name", "host", "model", "thinking"):
@@ -338,11 +339,33 @@ def cmd_start(args: argparse.Namespace) -> int:
     if args.scenario:
         # Parsed here, so the job does not depend on the caller's cwd or files later.
         request["scenario"] = load_scenario(args.scenario)
-    result = keyed_call("start", **request)
+    try:
+        result = keyed_call("start", **request)
+    except ProtocolError as exc:
+        if exc.code == NO_HOST:
+            raise ProtocolError(NO_HOST, exc.message + found_here(args.host)) from None
+        raise
     emit(args, result, format_started(result))
     for warning in result.get("warnings", ()):
         print(f"roost: warning: {shown(warning)}", file=sys.stderr)
     return 0
+
+
+def found_here(host: str | None) -> str:
+    """For a ``no_host`` refusal: where this shell finds the program of ``host`` (of the
+    default agents when none is named), which the daemon, looking on the PATH it was
+    started with, does not; empty when this shell finds none either."""
+    import shutil
+
+    names = [host] if host else [name for name, spec in local_hosts().items() if spec.default_agent]
+    for name in names:
+        found = shutil.which(name)
+        if found:
+            return (
+                f". This shell finds `{name}` at {found}, but the daemon looks on the PATH it was started with: "
+                "stop it (roost daemon stop) and the next roost command starts it with this shell's PATH"
+            )
+    return ""
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
