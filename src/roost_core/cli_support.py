@@ -26,6 +26,7 @@ from typing import Any
 from roost_core.dialogs import dialog_line, options_text
 from roost_core.names import shell_word, shown
 from roost_core.peerstate import background_text
+from roost_core.protocol import BAD_CONFIG
 
 #: States in which a job is not running: what ``roost wait`` waits for by default.
 SETTLED = ("idle", "needs_input", "done", "failed", "stopped")
@@ -48,8 +49,6 @@ EXIT_INTERRUPTED = 130
 TIMEOUT = "timeout"
 #: No daemon answers and none could be started.
 UNAVAILABLE = "unavailable"
-#: The user config cannot be read.
-BAD_CONFIG = "bad_config"
 #: ``ROOST_HOME`` (or a folder roost keeps its files in) is a file or cannot be made.
 BAD_HOME = "bad_home"
 #: A third-party plugin failed to load and ``ROOST_STRICT_PLUGINS=1``.

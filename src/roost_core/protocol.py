@@ -52,6 +52,8 @@ NO_HOST = "no_host"
 JOB_STOPPED = "job_stopped"
 UNREACHABLE = "unreachable"
 NOT_STORED = "not_stored"
+#: The user config file cannot be read or holds a wrong value (file, line and column said).
+BAD_CONFIG = "bad_config"
 BUSY = "busy"
 INTERNAL = "internal"
 TOO_LARGE = "too_large"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from roost_core.daemon.budget import BudgetNotices
@@ -54,6 +55,9 @@ class WorkerOps:
         self.budget_notices = budget_notices
         self.tasks = tasks
         self.clock = clock
+        #: The user config a worker takes in its hello (the daemon's, never the file:
+        #: ``LiveConfig.worker_view``; set by the daemon that assembles this).
+        self.user_config: Callable[[], dict[str, Any]] = dict
 
     async def op_worker_hello(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         job = self.registry.jobs.get(args["job"])
@@ -95,6 +99,7 @@ class WorkerOps:
             },
             "acked": job.queue.acked,
             "tools": self.tools.listed(),
+            "config": self.user_config(),
         }
 
     async def op_warm_hello(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
@@ -106,7 +111,7 @@ class WorkerOps:
         if slot is None:
             raise ProtocolError(UNAUTHORIZED, "no such warm slot for this process")
         conn.warm = slot
-        return {"job": slot.info(), "tools": self.tools.listed()}
+        return {"job": slot.info(), "tools": self.tools.listed(), "config": self.user_config()}
 
     async def op_warm_ready(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         """The warm worker's host is up: the slot may be taken."""

@@ -67,6 +67,7 @@ def _check_key(key: str) -> str | None:
 
 OPS: dict[str, Op] = {
     "daemon_status": Op({}),
+    "daemon_reload": Op({}),
     "daemon_stop": Op({"jobs": Field(bool)}),
     "plugins": Op({}),
     "tools": Op({}),
