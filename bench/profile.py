@@ -79,7 +79,7 @@ BUCKETS: list[tuple[str, tuple[str, ...]]] = [
     ("accept_send: the rest", ("accept_send", "SendDesk.send", "SendDesk.broadcast")),
     ("answer once durable (commit callback: finish, encode, queue)", ("_answer_when_durable", "_answer_batch")),
     ("ack (op_ack / accept_ack: queue, receipts, journal add)", ("op_ack", "accept_ack")),
-    ("request envelope (split, decode, parse, validate)", ("FrameDecoder.feed", "FastDecoder", "decode_line", "parse_request", "validate_args", "request_envelope", "compile_args", "_checked")),
+    ("request envelope (split, decode, parse, validate)", ("FrameDecoder.feed", "FastDecoder", "decode_line", "validate_args", "request_envelope", "compile_args", "_checked")),
     ("dispatch (accept_frame / handle_frame, data_received's loop over frames; before: the read callback's)", ("accept_frame", "ClientProtocol.data_received", "_serve.<locals>.on_data", "handle_frame")),
     ("socket send (Flusher / Connection.flush: transport.write; before: Connection._flush / writer)", ("Flusher._flush", "Connection.flush", "Connection._flush", "Connection.writer", "_write_loop")),
     ("socket receive (before: Connection.receive, per-wait add/remove reader; now uvloop's C code)", ("Connection.receive", "_readable", "Connection._read_ready")),

@@ -15,7 +15,7 @@ class RecordingJournal:
     (``commit_over``) as the writer thread would, with or without an error."""
 
     def __init__(self) -> None:
-        self.healthy = True
+        self.healthy = self.steady = True
         self.records: list[dict[str, Any]] = []
         self.next = Commit()
 

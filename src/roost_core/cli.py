@@ -83,8 +83,9 @@ def build_parser(*, with_hosts: bool = True) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     daemon = sub.add_parser("daemon", help="run the daemon in the foreground, or control it")
-    daemon.add_argument("action", nargs="?", choices=["run", "status", "stop", "socket"], default="run",
-                        help="run (default): in the foreground; status; stop; socket: print the socket path, starting the daemon if needed")
+    daemon.add_argument("action", nargs="?", choices=["run", "status", "stop", "socket", "reload"], default="run",
+                        help="run (default): in the foreground; status; stop; socket: print the socket path, starting the daemon if needed; "
+                        "reload: read the user config again (the daemon does when the file changes) and say whether it is in force")
     daemon.add_argument("--jobs", action="store_true",
                         help="stop: also end every job's worker and what it started (running jobs are stopped, settled ones "
                         "keep their state and wake under the next daemon). Without it the workers keep running and wait "
@@ -255,7 +256,12 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         with Client(paths.socket, timeout=30 if args.jobs else 10) as conn:
             if args.action == "status":
                 status = conn.call("daemon_status")
-                emit(args, {"running": True, **status}, f"running: pid {status['pid']}, {status['jobs']} jobs, {status['live_workers']} live workers, socket {status['socket']}")
+                line = f"running: pid {status['pid']}, {status['jobs']} jobs, {status['live_workers']} live workers, socket {status['socket']}"
+                emit(args, {"running": True, **status}, line + config_text(status.get("config") or {}))
+                return 0
+            if args.action == "reload":
+                config = conn.call("daemon_reload")
+                emit(args, config, f"config {config['file']} in force" + config_text(config))
                 return 0
             answer = conn.call("daemon_stop", jobs=True) if args.jobs else conn.call("daemon_stop")
             ended: dict[str, Any] = {key: answer[key] for key in ("stoppedJobs", "reapedJobs", "liveWorkers") if key in answer}
@@ -267,7 +273,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
             emit(args, {"running": False, "endedWorkers": killed}, f"not running; ended {len(killed)} worker(s) left waiting for a daemon")
             return 0
         emit(args, {"running": False}, "not running")
-        return 1 if args.action == "status" else 0
+        return 1 if args.action in ("status", "reload") else 0
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:
@@ -277,6 +283,17 @@ def cmd_daemon(args: argparse.Namespace) -> int:
             return 0
         time.sleep(0.05)
     raise CommandError(TIMEOUT, "the daemon did not stop within 10s")
+
+
+def config_text(config: dict[str, Any]) -> str:
+    """What ``daemon status`` and ``daemon reload`` add of the user config: that the file
+    is refused and why, and keys that wait for the next daemon start."""
+    text = ""
+    if config.get("refused"):
+        text += f"\nconfig refused (the config read before stays in force): {config['refused']}"
+    if config.get("atNextStart"):
+        text += f"\nconfig: {', '.join(config['atNextStart'])} changed; in force at the next daemon start"
+    return text
 
 
 def describe_ended(ended: dict[str, Any]) -> str:
@@ -330,6 +347,7 @@ def end_orphan_workers(paths: Any) -> list[int]:
 
 def cmd_start(args: argparse.Namespace) -> int:
     from roost_core.hosts.scripted import load_scenario
+    from roost_core.protocol import NO_HOST, ProtocolError
 
     request: dict[str, Any] = {"task": read_text(args.task, args.file, "task"), "cwd": str(Path(args.cwd or os.getcwd()).resolve())}
     for key in ("name", "host", "model", "thinking"):
@@ -338,11 +356,33 @@ def cmd_start(args: argparse.Namespace) -> int:
     if args.scenario:
         # Parsed here, so the job does not depend on the caller's cwd or files later.
         request["scenario"] = load_scenario(args.scenario)
-    result = keyed_call("start", **request)
+    try:
+        result = keyed_call("start", **request)
+    except ProtocolError as exc:
+        if exc.code == NO_HOST:
+            raise ProtocolError(NO_HOST, exc.message + found_here(args.host)) from None
+        raise
     emit(args, result, format_started(result))
     for warning in result.get("warnings", ()):
         print(f"roost: warning: {shown(warning)}", file=sys.stderr)
     return 0
+
+
+def found_here(host: str | None) -> str:
+    """For a ``no_host`` refusal: where this shell finds the program of ``host`` (of the
+    default agents when none is named), which the daemon, looking on the PATH it was
+    started with, does not; empty when this shell finds none either."""
+    import shutil
+
+    names = [host] if host else [name for name, spec in local_hosts().items() if spec.default_agent]
+    for name in names:
+        found = shutil.which(name)
+        if found:
+            return (
+                f". This shell finds `{name}` at {found}, but the daemon looks on the PATH it was started with: "
+                "stop it (roost daemon stop) and the next roost command starts it with this shell's PATH"
+            )
+    return ""
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:

@@ -26,15 +26,15 @@ from typing import Any
 from roost_core.dialogs import dialog_line, options_text
 from roost_core.names import shell_word, shown
 from roost_core.peerstate import background_text
+from roost_core.protocol import BAD_CONFIG
 
 #: States in which a job is not running: what ``roost wait`` waits for by default.
 SETTLED = ("idle", "needs_input", "done", "failed", "stopped")
 #: States after which a job has nothing left to do until someone replies.
 FINISHED = ("done", "failed", "stopped")
 
-# Exit statuses of every ``roost`` command (README, docs/protocol.md "Exit statuses").
-#: The command did what it was asked.
-EXIT_OK = 0
+# Exit statuses of every ``roost`` command besides 0, success (README, docs/protocol.md
+# "Exit statuses").
 #: An error: ``roost: CODE: message`` on stderr.
 EXIT_ERROR = 1
 #: A usage error (argparse's): the usage, then ``roost: bad_args: message``.
@@ -49,8 +49,6 @@ EXIT_INTERRUPTED = 130
 TIMEOUT = "timeout"
 #: No daemon answers and none could be started.
 UNAVAILABLE = "unavailable"
-#: The user config cannot be read.
-BAD_CONFIG = "bad_config"
 #: ``ROOST_HOME`` (or a folder roost keeps its files in) is a file or cannot be made.
 BAD_HOME = "bad_home"
 #: A third-party plugin failed to load and ``ROOST_STRICT_PLUGINS=1``.

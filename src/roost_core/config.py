@@ -175,20 +175,25 @@ def read_mapping(path: Path) -> dict[str, Any]:
     return data
 
 
-def key_line(path: Path, key: str) -> int | None:
-    """The first line of ``path`` that sets ``key`` (``"key":`` in JSON, ``key =`` in
-    TOML), to point a user at the value a :class:`ConfigError` is about; None if none."""
+def key_place(path: Path, key: str) -> tuple[int, int] | None:
+    """The line and column (both from 1) where ``path`` first sets ``key`` (``"key":`` in
+    JSON, ``key =`` in TOML), to point a user at the value a :class:`ConfigError` is
+    about; None if none."""
     try:
         lines = path.read_text(errors="replace").splitlines()
     except OSError:
         return None
-    pattern = re.compile(rf"^\s*{re.escape(key)}\s*=" if path.suffix == ".toml" else rf'"{re.escape(key)}"\s*:')
-    return next((number for number, line in enumerate(lines, 1) if pattern.search(line)), None)
+    pattern = re.compile(rf"^\s*({re.escape(key)})\s*=" if path.suffix == ".toml" else rf'("{re.escape(key)}")\s*:')
+    for number, line in enumerate(lines, 1):
+        match = pattern.search(line)
+        if match:
+            return number, match.start(1) + 1
+    return None
 
 
 def load_user_config(config_file: Path) -> Config:
     """The user config from ``config_file``, or ``roost.toml`` beside it. Any error names
-    the file it is in, and the line of the key it is about when there is one."""
+    the file it is in, and the line and column of the key it is about when there is one."""
     path = config_file
     data = read_mapping(config_file)
     if not data and config_file.suffix == ".json":
@@ -200,8 +205,8 @@ def load_user_config(config_file: Path) -> Config:
         # Each message of from_mapping starts with the key it is about ("agentMaxDepth
         # must be ...", "plugins.disable must be ...").
         key = str(exc).split(" ", 1)[0].rsplit(".", 1)[-1]
-        line = key_line(path, key)
-        raise ConfigError(f"{path}: {f'line {line}: ' if line else ''}{exc}") from exc
+        place = key_place(path, key)
+        raise ConfigError(f"{path}: {f'line {place[0]}, column {place[1]}: ' if place else ''}{exc}") from exc
 
 
 def load_project_config(cwd: str | Path | None) -> dict[str, Any]:

@@ -13,8 +13,6 @@ import random
 import re
 import secrets
 
-_JOB_ID = re.compile(r"^[0-9a-e][0-9a-f]{7}$")
-_FOREGROUND_ID = re.compile(r"^f[0-9a-f]{7}$")
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _HEXISH = re.compile(r"^[0-9a-fA-F]{7}[0-9a-fA-F-]*$")
 
@@ -38,14 +36,6 @@ def foreground_id(session_id: str | None) -> str:
         return "f" + session_id.replace("-", "").lower()[:7]
     # Anything else (a path, a name) is hashed, so similar strings do not collide.
     return "f" + hashlib.sha256(session_id.encode()).hexdigest()[:7]
-
-
-def is_job_id(value: str) -> bool:
-    return bool(_JOB_ID.match(value))
-
-
-def is_foreground_id(value: str) -> bool:
-    return bool(_FOREGROUND_ID.match(value))
 
 
 _MESSAGE_ID = re.compile(r"^m[0-9a-f]{8}$")

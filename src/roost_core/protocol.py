@@ -52,6 +52,8 @@ NO_HOST = "no_host"
 JOB_STOPPED = "job_stopped"
 UNREACHABLE = "unreachable"
 NOT_STORED = "not_stored"
+#: The user config file cannot be read or holds a wrong value (file, line and column said).
+BAD_CONFIG = "bad_config"
 BUSY = "busy"
 INTERNAL = "internal"
 TOO_LARGE = "too_large"
@@ -342,20 +344,6 @@ def _decode_line_json(line: bytes) -> dict[str, Any] | ProtocolError:
         except UnicodeEncodeError:
             return ProtocolError(BAD_JSON, "frame holds a lone UTF-16 surrogate")
     return frame
-
-
-@attrs.frozen
-class Request:
-    id: Any
-    op: str
-    args: dict[str, Any]
-
-
-def parse_request(frame: dict[str, Any]) -> Request:
-    """Check the envelope of a request (not its op's arguments)."""
-    request_id, op = request_envelope(frame)
-    args = {key: value for key, value in frame.items() if key not in ENVELOPE_KEYS}
-    return Request(id=request_id, op=op, args=args)
 
 
 #: The keys of a request that are not its op's arguments.

@@ -24,9 +24,6 @@ AGENT_MESSAGE_TYPE = "pi-roost-agent-message"
 #: ``followUp`` (once its current run has ended).
 DELIVERY_MODES = ("steer", "followUp")
 
-#: Broadcast scopes ``roost_send`` understands (written ``*children`` etc. in ``to``).
-SCOPES = ("children", "siblings", "tree")
-
 #: Relations between two peers, as the reach plugin names them.
 RELATIONS = ("parent", "child", "sibling", "tree", "external")
 

@@ -41,8 +41,9 @@ COMPACT_AFTER_BYTES = 8 * 1024 * 1024
 #: data alone, while an append that grows the file makes ``fsync`` wait for the
 #: filesystem's journal as well (on this machine's ext4 the former takes about half the
 #: time per 28 KB commit, idle or busy: ``python -m bench.syncs``). A commit past them
-#: writes the next reserve with it and fsyncs. The reserve also keeps room for messages
-#: when the disk fills up. Replay ignores the zeros.
+#: writes the next reserve with it and fsyncs (or less, on a nearly full disk: see
+#: ``Journal._write_reserve``). The reserve also keeps room for messages when the disk
+#: fills up. Replay ignores the zeros.
 RESERVE_BYTES = 1024 * 1024
 #: What the reserve is written from, a piece at a time: a zero buffer of the reserve's own
 #: size, made per growth, would stay in the daemon's heap once freed (glibc raises its
@@ -128,14 +129,6 @@ def write_json(path: Path, data: dict[str, Any], *, durable: bool = True) -> Non
     atomic_write(path, json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True).encode("utf-8"), durable=durable)
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 class JobFiles:
     """One JSON file per job under ``jobs/``."""
 
@@ -153,13 +146,6 @@ class JobFiles:
             return
         if self.durable:
             fsync_dir(self.folder)
-
-    def load_all(self) -> dict[str, dict[str, Any]]:
-        jobs = {}
-        for _path, data in self.records():
-            if isinstance(data, dict) and isinstance(data.get("id"), str):
-                jobs[data["id"]] = data
-        return jobs
 
     def records(self) -> Iterator[tuple[Path, Any]]:
         """Each record file and what it holds (None when it is not JSON at all)."""
@@ -347,6 +333,14 @@ class Journal:
         #: off): the next commit rewrites the file (or, with no snapshot, cuts it first).
         self._rewrite = False
         self.healthy = True
+        #: The last growth found no room for the whole reserve (the disk is nearly full).
+        self._short = False
+        #: Healthy, and not short of room: a record handed over now is all but sure to be
+        #: stored, so what it carries may go out before it is (see ``Mailroom.queue``).
+        #: On a nearly full disk only what is durable goes out: there a small commit may
+        #: succeed between two that fail, and an item pushed early could arrive though its
+        #: sender was told ``not_stored``.
+        self.steady = True
         self.failures = 0
         if self._size and last != b"\n":
             # A torn last record (crash mid-append): end it so the next one stands alone.
@@ -398,7 +392,7 @@ class Journal:
         valid, but the disk refuses writes, so until a commit succeeds the journal counts
         as failing, and that commit rewrites the file."""
         self._rewrite = True
-        self.healthy = False
+        self.healthy = self.steady = False
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Bind the journal to the running loop, so commits start by themselves, until
@@ -540,6 +534,7 @@ class Journal:
             if not self.healthy:
                 log.warning("journal %s: writing again after %d failed commits", self.path, self.failures)
             self.healthy = True
+        self.steady = self.healthy and not self._short
         self.commits += 1
         self.records += count
 
@@ -570,8 +565,7 @@ class Journal:
                 faults.io("io.journal.fsync")
             else:
                 write_at(self._fd, view, offset)
-                if grows and self._reserve:
-                    write_zeros(self._fd, self._reserve, end)
+                zeros = self._write_reserve(end) if grows else 0
                 if self.durable:
                     faults.io("io.journal.fsync")
                     platform.sync_file(self._fd)
@@ -583,7 +577,31 @@ class Journal:
             raise
         self._size = end
         if grows:
-            self._allocated = end + self._reserve
+            self._allocated = end + zeros
+
+    def _write_reserve(self, end: int) -> int:
+        """Write the zeros ahead of the records that end at ``end``, as many as fit: the
+        reserve, or half the room the disk has left when that is less (the other half
+        stays for the job records and transcripts). A disk that takes the records but
+        not their zeros still stores the commit: it grows the file again next time.
+        Returns how many zeros were written."""
+        if not self._reserve:
+            return 0
+        room = _free_bytes(self._fd)
+        zeros = self._reserve if room is None else min(self._reserve, room // 2)
+        self._short = zeros < self._reserve
+        if zeros <= 0:
+            return 0
+        try:
+            write_zeros(self._fd, zeros, end)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            # Filled up meanwhile: the records stay, the zeros go.
+            os.ftruncate(self._fd, end)
+            self._short = True
+            return 0
+        return zeros
 
     def _cut(self) -> None:
         """Cut what a failed write left past ``_size``, the zeros written ahead with it (the
@@ -623,6 +641,15 @@ class Journal:
         os.close(self._fd)
         if self._ended is not None:
             self._ended.set()
+
+
+def _free_bytes(fd: int) -> int | None:
+    """The bytes the file system of ``fd`` has free for this user (None: it cannot say)."""
+    try:
+        stat = os.fstatvfs(fd)
+    except OSError:
+        return None
+    return stat.f_bavail * stat.f_frsize
 
 
 def _records_end(path: Path, length: int) -> tuple[int, bytes]:

@@ -66,3 +66,46 @@ def test_without_config_or_pi_start_is_refused_and_names_the_scripted_host(daemo
     # Naming the scripted host is how to run without a model.
     job = started_job(roost(roost_env, "start", "fix the login bug", "--host", "scripted", cwd=tmp_path), "scripted")
     wait_until(lambda: daemon.job(job)["state"] == "done", what="the scripted job")
+
+
+def test_pi_installed_after_the_daemon_started_runs_without_a_restart(pi_kit, tmp_path):
+    """pi put on the daemon's PATH after the daemon started (a user installs it then): the
+    next ``roost start --host pi`` finds it and runs, with no daemon restart. Before, the
+    refusal says where the daemon looked."""
+    fake = pi_kit.fake({"default": {"steps": [{"say": "Fixed: {input}"}]}})
+    env = pi_kit.env
+    env.pop("ROOST_PI_BIN")
+    # A folder on the daemon's PATH that is empty when it starts.
+    later = tmp_path / "later-bin"
+    later.mkdir()
+    env["PATH"] = os.pathsep.join(later.as_posix() if part == Path(pi_kit.pi).parent.as_posix() else part for part in env["PATH"].split(os.pathsep))
+    assert not any((Path(part) / "pi").exists() for part in env["PATH"].split(os.pathsep))
+    daemon = pi_kit.daemon()
+    refused = roost(env, "start", "fix the login bug", "--host", "pi", cwd=tmp_path, expect=1)
+    assert refused.stderr.startswith("roost: no_host: start: host 'pi' cannot run here: pi is not installed: no `pi` on the daemon's PATH"), refused.stderr
+    (later / "pi").symlink_to(pi_kit.pi)
+    job = started_job(roost(env, "start", "fix the login bug", "--host", "pi", "--name", "fixer", cwd=tmp_path), "pi")
+    row = daemon.wait_job(job, timeout=90)
+    assert (row["host"], row["state"], row["summary"]) == ("pi", "done", "Fixed: fix the login bug")
+    assert fake.requests()
+
+
+def test_pi_on_the_shells_path_but_not_the_daemons_says_a_restart_finds_it(pi_kit, daemon_factory, tmp_path):
+    """pi installed into a folder this shell has on its PATH and the daemon, started
+    before, does not: ``roost start --host pi`` says where the shell finds it and that
+    the daemon looks on the PATH it was started with; stopped and started again with the
+    shell's PATH, the daemon runs the job."""
+    pi_kit.fake({"default": {"steps": [{"say": "Fixed: {input}"}]}})
+    env = pi_kit.env
+    env.pop("ROOST_PI_BIN")
+    pi_folder = Path(pi_kit.pi).parent.as_posix()
+    daemon_path = os.pathsep.join(part for part in env["PATH"].split(os.pathsep) if part != pi_folder)
+    first = daemon_factory(PATH=daemon_path).start()
+    refused = roost(env, "start", "fix the login bug", "--host", "pi", cwd=tmp_path, expect=1)
+    assert refused.stderr.startswith("roost: no_host: start: host 'pi' cannot run here: pi is not installed: no `pi` on the daemon's PATH"), refused.stderr
+    assert "the daemon looks at each job start, on the PATH and environment it was started with" in refused.stderr
+    assert f"This shell finds `pi` at {pi_folder}/pi, but the daemon looks on the PATH it was started with: stop it (roost daemon stop)" in refused.stderr
+    first.terminate()
+    daemon = daemon_factory().start()
+    job = started_job(roost(env, "start", "fix the login bug", "--host", "pi", cwd=tmp_path), "pi")
+    assert daemon.wait_job(job, timeout=90)["summary"] == "Fixed: fix the login bug"

@@ -386,9 +386,9 @@ def test_crash_during_an_atomic_job_record_write_leaves_the_old_record(tmp_path,
         (tmp_path / "faults").exists() and [p.unlink() for p in (tmp_path / "faults").iterdir()]
         done = subprocess.run([sys.executable, "-c", ATOMIC_CHILD, str(folder)], env=env, timeout=60)
         assert done.returncode == -signal.SIGKILL
-        assert files.load_all() == {"0abc0abc": {"id": "0abc0abc", "version": "old"}}
+        assert [(path.name, data) for path, data in files.records()] == [("0abc0abc.json", {"id": "0abc0abc", "version": "old"})]
     files.save("0abc0abc", {"id": "0abc0abc", "version": "newer"})
-    assert files.load_all()["0abc0abc"]["version"] == "newer"
+    assert [data["version"] for _, data in files.records()] == ["newer"]
     record("crash point", "store.during_atomic_write (job record)", runs=runs, cases=runs, result="old record intact after every kill; next save wins")
 
 

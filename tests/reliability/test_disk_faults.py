@@ -46,6 +46,7 @@ from reliability.kit import (
 
 from roost_core import faults
 from roost_core.protocol import ProtocolError
+from roost_core.queue import MAX_AGENT_ITEMS
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -406,6 +407,43 @@ def test_session_files_meet_a_full_disk_and_io_errors(daemon_factory, external, 
     )
 
 
+def test_a_full_queue_of_a_worker_that_cannot_write_says_not_stored(daemon_factory, external, tmp_path, record):
+    """A job whose worker cannot write its session file holds what it is sent until its
+    queue is full (20 agent items); the sends its full queue refuses then say
+    ``not_stored`` (the disk's doing), never ``queue_full``; once healed, every accepted
+    one arrives."""
+    point = "io.session.write"
+    daemon = daemon_factory(ROOST_FAULTS=point).start()
+    box = daemon.start_job("hold the box", name="box")
+    daemon.wait_job(box, "done")
+    ledger = Ledger()
+    told: list[str] = []
+
+    async def story() -> None:
+        async with session(daemon, tmp_path, "talker") as me:
+            await me.ensure_registered()
+            control = fail(daemon, point, "ENOSPC")
+            told.append(await send(me, box, "held 0", ledger))
+            await in_thread(lambda: wait_until(lambda: daemon.job(box)["status"] or None, what="the worker to report its trouble"))
+            while len(told) < MAX_AGENT_ITEMS + 3:
+                told.append(await send(me, box, f"held {len(told)}", ledger))
+            heal(control)
+
+    run_async(story)
+    wait_until(lambda: quiet(daemon.call("jobs")["jobs"]), what="the box to settle")
+    verdict = check_delivery(ledger, {box: received_messages(daemon.entries(box))})
+    assert told[MAX_AGENT_ITEMS:] == ["not_stored"] * 3, told
+    assert all(accepted(result) for result in told[:MAX_AGENT_ITEMS]), told
+    assert verdict.ok, verdict.explain()
+    record(
+        "disk",
+        "io.session.write ENOSPC: a worker that cannot write its transcript, its queue full",
+        messages=verdict.arrived,
+        cases=len(told),
+        result=f"{MAX_AGENT_ITEMS} accepted and held, the next 3 refused not_stored (not queue_full); after healing {verdict.summary()}",
+    )
+
+
 def _is_json(line: bytes) -> bool:
     try:
         json.loads(line)
@@ -591,6 +629,66 @@ def test_many_refusals_on_a_full_disk_say_not_stored_and_heal_without_a_restart(
             messages=len(told["healed"]),
             cases=len(told["full"]) + len(told["healed"]),
             result=f"{len(after)} of {len(after)} refused not_stored (none queue_full); {PER_PHASE} accepted after deleting the filler, no restart; {verdict.summary()}",
+        )
+    finally:
+        daemon.cleanup()
+
+
+#: What a disk freed back after it filled up has room for in the tests below: less than
+#: the journal's reserve (a megabyte), more than a few hundred ops need.
+NEARLY_FULL_ROOM = 992 * 1024
+
+
+def leave_room(folder: Path, room: int) -> None:
+    """Fill the file system of ``folder`` with a filler file until ``room`` bytes are free."""
+    stat = os.statvfs(folder)
+    with open(folder / "filler", "wb", buffering=0) as fh:
+        left = stat.f_bavail * stat.f_frsize - room
+        chunk = b"\0" * 65536
+        while left > 0:
+            left -= fh.write(chunk[: min(left, len(chunk))])
+
+
+def test_a_nearly_full_disk_stores_what_fits_and_after_a_restart(daemon_factory, roost_env, tmp_path, small_disk, record):
+    """``ROOST_HOME`` on a disk with 992 KB free (less than the journal's 1 MiB reserve,
+    the daemon's own): a job starts, sends to it are stored and arrive, and so after a
+    daemon restart. The journal grows by what fits, not by its whole reserve or nothing."""
+    home = small_disk / "home"
+    home.mkdir()
+    (home / "roost.json").write_text(json.dumps({"agentExternalMessages": True}))
+    leave_room(small_disk, NEARLY_FULL_ROOM)
+    env = {**roost_env, "ROOST_HOME": str(home)}
+    daemon = DaemonHandle(home, env)
+    ledger = Ledger()
+    told: list[str] = []
+    try:
+        daemon.start()
+        box = daemon.start_job("hold the box", name="box", cwd=str(home))
+        daemon.wait_job(box, "done")
+
+        async def sends(phase: str) -> None:
+            async with session(daemon, tmp_path, "talker") as me:
+                await me.ensure_registered()
+                for i in range(PER_PHASE):
+                    told.append(await send(me, box, f"{phase} {i}", ledger))
+
+        run_async(lambda: sends("first"))
+        daemon.terminate()
+        daemon.restart()
+        second = daemon.start_job("hold another box", name="box2", cwd=str(home))
+        run_async(lambda: sends("after restart"))
+        daemon.wait_job(second, "done")
+        wait_until(lambda: quiet(daemon.call("jobs")["jobs"]), what="the jobs to settle")
+        verdict = check_delivery(ledger, {box: received_messages(daemon.entries(box))})
+        free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
+        assert all(accepted(result) for result in told), told
+        assert verdict.ok, verdict.explain()
+        record(
+            "disk",
+            f"a nearly full disk: {NEARLY_FULL_ROOM // 1024} KB free, less than the journal's reserve",
+            messages=verdict.arrived,
+            cases=len(told) + 2,
+            result=f"2 jobs started, {len(told)} of {len(told)} sends stored across a restart ({verdict.summary()}); {free // 1024} KB free after",
         )
     finally:
         daemon.cleanup()

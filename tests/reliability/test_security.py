@@ -309,3 +309,60 @@ def test_a_pid_of_another_user_is_refused_even_as_an_ancestor(daemon, record):
     result = json.loads(out.stdout.strip().splitlines()[-1])
     record("security", "peer_register with another user's ancestor pid", runs=1, cases=1, result="accepted" if result["ok"] else f"refused ({result['code']})")
     assert result == {"ok": False, "code": "unauthorized"}
+
+
+# ---------------------------------------------------------------------- another user on the socket
+
+ANOTHER_USER = r"""
+import json, os, socket, sys
+# Another user (nobody) who kept root's group: a peer-credential lookup that read the gid
+# for the uid, or gave the daemon's own uid, would take this client for the daemon's user.
+os.setgroups([])
+os.setuid(65534)
+answers = []
+for request in (b'{"id": 1, "op": "jobs"}\n', b'{"id": 2, "op": "peer_register", "name": "intruder"}\n'):
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(10)
+    sock.connect(sys.argv[1])
+    sock.sendall(request)
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    sock.close()
+    answers.append(json.loads(data) if data else None)
+print(json.dumps({"uid": os.getuid(), "gid": os.getgid(), "answers": answers}))
+"""
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="switching uid needs root (CI runs as root)")
+@pytest.mark.parametrize("implementation", ["linux", "portable"])
+def test_another_user_is_refused_on_both_platform_implementations(daemon_factory, tmp_path, record, implementation):
+    """A process of uid 65534 with gid 0 (the daemon's uid) connects to a socket opened to
+    everyone: refused ``unauthorized``, each request, with the Linux and the portable
+    peer-credential lookup. A lookup that gave the daemon's own uid, or took the gid for
+    the uid, would serve it."""
+    import tempfile
+
+    daemon = daemon_factory(ROOST_PLATFORM=implementation).start()
+    # Open the socket to others for this test only: a hard link in a folder they can reach.
+    folder = Path(tempfile.mkdtemp())
+    os.chmod(folder, 0o755)
+    public = folder / "roost.sock"
+    os.link(daemon.paths.socket, public)
+    os.chmod(public, 0o666)
+    try:
+        out = subprocess.run([sys.executable, "-c", ANOTHER_USER, str(public)], capture_output=True, text=True, timeout=60, env=daemon.env, cwd=folder)
+    finally:
+        os.chmod(daemon.paths.socket, 0o600)
+        public.unlink()
+        folder.rmdir()
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert (result["uid"], result["gid"]) == (65534, 0)
+    codes = [answer and answer["error"]["code"] for answer in result["answers"]]
+    assert codes == ["unauthorized", "unauthorized"], result
+    assert daemon.call("agents")["agents"] == [] and daemon.call("jobs")["jobs"] == []
+    record("security", f"another user (uid 65534, gid 0) on the socket, {implementation} platform", runs=1, cases=2, result=f"refused: {codes}")

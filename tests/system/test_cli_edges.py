@@ -74,7 +74,7 @@ def test_a_corrupt_user_config_is_bad_config_at_once_naming_file_and_line(run, r
     # A value of the wrong type: the line of its key.
     config.write_text('{\n  "agentTools": true,\n  "agentMaxDepth": "three"\n}\n')
     result = run("start", "x", "--host", "scripted", expect=1)
-    assert result.stderr == f"roost: bad_config: {config}: line 3: agentMaxDepth must be a non-negative number\n", result.stderr
+    assert result.stderr == f"roost: bad_config: {config}: line 3, column 3: agentMaxDepth must be a non-negative number\n", result.stderr
 
     # roost.toml beside it, the same way.
     config.unlink()
@@ -93,7 +93,7 @@ def test_a_daemon_that_cannot_read_its_config_says_so_and_its_starter_stops_wait
     paths.config_file.write_text('{"agentMaxDepth": -1}')
     ran = subprocess.run([*CLI, "daemon", "run"], env=roost_env, capture_output=True, text=True, timeout=60)
     assert ran.returncode == 78, ran
-    assert ran.stderr == f"roost: bad_config: {paths.config_file}: line 1: agentMaxDepth must be a non-negative finite number\n"
+    assert ran.stderr == f"roost: bad_config: {paths.config_file}: line 1, column 2: agentMaxDepth must be a non-negative finite number\n"
 
     saved = dict(os.environ)
     os.environ.clear()
@@ -107,7 +107,7 @@ def test_a_daemon_that_cannot_read_its_config_says_so_and_its_starter_stops_wait
     finally:
         os.environ.clear()
         os.environ.update(saved)
-    assert str(raised.value) == f"{paths.config_file}: line 1: agentMaxDepth must be a non-negative finite number"
+    assert str(raised.value) == f"{paths.config_file}: line 1, column 2: agentMaxDepth must be a non-negative finite number"
     assert process.wait(30) == 78
     assert "Traceback" not in paths.daemon_log.read_text()
 

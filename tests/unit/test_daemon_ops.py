@@ -295,7 +295,7 @@ def test_a_changed_job_record_is_a_value_of_the_op_logic_written_once_per_pass(t
         kept, removed = (daemon.jobs[job_id] for job_id in jobs)
 
         def on_disk(job_id: str) -> dict[str, Any] | None:
-            return JobFiles(daemon.paths.jobs_dir, durable=False).load_all().get(job_id)
+            return dict(JobFiles(daemon.paths.jobs_dir, durable=False).records()).get(daemon.paths.jobs_dir / f"{job_id}.json")
 
         kept.summary = "first"
         daemon.registry.save(kept)
@@ -346,14 +346,14 @@ def test_the_flusher_writes_the_records_before_any_byte_of_a_pass_leaves(tmp_pat
         answer = json.loads(await loop.sock_recv(theirs, 1 << 16))
         assert answer["ok"] and answer["result"]["state"] == "stopped"
         assert early == [b""], "bytes left before the records were written"
-        assert JobFiles(daemon.paths.jobs_dir, durable=False).load_all()[job_id]["state"] == "stopped"
+        assert dict(JobFiles(daemon.paths.jobs_dir, durable=False).records())[daemon.paths.jobs_dir / f"{job_id}.json"]["state"] == "stopped"
         daemon.jobs[job_id].summary = "said at the close"
         daemon.registry.save(daemon.jobs[job_id])
         conn.send({"event": "bye"})
         conn.close()
         assert json.loads(await loop.sock_recv(theirs, 1 << 16)) == {"event": "bye"}
         assert early == [b"", b""], "the last output left before the records were written"
-        assert JobFiles(daemon.paths.jobs_dir, durable=False).load_all()[job_id]["summary"] == "said at the close"
+        assert dict(JobFiles(daemon.paths.jobs_dir, durable=False).records())[daemon.paths.jobs_dir / f"{job_id}.json"]["summary"] == "said at the close"
         theirs.close()
 
     run(tmp_path, story, jobs=1, state="idle")

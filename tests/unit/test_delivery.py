@@ -146,10 +146,10 @@ def test_while_the_journal_fails_a_worker_gets_only_durable_items(tmp_path):
     async def story() -> None:
         room, job = Room(tmp_path), a_job()
         job.conn = worker_conn()
-        room.journal.healthy = False
+        room.journal.healthy = room.journal.steady = False
         pending = send_to_job(room, job)
         assert job.conn.take_sent() == []  # held back: its sender may yet hear not_stored
-        room.journal.healthy = True
+        room.journal.healthy = room.journal.steady = True
         room.journal.commit_over()
         assert pending.finish()["result"] == "delivered"
         assert [event["seq"] for event in job.conn.take_sent()] == [1]

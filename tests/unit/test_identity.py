@@ -7,9 +7,19 @@ import re
 import uuid
 
 from roost_core import identity
-from roost_core.identity import foreground_id, is_foreground_id, is_job_id, new_job_id, new_token
+from roost_core.identity import foreground_id, new_job_id, new_token
 
 HEX7 = re.compile(r"^f[0-9a-f]{7}$")
+#: A job id: 8 hex digits, never starting with 'f' (a foreground id's mark).
+JOB_ID = re.compile(r"^[0-9a-e][0-9a-f]{7}$")
+
+
+def is_job_id(value: str) -> bool:
+    return bool(JOB_ID.match(value))
+
+
+def is_foreground_id(value: str) -> bool:
+    return bool(HEX7.match(value))
 
 
 def test_job_ids_are_8_hex_and_never_start_with_f():

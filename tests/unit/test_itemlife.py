@@ -154,7 +154,7 @@ def test_the_daemon_steps_a_job_items_stage_at_each_event(tmp_path) -> None:
 
 # ---------------------------------------------------------------------------- receipts
 
-from roost_core.daemon.itemlife import RECEIPT_MOVES, Sighting, receipt_move  # noqa: E402
+from roost_core.daemon.itemlife import RECEIPT_MOVES, Sighting  # noqa: E402
 from roost_core.daemon.receipts import Receipts  # noqa: E402
 
 #: Every move a receipt takes, written out; every other (state, sighting) leaves it as it is.
@@ -179,10 +179,25 @@ def test_the_receipt_table_is_the_one_written_here() -> None:
     assert RECEIPT_MOVES == RECEIPT_ALLOWED
 
 
+def sighted(tmp_path, state: str, sighting: Sighting) -> str | None:
+    """What the daemon's :class:`Receipts` does to a receipt in ``state`` on ``sighting``
+    (the path every move takes: ``move``, or ``answer`` for a reply): its state after,
+    or None when it stays."""
+    receipts = Receipts(tmp_path / "dead.jsonl", durable=False)
+    receipts.write = lambda record: None
+    receipt = receipts.record("lead", "kid", "kid", "message", state, seq=4, text="hi", msg_id="m00000001")
+    if sighting is Sighting.ANSWER:
+        moved = receipts.answer("m00000001", "kid", "lead")
+    else:
+        moved = receipts.move("kid", 4, sighting)
+    assert (moved is None) == (receipt.state == state)
+    return None if moved is None else receipt.state
+
+
 @pytest.mark.parametrize("state", RECEIPT_STATES)
 @pytest.mark.parametrize("sighting", list(Sighting), ids=lambda v: v.name)
-def test_a_receipt_only_moves_forward(state: str, sighting: Sighting) -> None:
-    after = receipt_move(state, sighting)
+def test_a_receipt_only_moves_forward(tmp_path, state: str, sighting: Sighting) -> None:
+    after = sighted(tmp_path, state, sighting)
     assert after == RECEIPT_ALLOWED.get((state, sighting))
     if after is not None and after != "dead":
         assert RECEIPT_STATES.index(after) > RECEIPT_STATES.index(state)
@@ -199,7 +214,7 @@ def test_receipts_see_answer_tally_and_come_back_from_their_records(tmp_path) ->
     receipts.record("lead", "kid2", "two", "message", "queued", seq=9, text="hi", msg_id="m00000001")
     receipts.record("lead", "kid2", "two", "message", "delivered", seq=10, text="more", msg_id="m00000002")
     assert receipts.saw("kid1", [4, 5]) == 1
-    receipts.move("kid1", 4, "acknowledged")  # its ack after the model call: still seen
+    receipts.move("kid1", 4, Sighting.RECEIVER_ACK)  # its ack after the model call: still seen
     assert receipts.saw("kid1", [4]) == 0
     receipts.record("kid2", "lead", "lead", "message", "delivered", seq=1, text="not you", reply_to="m00000002")
     receipts.record("kid1", "lead", "lead", "message", "delivered", seq=2, text="4", reply_to="m00000001")

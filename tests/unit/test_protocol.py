@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -22,7 +23,6 @@ from roost_core.protocol import (
     encode,
     error,
     ok,
-    parse_request,
     validate_args,
 )
 
@@ -157,31 +157,42 @@ def test_ok_and_error_answers_have_the_documented_shape():
     assert str(exc) == "nope"
 
 
-# --------------------------------------------------------------------------- parse_request
+# --------------------------------------------------------------------------- a request's envelope
+
+
+def read_request(frame: dict[str, Any]) -> Any:
+    """``frame`` as the daemon reads a request line (``Dispatcher.decode``)."""
+    from roost_core.daemon.dispatch import Dispatcher, Route
+    from roost_core.daemon.optable import OPS
+
+    async def nothing(_conn: Any, _args: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    routes = {name: Route(name, op, nothing, accept=(lambda _conn, _args: {}) if op.accept else None) for name, op in OPS.items()}
+    return Dispatcher(routes, ledger=None).decode(json.dumps(frame).encode())  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("request_id", [0, 7, -3, "abc", ""])
-def test_parse_request_accepts_integer_and_string_ids(request_id):
-    request = parse_request({"id": request_id, "op": "jobs", "x": 1})
+def test_a_request_takes_integer_and_string_ids(request_id):
+    request = read_request({"id": request_id, "op": "log", "job": "x"})
+    assert request.error is None
     assert request.id == request_id
-    assert request.op == "jobs"
-    assert request.args == {"x": 1}
+    assert request.route.name == "log"
+    assert request.args == {"job": "x"}
 
 
 @pytest.mark.parametrize("frame", [{"op": "jobs"}, {"id": None, "op": "jobs"}, {"id": True, "op": "jobs"}, {"id": False, "op": "jobs"}, {"id": 1.5, "op": "jobs"}, {"id": [1], "op": "jobs"}, {"id": {}, "op": "jobs"}])
-def test_parse_request_refuses_a_bad_or_missing_id(frame):
-    with pytest.raises(ProtocolError) as info:
-        parse_request(frame)
-    assert info.value.code == BAD_ARGS
-    assert "id" in info.value.message
+def test_a_request_with_a_bad_or_missing_id_is_refused(frame):
+    request = read_request(frame)
+    assert request.id is None and request.error.code == BAD_ARGS
+    assert "id" in request.error.message
 
 
 @pytest.mark.parametrize("frame", [{"id": 1}, {"id": 1, "op": ""}, {"id": 1, "op": 5}, {"id": 1, "op": None}, {"id": 1, "op": ["jobs"]}])
-def test_parse_request_refuses_a_bad_or_missing_op(frame):
-    with pytest.raises(ProtocolError) as info:
-        parse_request(frame)
-    assert info.value.code == BAD_ARGS
-    assert "op" in info.value.message
+def test_a_request_with_a_bad_or_missing_op_is_refused(frame):
+    request = read_request(frame)
+    assert request.id == 1 and request.error.code == BAD_ARGS
+    assert "op" in request.error.message
 
 
 # --------------------------------------------------------------------------- validate_args

@@ -22,7 +22,6 @@ from roost_core.store import (
     atomic_write,
     encode_record,
     read_journal,
-    read_json,
     write_json,
 )
 
@@ -52,16 +51,6 @@ def test_atomic_write_of_a_large_file(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["big"]
 
 
-def test_read_json_is_none_for_missing_broken_or_non_object_files(tmp_path):
-    assert read_json(tmp_path / "missing.json") is None
-    (tmp_path / "broken.json").write_text('{"id": ')
-    assert read_json(tmp_path / "broken.json") is None
-    (tmp_path / "list.json").write_text("[1]")
-    assert read_json(tmp_path / "list.json") is None
-    write_json(tmp_path / "ok.json", {"id": "x", "text": "é"})
-    assert read_json(tmp_path / "ok.json") == {"id": "x", "text": "é"}
-
-
 def test_job_files_round_trip(tmp_path):
     files = JobFiles(tmp_path, durable=False)
     records = {
@@ -70,25 +59,31 @@ def test_job_files_round_trip(tmp_path):
     }
     for job_id, data in records.items():
         files.save(job_id, data)
-    assert JobFiles(tmp_path).load_all() == records
+    assert read_back(JobFiles(tmp_path)) == records
     files.save("a1b2c3d4", {**records["a1b2c3d4"], "state": "running"})
-    assert files.load_all()["a1b2c3d4"]["state"] == "running"
+    assert read_back(files)["a1b2c3d4"]["state"] == "running"
     for path in tmp_path.iterdir():
         assert mode(path) == 0o600
     assert sorted(p.name for p in tmp_path.iterdir()) == ["0badc0de.json", "a1b2c3d4.json"]
     files.delete("a1b2c3d4")
     files.delete("a1b2c3d4")  # deleting twice is fine
-    assert list(files.load_all()) == ["0badc0de"]
+    assert list(read_back(files)) == ["0badc0de"]
 
 
-def test_job_files_skip_unreadable_records_and_temp_files(tmp_path):
+def read_back(files: JobFiles) -> dict[str, object]:
+    """Every record as the daemon reads them at its start (``JobFiles.records``), by file name."""
+    return {path.stem: data for path, data in files.records()}
+
+
+def test_job_files_read_every_record_and_no_temp_file(tmp_path):
+    """What the daemon's start reads: each record file, what is not JSON as None (it sets
+    those aside); never a temp file of a write that did not finish."""
     files = JobFiles(tmp_path)
     files.save("a1b2c3d4", {"id": "a1b2c3d4"})
     (tmp_path / "torn.json").write_text('{"id": "torn"')
     (tmp_path / "noid.json").write_text('{"state": "idle"}')
-    (tmp_path / "intid.json").write_text('{"id": 5}')
     (tmp_path / ".a1b2c3d4.json.123.tmp").write_text('{"id": "tmp"}')
-    assert list(files.load_all()) == ["a1b2c3d4"]
+    assert read_back(files) == {"a1b2c3d4": {"id": "a1b2c3d4"}, "noid": {"state": "idle"}, "torn": None}
 
 
 # --------------------------------------------------------------------------- the journal

@@ -3,8 +3,6 @@ else one of its own (a config edited since the fork server started, another bloc
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from roost_core.worker.main import PreparedPlugins, Worker, blocked_plugins, prepare_plugins
@@ -26,11 +24,14 @@ def test_a_worker_takes_the_prepared_manager_when_it_blocks_the_same_names(home)
     assert worker.plugin_manager().get_plugin("settle") is not None
 
 
-def test_a_config_edited_since_makes_the_worker_build_its_own(home):
+def test_a_daemon_config_that_blocks_other_names_makes_the_worker_build_its_own(home):
+    """The worker blocks what the config its daemon holds says (its hello's), not what the
+    file says now."""
     prepared = prepare_plugins()
-    (home / "roost.json").write_text(json.dumps({"plugins": {"disable": ["settle"]}}))
-    assert blocked_plugins() == {"repo-reach", "json-envelope", "settle"}
+    (home / "roost.json").write_text("{not json")
     worker = Worker("j1", "token", "/nowhere", prepared)
+    worker.take_config({"config": {"plugins": {"disable": ["settle"]}}})
+    assert blocked_plugins(worker.config) == {"repo-reach", "json-envelope", "settle"}
     pm = worker.plugin_manager()
     assert pm is not prepared.manager and pm.is_blocked("settle")
 

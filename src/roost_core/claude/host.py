@@ -74,19 +74,6 @@ def mcp_server_config() -> dict[str, Any]:
     return {"command": sys.executable, "args": ["-m", "roost_core.mcp"]}
 
 
-def permission_prompts() -> str:
-    """``claudePermissionPrompts`` of the user config (``ask`` or ``none``); ``none`` when
-    the config cannot be read (no one is asked on the strength of a broken file)."""
-    from roost_core.config import ConfigError, load_user_config
-    from roost_core.paths import resolve_paths
-
-    try:
-        return load_user_config(resolve_paths().config_file).claude_permission_prompts
-    except ConfigError as exc:
-        log.warning("permission prompts are refused: %s", exc)
-        return "none"
-
-
 def job_settings() -> dict[str, Any]:
     """The hooks a job's Claude Code runs (given with ``--settings``)."""
     hooks: dict[str, Any] = {}
@@ -126,7 +113,7 @@ class ClaudeHost(StreamingHost):
     async def open(self, job: JobInfo, services: WorkerServices) -> set[int]:
         self.job, self.services = job, services
         self.session_id = session_id_of(job.session)
-        self.ask_permissions = permission_prompts() == "ask"
+        self.ask_permissions = services.config.claude_permission_prompts == "ask"
         self.take_lock(job)
         self.transcript = TranscriptSeqs(job.session, self.session_id)
         self.transcript.scan()

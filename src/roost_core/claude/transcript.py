@@ -156,11 +156,6 @@ _ENVELOPE = re.compile(
 )
 
 
-def is_claude_line(raw: dict[str, Any]) -> bool:
-    """Claude Code's transcript lines carry ``sessionId``; pi's and roost's never do."""
-    return isinstance(raw.get("sessionId"), str)
-
-
 def handed_items(text: str) -> list[TranscriptEntry]:
     """The agent items of one roost hand-over (marker line, then framed items)."""
     seqs = marked_seqs(text)

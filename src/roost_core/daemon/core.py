@@ -32,6 +32,7 @@ from typing import Any
 import anyio
 
 from roost_core.config import Config
+from roost_core.daemon import changes
 from roost_core.daemon.accept import Refuser
 from roost_core.daemon.agentrows import AgentRows
 from roost_core.daemon.budget import BudgetNotices
@@ -43,6 +44,7 @@ from roost_core.daemon.handback import Handback
 from roost_core.daemon.hostset import HostSet
 from roost_core.daemon.jobmaker import JobMaker
 from roost_core.daemon.jobs import Job
+from roost_core.daemon.liveconfig import LiveConfig
 from roost_core.daemon.ops_daemon import DaemonOps
 from roost_core.daemon.ops_jobs import JobOps
 from roost_core.daemon.ops_messaging import Messaging
@@ -90,6 +92,8 @@ class Daemon:
         self.stopping = anyio.Event()
         self.tasks = Tasks()
         self.clock = Clock()
+        #: The user config in force, read again when its file changes.
+        self.live_config = LiveConfig(paths.config_file, config)
         self.hosts = HostSet(pm)
         self.receipts = Receipts(paths.state_dir / "dead.jsonl", durable=durable, later=call_soon)
         self.refuser = Refuser()
@@ -134,22 +138,45 @@ class Daemon:
         )
         self.daemon_ops = DaemonOps(
             paths, config, pm, registry=self.registry, persistence=self.persistence, workers=self.workers, job_ops=self.job_ops,
-            connections=self.connections, refuser=self.refuser, stopping=self.stopping, clock=self.clock,
+            connections=self.connections, refuser=self.refuser, stopping=self.stopping, clock=self.clock, live_config=self.live_config,
         )
+        self.worker_ops.user_config = self.live_config.worker_view
         self.dispatcher = Dispatcher(self.routes(), self.ledger)
         self._next_retry = 0.0
+
+    def config_services(self) -> list[Any]:
+        """Every service that holds the config (its ``config``)."""
+        return [self.tools, self.tables, self.budgets, self.workers, self.desk, self.maker, self.watches, self.messaging, self.daemon_ops]
+
+    def refresh_config(self) -> None:
+        """Put the user config in force again if its file changed (and can be read:
+        :class:`LiveConfig`); what was worked out from the old one is worked out anew."""
+        config = self.live_config.check()
+        if config is None:
+            return
+        self.config = config
+        for service in self.config_services():
+            service.config = config
+        # Reach decisions, tool definitions and budget answers were made with the old one.
+        changes.changed()
+        self.tools.forget()
+        self.budgets.usage_changed()
 
     def routes(self) -> dict[str, Route]:
         """Every op of ``OPS`` with the service method that does it: the one table every
         request is done by, built once."""
         jobs, worker, messaging, daemon = self.job_ops, self.worker_ops, self.messaging, self.daemon_ops
+        # Ops that make a job or say what the daemon runs with read the config file as it
+        # is now (other ops see a change within a monitor pass).
+        fresh = self.refresh_config
         routes = [
-            Route("daemon_status", OPS["daemon_status"], daemon.op_daemon_status),
+            Route("daemon_status", OPS["daemon_status"], daemon.op_daemon_status, before=fresh),
+            Route("daemon_reload", OPS["daemon_reload"], daemon.op_daemon_reload, before=fresh),
             Route("daemon_stop", OPS["daemon_stop"], daemon.op_daemon_stop),
-            Route("plugins", OPS["plugins"], daemon.op_plugins),
+            Route("plugins", OPS["plugins"], daemon.op_plugins, before=fresh),
             Route("tools", OPS["tools"], messaging.op_tools),
             Route("test_clock", OPS["test_clock"], daemon.op_test_clock),
-            Route("start", OPS["start"], jobs.op_start),
+            Route("start", OPS["start"], jobs.op_start, before=fresh),
             Route("jobs", OPS["jobs"], jobs.op_jobs),
             Route("agents", OPS["agents"], jobs.op_agents),
             Route("watch", OPS["watch"], jobs.op_watch),
@@ -167,8 +194,8 @@ class Daemon:
             Route("seen", OPS["seen"], worker.op_seen),
             Route("peer_register", OPS["peer_register"], messaging.op_peer_register, after=messaging.after_register),
             Route("peers", OPS["peers"], messaging.op_peers),
-            Route("tool_call", OPS["tool_call"], messaging.op_tool_call),
-            Route("spawn", OPS["spawn"], messaging.op_spawn),
+            Route("tool_call", OPS["tool_call"], messaging.op_tool_call, before=fresh),
+            Route("spawn", OPS["spawn"], messaging.op_spawn, before=fresh),
             Route("handback", OPS["handback"], self.handback.op_handback),
             Route("send", OPS["send"], messaging.op_send, accept=messaging.accept_send),
         ]
@@ -216,6 +243,7 @@ class Daemon:
         while True:
             await anyio.sleep(MONITOR_INTERVAL)
             self.workers.check_all(self.clock())
+            self.refresh_config()
             self.retry_writes(time.monotonic())
             self.workers.check_pool()
 

@@ -29,7 +29,7 @@ from typing import Any, Protocol, TypeVar
 import msgspec
 
 from roost_core import faults
-from roost_core.daemon.itemlife import Committed, Event, Receiver, Stage, on_commit, step
+from roost_core.daemon.itemlife import Committed, Event, Receiver, Sighting, Stage, on_commit, step
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.peers import ForegroundPeer
 from roost_core.daemon.receipts import MessageQuotes, Receipts
@@ -52,7 +52,8 @@ MAX_CRASH_RESTARTS = 3
 class JournalSink(Protocol):
     """What the mailroom needs of the journal: buffer a record for the next commit."""
 
-    healthy: bool
+    #: Whether a record handed over now is all but sure to be stored (``Journal.steady``).
+    steady: bool
 
     def add(self, *records: dict[str, Any]) -> Commit: ...
 
@@ -196,7 +197,7 @@ class Mailroom:
             sender = item.sender
             if exc.code == QUEUE_FULL:
                 self.receipts.record(sender.id, target.id, target.name, item.kind, "dead", reason="queue full", text=item.text)
-            elif exc.code == TOO_LARGE:
+            elif exc.code in (TOO_LARGE, NOT_STORED):
                 self.receipts.record(sender.id, target.id, target.name, item.kind, "refused", reason=exc.code, text=item.text)
             raise
         self.quotes.remember(item.id, item.text)
@@ -222,7 +223,13 @@ class Mailroom:
         # its journal record. Made first: one longer than a frame is refused here,
         # before it takes a seq (the receiver's decoder would discard it unseen).
         event = item.checked_event()
-        job.queue.append(item, past_cap=past_cap)
+        try:
+            job.queue.append(item, past_cap=past_cap)
+        except ProtocolError as exc:
+            if exc.code == QUEUE_FULL and job.write_failing:
+                # Full because its worker cannot write what it holds: the disk's doing.
+                raise ProtocolError(NOT_STORED, f"not stored: {job.name or job.id} cannot write its session file (the disk is full, or failing); nothing was kept, try again later") from None
+            raise
         stages = job.stages
         stages[item.seq] = Stage.ACCEPTED
         # Push before the fsync (the receiver acks only what is in its transcript, and
@@ -232,7 +239,7 @@ class Mailroom:
         try:
             assert self.journal is not None
             conn = job.conn
-            if conn is not None and job.sent == item.seq - 1 and self.journal.healthy and item.seq - job.queue.durable <= MAX_UNDURABLE_SEQS:
+            if conn is not None and job.sent == item.seq - 1 and self.journal.steady and item.seq - job.queue.durable <= MAX_UNDURABLE_SEQS:
                 # The usual case, push_pending's in short (the test of JobQueue.may_push
                 # written out here: it runs for every item): the worker has every earlier
                 # item, so this one alone goes (and has no receipt to move yet: that is
@@ -252,14 +259,15 @@ class Mailroom:
         """Send every item the current worker connection has not had yet, in seq order.
 
         Items go out before they are durable (answers wait for that), except while the
-        journal fails: then only durable ones, so an item whose sender is told it was not
-        stored does not reach the receiver either; and never more than
+        journal fails or the disk is nearly full (``Journal.steady``): then only durable
+        ones, so an item whose sender is told it was not stored does not reach the
+        receiver either; and never more than
         ``MAX_UNDURABLE_SEQS`` past the durable watermark (:meth:`JobQueue.may_push`):
         the rest follow as their commits end (:meth:`outcome`)."""
         conn = job.conn
         if conn is None:
             return
-        journal_ok = self.journal is None or self.journal.healthy
+        journal_ok = self.journal is None or self.journal.steady
         queue = job.queue
         stages = job.stages
         for item in queue.pending(after=job.sent):
@@ -269,7 +277,7 @@ class Mailroom:
             conn.send(item.encoded())
             job.sent = item.seq
             if item.is_agent_item:
-                self.receipts.move(job.id, item.seq, "delivered")
+                self.receipts.move(job.id, item.seq, Sighting.PUSH)
 
     def outcome(self, job: Job, item: Item, commit: Commit, *, wake: bool = True) -> str:
         """What happened to ``item`` once ``commit`` is over: ``delivered`` (pushed to a
@@ -320,7 +328,7 @@ class Mailroom:
         for item in done:
             stages[item.seq] = step(stages[item.seq], Event.RECEIVER_ACK)
             if item.is_agent_item:
-                self.receipts.move(job.id, item.seq, "acknowledged")
+                self.receipts.move(job.id, item.seq, Sighting.RECEIVER_ACK)
         acked = queue.acked
         result = {"acked": acked}
         if not done:
@@ -351,7 +359,7 @@ class Mailroom:
         for item in dropped:
             step(stages[item.seq], Event.DROP)
             if item.is_agent_item:
-                self.receipts.move(job.id, item.seq, "dead", "target removed")
+                self.receipts.move(job.id, item.seq, Sighting.DROP, "target removed")
         stages.clear()
         return dropped
 
@@ -365,7 +373,7 @@ class Mailroom:
             recorded = peer.recorded.pop(key, None)
             if recorded is not None and self.pushed is not None:
                 self.pushed(recorded)
-            self.receipts.move(peer.id, key, "acknowledged")
+            self.receipts.move(peer.id, key, Sighting.RECEIVER_ACK)
         return {"acked": seq}
 
 

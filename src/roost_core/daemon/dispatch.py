@@ -52,14 +52,16 @@ Acceptor = Callable[[Connection, dict[str, Any]], "dict[str, Any] | Pending | He
 
 class Route(msgspec.Struct, frozen=True):
     """An op and the service methods that do it: ``handle`` (awaited), ``accept`` (done
-    with no wait, for an op whose ``Op.accept`` is set) and ``after`` (run once the
-    answer is queued: what must follow it on the connection)."""
+    with no wait, for an op whose ``Op.accept`` is set), ``after`` (run once the
+    answer is queued: what must follow it on the connection) and ``before`` (run before
+    ``handle``: what the op must find up to date, such as the user config)."""
 
     name: str
     op: Op
     handle: Handler
     accept: Acceptor | None = None
     after: Callable[[Connection], None] | None = None
+    before: Callable[[], None] | None = None
 
 
 class Request(msgspec.Struct):
@@ -222,6 +224,8 @@ class Dispatcher:
                 conn.send(ok(request_id, answer))
                 return
             await conn.drained()
+            if route.before is not None:
+                route.before()
             handle = route.handle
             key = args.get("key") if route.op.keyed else None
             if key is None:

@@ -105,10 +105,3 @@ class FastDecoder:
                 if problem:
                     raise ProtocolError(BAD_ARGS, f"{name}: field {key!r} {problem}")
         return args
-
-    def as_frame(self, request: Any) -> dict[str, Any]:
-        """A fast request as the frame the general way reads from the same line."""
-        name, _checks = self.ops[type(request)]
-        frame = {key: value for key, value in msgspec.structs.asdict(request).items() if value is not None}
-        frame["op"] = name
-        return frame

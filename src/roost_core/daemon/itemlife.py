@@ -233,8 +233,3 @@ RECEIPT_MOVES: dict[tuple[str, Sighting], str] = {
     # An answer says its receiver read it, whether or not its host told when.
     **{(state, Sighting.ANSWER): "answered" for state in (*_BEFORE_SEEN, "seen")},
 }
-
-
-def receipt_move(state: str, sighting: Sighting) -> str | None:
-    """The state a receipt in ``state`` moves to on ``sighting``; None: it stays."""
-    return RECEIPT_MOVES.get((state, sighting))

@@ -101,6 +101,9 @@ class Job(NotesChanges):
     background: int = 0
     background_shown: list[dict[str, Any]] = attrs.field(factory=list)
     idle_since: float = attrs.field(factory=time.monotonic)
+    #: Its worker says its session file refuses writes (a full disk): what waits for it is
+    #: held, and a send its full queue refuses is ``not_stored``, not ``queue_full``.
+    write_failing: bool = False
     sent: int = 0  # items pushed to the current worker connection (seq watermark)
     #: Each item's stage (``daemon.itemlife``) by seq, from its acceptance until its ack
     #: is durable (the mailroom steps them).

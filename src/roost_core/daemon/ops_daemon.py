@@ -14,12 +14,13 @@ import anyio
 from roost_core.config import Config
 from roost_core.daemon.accept import Refuser
 from roost_core.daemon.connection import Connection
+from roost_core.daemon.liveconfig import LiveConfig
 from roost_core.daemon.persistence import Persistence
 from roost_core.daemon.registry import Registry
 from roost_core.daemon.tasks import Clock
 from roost_core.daemon.workers import MONITOR_INTERVAL, STOP_GRACE_SECONDS, Workers
 from roost_core.paths import Paths
-from roost_core.protocol import ProtocolError
+from roost_core.protocol import BAD_CONFIG, ProtocolError
 
 if TYPE_CHECKING:
     from roost_core.daemon.ops_jobs import JobOps
@@ -46,6 +47,7 @@ class DaemonOps:
         refuser: Refuser,
         stopping: anyio.Event,
         clock: Clock,
+        live_config: LiveConfig,
     ) -> None:
         self.paths = paths
         self.config = config
@@ -60,6 +62,8 @@ class DaemonOps:
         self.stopping = stopping
         self.clock = clock
         self.started = time.time()
+        #: The user config in force and its file.
+        self.live_config = live_config
 
     async def op_daemon_status(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         journal = self.persistence.journal
@@ -80,7 +84,17 @@ class DaemonOps:
                 "commits": journal.commits if journal else 0,
                 "records": journal.records if journal else 0,
             },
+            "config": self.live_config.status(),
         }
+
+    async def op_daemon_reload(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        """Read the user config again (the daemon does by itself when the file changes:
+        this says how it went). ``bad_config`` when the file is refused: the config read
+        before stays in force."""
+        status = self.live_config.status()
+        if status["refused"]:
+            raise ProtocolError(BAD_CONFIG, f"{status['refused']} (the config read before stays in force)")
+        return status
 
     async def op_plugins(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         """The plugin set this daemon runs (``roost plugins``): fixed at its start."""

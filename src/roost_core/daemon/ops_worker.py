@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from roost_core.daemon.budget import BudgetNotices
@@ -54,6 +55,9 @@ class WorkerOps:
         self.budget_notices = budget_notices
         self.tasks = tasks
         self.clock = clock
+        #: The user config a worker takes in its hello (the daemon's, never the file:
+        #: ``LiveConfig.worker_view``; set by the daemon that assembles this).
+        self.user_config: Callable[[], dict[str, Any]] = dict
 
     async def op_worker_hello(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         job = self.registry.jobs.get(args["job"])
@@ -72,6 +76,7 @@ class WorkerOps:
             job.conn.close()
         conn.job = job
         job.conn = conn
+        job.write_failing = False  # a worker that still fails says so again (resync)
         if args.get("held") is not None:
             # A worker that outlived a daemon crash: seqs go on after what it holds.
             self.persistence.settle_numbering(job, args["held"])
@@ -94,6 +99,7 @@ class WorkerOps:
             },
             "acked": job.queue.acked,
             "tools": self.tools.listed(),
+            "config": self.user_config(),
         }
 
     async def op_warm_hello(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
@@ -105,7 +111,7 @@ class WorkerOps:
         if slot is None:
             raise ProtocolError(UNAUTHORIZED, "no such warm slot for this process")
         conn.warm = slot
-        return {"job": slot.info(), "tools": self.tools.listed()}
+        return {"job": slot.info(), "tools": self.tools.listed(), "config": self.user_config()}
 
     async def op_warm_ready(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         """The warm worker's host is up: the slot may be taken."""
@@ -152,6 +158,8 @@ class WorkerOps:
             job.run_causes = [c for c in args["causes"] if isinstance(c, dict) and isinstance(c.get("seq"), int)]
         if "hostPid" in args:
             job.host_pid = args["hostPid"]
+        if "writeFailing" in args:
+            job.write_failing = args["writeFailing"]
         if "background" in args and (args["background"], args.get("backgroundShown") or []) != (job.background, job.background_shown):
             job.background = args["background"]
             job.background_shown = [{"pid": e["pid"], "command": e["command"]} for e in args.get("backgroundShown") or ()]

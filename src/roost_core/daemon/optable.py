@@ -67,6 +67,7 @@ def _check_key(key: str) -> str | None:
 
 OPS: dict[str, Op] = {
     "daemon_status": Op({}),
+    "daemon_reload": Op({}),
     "daemon_stop": Op({"jobs": Field(bool)}),
     "plugins": Op({}),
     "tools": Op({}),
@@ -119,6 +120,7 @@ OPS: dict[str, Op] = {
             "causes": Field(list, max_len=1000),
             "hostPid": Field((int, type(None)), check=lambda v: None if v is None or 0 < v < 2**31 else "is not a process id"),
             "broadcastChain": Field(bool),
+            "writeFailing": Field(bool),
             "usage": Field(dict, max_len=10),
             "background": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
             "backgroundShown": Field(list, max_len=BACKGROUND_SHOWN, check=_check_background),

@@ -100,9 +100,6 @@ class Receipt(msgspec.Struct, gc=False):
         )
 
 
-#: :data:`~roost_core.daemon.itemlife.RECEIPT_MOVES` by the state each event leads to
-#: (what :meth:`Receipts.move` is told): one lookup per move.
-_MOVES = {(state, sighting.value): after for (state, sighting), after in RECEIPT_MOVES.items()}
 #: Receipt states a sender counts per receiver (``roost_agents``), by what it is called there.
 TALLY = {"queued": "queued", "delivered": "unseen", "acknowledged": "unseen", "seen": "seen", "answered": "answered"}
 
@@ -235,14 +232,13 @@ class Receipts:
             self.answer(reply_to, sender, to, now)
         return receipt
 
-    def move(self, to: str, seq: int, state: str, reason: str | None = None) -> Receipt | None:
-        """An item of ``to`` changed state (``delivered``, ``acknowledged``, ``seen``,
-        ``dead``: the :class:`~roost_core.daemon.itemlife.Sighting` of that name); the
-        receipt if it moved (:data:`~roost_core.daemon.itemlife.RECEIPT_MOVES`)."""
+    def move(self, to: str, seq: int, sighting: Sighting, reason: str | None = None) -> Receipt | None:
+        """The item ``seq`` of ``to`` was sighted (pushed, acked, seen by the model,
+        dropped); the receipt if it moved (:data:`~roost_core.daemon.itemlife.RECEIPT_MOVES`)."""
         receipt = self._by_item.get((to, seq))
         if receipt is None:
             return None
-        after = _MOVES.get((receipt.state, state))
+        after = RECEIPT_MOVES.get((receipt.state, sighting))
         if after is None:
             return None
         receipt.state, receipt.reason, receipt.updated = after, reason, time.time()
@@ -255,7 +251,7 @@ class Receipts:
         not seen before say ``seen`` (journaled). How many moved."""
         moved = 0
         for seq in seqs:
-            receipt = self.move(to, seq, Sighting.MODEL_SAW.value)
+            receipt = self.move(to, seq, Sighting.MODEL_SAW)
             if receipt is not None:
                 receipt.seen = receipt.updated
                 self.keep(receipt)
@@ -271,7 +267,7 @@ class Receipts:
         receipt = next((r for r in reversed(self._by_sender.get(to, ())) if r.msg_id == msg_id and r.to == by), None)
         if receipt is None:
             return None
-        after = _MOVES.get((receipt.state, Sighting.ANSWER.value))
+        after = RECEIPT_MOVES.get((receipt.state, Sighting.ANSWER))
         if after is None:
             return None
         receipt.state = after

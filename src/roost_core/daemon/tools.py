@@ -65,6 +65,10 @@ class ToolBox:
             self._tools = (generation, {tool.name: tool for tool in offered_tools(self.pm, self.config, self.hosts)})
         return self._tools[1]
 
+    def forget(self) -> None:
+        """Work the tools out again when next asked (the config changed)."""
+        self._tools = None
+
     def listed(self) -> list[dict[str, Any]]:
         """The tools as every host shows them to the model (name, description, parameters)."""
         return [tool.to_json() for tool in self.by_name().values()]

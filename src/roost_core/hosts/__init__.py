@@ -57,13 +57,17 @@ def program_missing(variable: str, program: str, what: str) -> str | None:
     """Why a host's program cannot be found where its workers will look (``$variable``,
     else ``program`` on this process's PATH, which the workers inherit); None when it is
     there. Checked when a job is made, so a missing agent is a refusal at once, not a
-    worker that crashes until it is given up."""
+    worker that crashes until it is given up; looked up anew each time, so a program
+    installed since into a folder on that PATH is found with no restart."""
     configured = os.environ.get(variable)
     if configured:
         return None if shutil.which(configured) else f"{what} is not installed: {variable}={configured!r} is not an executable"
     if shutil.which(program):
         return None
-    return f"{what} is not installed: no `{program}` on the daemon's PATH and no {variable}; install it or set {variable}"
+    return (
+        f"{what} is not installed: no `{program}` on the daemon's PATH and no {variable}; install it or set {variable} "
+        "(the daemon looks at each job start, on the PATH and environment it was started with)"
+    )
 
 
 def session_seqs(spec: HostSpec | None, path: str) -> set[int]:

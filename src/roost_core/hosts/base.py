@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import attrs
 
 from roost_core.queue import Item
+
+if TYPE_CHECKING:
+    from roost_core.config import Config
 
 
 @attrs.frozen
@@ -52,6 +55,10 @@ class RunOutcome:
 
 class WorkerServices(Protocol):
     """What a host may ask of its worker."""
+
+    #: The user config as the daemon holds it (a host never reads the file: it may have
+    #: changed since to something the daemon refused).
+    config: Config
 
     def take_steer(self) -> list[Item]:
         """Items to apply at this tool boundary (empty while a dialog is open)."""

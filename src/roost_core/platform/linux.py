@@ -178,7 +178,6 @@ def close_inherited_fds() -> None:
 
 #: ``prctl`` option numbers (linux/prctl.h).
 PR_SET_CHILD_SUBREAPER = 36
-PR_GET_CHILD_SUBREAPER = 37
 
 
 def _prctl(option: int, *args: object) -> int:
@@ -203,14 +202,6 @@ class Family:
 
     def track(self) -> None:
         """Nothing to track: the kernel keeps the family together."""
-
-
-def is_subreaper() -> bool:
-    """True when this process is a child subreaper (tests' check of :class:`Family`)."""
-    flag = ctypes.c_int(0)
-    if _prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) != 0:
-        return False
-    return bool(flag.value)
 
 
 # ---------------------------------------------------------------------- exit watches

@@ -24,6 +24,7 @@ import attrs
 
 from roost_core import faults
 from roost_core.client import AsyncClient, DaemonUnavailable, new_key
+from roost_core.config import Config, ConfigError
 from roost_core.dialogs import clean_options
 from roost_core.hosts import registered_hosts
 from roost_core.hosts.base import JobInfo, RunOutcome
@@ -68,24 +69,24 @@ class PreparedPlugins:
     manager: Any
 
 
-def blocked_plugins() -> frozenset[str]:
-    """The plugin names this process blocks: ``ROOST_DISABLE_PLUGINS`` and the user
-    config's ``plugins.disable``."""
-    from roost_core.config import load_user_config
-    from roost_core.paths import resolve_paths
+def blocked_plugins(config: Config) -> frozenset[str]:
+    """The plugin names a worker blocks: ``ROOST_DISABLE_PLUGINS`` and ``config``'s
+    ``plugins.disable``."""
     from roost_core.plugins import disabled_from_env
 
-    config = load_user_config(resolve_paths().config_file)
     return frozenset(disabled_from_env()) | frozenset(config.disabled_plugins)
 
 
 def prepare_plugins() -> PreparedPlugins | None:
-    """Build the plugin manager a worker would build, ahead of time; None when that fails
-    (each worker then builds its own, and logs why it cannot)."""
+    """Build the plugin manager a worker would build, ahead of time (with the config file
+    as it is now: a worker takes it only when its daemon's config blocks the same names);
+    None when that fails (each worker then builds its own)."""
+    from roost_core.config import load_user_config
+    from roost_core.paths import resolve_paths
     from roost_core.plugins import make_plugin_manager
 
     try:
-        blocked = blocked_plugins()
+        blocked = blocked_plugins(load_user_config(resolve_paths().config_file))
         return PreparedPlugins(blocked, make_plugin_manager(disabled=blocked))
     except Exception:  # noqa: BLE001 - a bad config or plugin is the worker's to report
         return None
@@ -155,6 +156,9 @@ class Worker:
         self.plugins: Any = None
         #: The ids of the items handed to the host, by seq (made once the job is known).
         self.id_record: IdRecord | None = None
+        #: The user config, as the daemon holds it (its hello says it; the worker never
+        #: reads the file, which may have changed to something the daemon refused).
+        self.config = Config()
 
     # ------------------------------------------------------------------ daemon link
 
@@ -189,7 +193,16 @@ class Worker:
         hello = await client.call("worker_hello", job=self.job_id, token=self.token, pid=os.getpid(), **extra)
         self.hello = hello
         self.tools = hello.get("tools") or []
+        self.take_config(hello)
         return hello
+
+    def take_config(self, hello: dict[str, Any]) -> None:
+        """The user config the daemon holds, from its hello answer (the defaults when it
+        sends none)."""
+        try:
+            self.config = Config.from_mapping(hello.get("config") or {})
+        except ConfigError as exc:  # the daemon checked it: a bug, not the user's file
+            log.error("the daemon's config cannot be read here (%s); the defaults are used", exc)
 
     async def wait_for_adoption(self, client: AsyncClient) -> bool:
         """A warm worker's first connection: ``warm_hello`` (the job it will be), then
@@ -202,6 +215,7 @@ class Worker:
             self.stop("refused")
             return False
         self.tools = self.warm_answer.get("tools") or []
+        self.take_config(self.warm_answer)
         # Until it is adopted, the worker talks on this connection before its hello.
         self.daemon_link.client = client
         self.warm_answered.set()
@@ -528,7 +542,7 @@ class Worker:
         if self.plugins is None:
             from roost_core.plugins import make_plugin_manager
 
-            blocked = blocked_plugins()
+            blocked = blocked_plugins(self.config)
             if self.prepared is not None and self.prepared.blocked == blocked:
                 self.plugins = self.prepared.manager
             else:
@@ -596,6 +610,8 @@ class Worker:
                     continue
             else:
                 self.write_retry = 0.0
+                if self.status_fields.get("writeFailing"):
+                    await self.status(wait=False, writeFailing=False)
             outcome = self.classify(outcome)
             # A question or an error longer than the daemon takes (8,000 characters)
             # would refuse the handback and the settled status, and the run would end
@@ -636,8 +652,12 @@ class Worker:
             exc, len(back), [item.seq for item in back], self.write_retry,
         )
         not_run = any(item.seq == items[0].seq for item in back)
+        # What waits for this job is held until the disk takes it: the daemon says
+        # ``not_stored`` to senders its full queue refuses meanwhile.
         if not_run:
-            await self.status(status=f"session file not writable ({exc.strerror or exc}); trying again")
+            await self.status(status=f"session file not writable ({exc.strerror or exc}); trying again", writeFailing=True)
+        else:
+            await self.status(writeFailing=True)
         with anyio.move_on_after(self.write_retry):
             await self.shutdown.wait()
         return not_run

@@ -187,6 +187,3 @@ class ReplyQueue:
     def _notify(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()
-
-    def has_reply(self) -> bool:
-        return any(item.kind == "reply" for item in self.items)
