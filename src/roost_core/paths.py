@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import stat
 import tempfile
 from collections.abc import Mapping
@@ -87,6 +88,22 @@ def short_socket_dir() -> Path:
     if len(os.fsencode(str(folder))) + SOCKET_NAME_ROOM <= MAX_SOCKET_PATH:
         return folder
     return Path("/tmp") / f"roost-{os.getuid()}"
+
+
+def worker_folder(mark: str) -> Path:
+    """The private folder of the worker started with ``mark`` (its start's mark,
+    ``ROOST_WORKER_MARK``), where a host puts the socket its agent's helpers reach it by:
+    in the per-user short-socket folder, named by a hash of the mark, so the daemon finds
+    it from the job's record and removes it when it finds that worker gone
+    (:func:`remove_worker_folder`), a ``kill -9`` too. ``w-`` + 16 hex + ``/bridge.sock``
+    fits in the room that folder leaves."""
+    return short_socket_dir() / f"w-{hashlib.sha256(mark.encode()).hexdigest()[:16]}"
+
+
+def remove_worker_folder(mark: str) -> None:
+    """Remove the folder of the worker started with ``mark`` (gone, or being killed), if
+    it left one."""
+    shutil.rmtree(worker_folder(mark), ignore_errors=True)
 
 
 def private_dir(folder: Path) -> Path:

@@ -38,29 +38,12 @@ MAX_FRAME = 4 * 1024 * 1024
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
-def worker_folder(mark: str) -> Path:
-    """The bridge folder of the worker started with ``mark`` (its start's mark,
-    ``ROOST_WORKER_MARK``): in the per-user 0700 short-socket folder, named by a hash of
-    the mark, so the daemon finds it from the job's record and removes it when it finds
-    that worker gone (:func:`remove_worker_folder`), a ``kill -9`` too. ``w-`` + 16 hex +
-    ``/bridge.sock`` fits in the room that folder leaves."""
-    from roost_core.paths import short_socket_dir
-
-    return short_socket_dir() / f"w-{hashlib.sha256(mark.encode()).hexdigest()[:16]}"
-
-
-def remove_worker_folder(mark: str) -> None:
-    """Remove the bridge folder of the worker started with ``mark`` (gone, or being
-    killed), if it left one."""
-    shutil.rmtree(worker_folder(mark), ignore_errors=True)
-
-
 def private_folder() -> Path:
     """A fresh 0700 folder whose socket path fits in ``sun_path``: in a worker, its
-    :func:`worker_folder`; elsewhere a new temp folder."""
+    :func:`roost_core.paths.worker_folder`; elsewhere a new temp folder."""
     mark = os.environ.get(MARK_VARIABLE)
     if mark:
-        from roost_core.paths import private_dir, short_socket_dir
+        from roost_core.paths import private_dir, short_socket_dir, worker_folder
 
         private_dir(short_socket_dir())
         folder = worker_folder(mark)

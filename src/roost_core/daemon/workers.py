@@ -28,7 +28,7 @@ from roost_core.daemon.persistence import Persistence, transcript_max_seq
 from roost_core.daemon.pool import WarmKey, WarmPool, WarmSlot
 from roost_core.daemon.registry import Registry
 from roost_core.daemon.tasks import Clock
-from roost_core.paths import Paths
+from roost_core.paths import Paths, remove_worker_folder
 from roost_core.worker import proctree
 from roost_core.worker.spawner import Spawner, popen_worker
 
@@ -89,9 +89,8 @@ class Workers:
         self.exits = ExitWatches(self.adopted_worker_exited)
 
     def reconcile(self) -> None:
-        """After a (re)start: a recorded worker that is gone is handled as an exit; a job
-        with items and no worker is started, unless it is stopped or given up on (its
-        items wait for a user's or an agent's next item, as under the last daemon)."""
+        """After a (re)start: a recorded worker that is gone is handled as an exit; a job with
+        items and no worker is started, unless stopped or given up on (:func:`given_up`)."""
         for job in list(self.jobs.values()):
             if job.worker_pid is not None and not locks.is_alive(job.worker_pid, job.worker_create_time):
                 self.worker_gone(job, None)
@@ -228,12 +227,9 @@ class Workers:
     def kill_leftovers(self, job: Job) -> list[int]:
         """Kill every process the job's (dead or dying) worker started, found by the mark
         of that worker start in their environment: the worker's own bookkeeping died with
-        it, and pi's tools run in sessions of their own; then remove its bridge folder
-        (named by the mark too). Returns the pids killed."""
+        it, and pi's tools run in sessions of their own; and its folder. The pids killed."""
         if not job.worker_mark:
             return []
-        from roost_core.claude.bridge import remove_worker_folder
-
         killed = proctree.kill_marked(job.worker_mark, spare=self.spared_pids())
         remove_worker_folder(job.worker_mark)
         if killed:
