@@ -215,3 +215,22 @@ def test_plugins_json_gives_the_daemons_pid_as_documented(cli, daemon):
     assert stopped["stopped"] is True
     daemon.process.wait(30)
     assert cli.json("plugins")["daemon"] is None
+
+
+def test_roost_spawn_with_a_host_when_none_may_be_chosen_says_why(daemon, tmp_path):
+    """``host`` is in ``roost_spawn``'s schema only when ``agentSpawnHosts`` allows one: a
+    caller that gives it anyway is told which hosts may be asked for and why not, not
+    ``unknown field 'host'``."""
+    from fg import run_async, session
+
+    async def main() -> tuple[bool, str, dict]:
+        async with session(daemon, tmp_path) as lead:
+            return await lead.call_tool("roost_spawn", {"task": "review it", "name": "child", "host": "shell"})
+
+    ok, text, _ = run_async(main)
+    assert not ok
+    assert text == (
+        "error (bad_args): roost_spawn: field 'host' is not offered here: no host may be asked for: the user config's "
+        "agentSpawnHosts names none (a child runs on your own host); leave 'host' out and the child runs on yours"
+    ), text
+    assert daemon.call("jobs")["jobs"] == []
