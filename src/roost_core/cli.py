@@ -24,6 +24,7 @@ from roost_core.cli_support import (
     TIMEOUT,
     CommandError,
     Parser,
+    UsageError,
     check_states,
     client,
     disabled_plugins,
@@ -36,6 +37,7 @@ from roost_core.cli_support import (
     keyed_call,
     local_hosts,
     local_manager,
+    make_missing_home,
     read_text,
     socket_command,
     user_config,
@@ -49,7 +51,8 @@ EXIT_STATUSES = """exit status:
   1    error: one line on stderr, roost: CODE: message
   2    usage error
   124  timeout (roost wait, roost daemon stop)
-  130  interrupted (Ctrl-C)"""
+  130  interrupted (Ctrl-C)
+  141  output closed (roost jobs | head -1): nothing said"""
 
 JSON_HELP = "print the result as JSON"
 ID_HELP = "the job: its id, or its exact name"
@@ -76,7 +79,7 @@ def build_parser(*, with_hosts: bool = True) -> argparse.ArgumentParser:
         epilog=EXIT_STATUSES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"roost {__version__}", help="print roost's version and exit")
+    parser.add_argument("--version", "-V", action="version", version=f"roost {__version__}", help="print roost's version and exit")
     parser.add_argument("--disable-plugin", action="append", default=[], metavar="NAME", help="block a plugin by name (repeatable)")
     # A host's own command sets its run here (add_host_commands); roost's are in COMMANDS.
     parser.set_defaults(host_command=None)
@@ -153,10 +156,12 @@ def build_parser(*, with_hosts: bool = True) -> argparse.ArgumentParser:
     if with_hosts:
         add_host_commands(sub)
 
-    from roost_core.completion import SHELLS
+    from roost_core.completion import JOBS_COMMAND, SHELLS
 
     completion = sub.add_parser("completion", help="print a shell completion script: eval \"$(roost completion bash)\"")
     completion.add_argument("shell", choices=SHELLS, help="the shell to complete in")
+    # The completion script's own (no help: not listed): job ids and names to complete.
+    sub.add_parser(JOBS_COMMAND)
     return parser
 
 
@@ -226,11 +231,24 @@ def main(argv: list[str] | None = None) -> int:
                 # This command's own plugins only: never a daemon it happens to start.
                 FLAG_DISABLED.extend(name for name in args.disable_plugin if name not in FLAG_DISABLED)
         handler = COMMANDS.get(args.command, args.host_command)
-        return guarded(lambda: handler(args))
+        return guarded(lambda: run_command(handler, args))
     except KeyboardInterrupt:
         # Ctrl-C outside a command's own run (guarded handles it there): the same line.
         print("roost: interrupted", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
+
+
+#: roost's commands that keep nothing in the home: completion (a tab press makes no
+#: folder) and the demo (a throwaway home of its own).
+NO_HOME = frozenset({"completion", "_jobs", "demo"})
+
+
+def run_command(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Run ``handler``, after making a missing ``ROOST_HOME`` (said once) for a command of
+    roost's own that keeps its files there."""
+    if args.command in COMMANDS and args.command not in NO_HOME:
+        make_missing_home()
+    return handler(args)
 
 
 def emit(args: argparse.Namespace, data: Any, text: str) -> None:
@@ -454,8 +472,16 @@ def cmd_log(args: argparse.Namespace) -> int:
     read = transcript_reader(spec)
     if args.follow:
         return follow_log(pm, result["session"], read)
+    printed = False
     for text in iter_rendered(pm, result["session"], read, received_by_seq(result.get("received")), lines):
         print(shown(text, keep=LOG_KEEPS))
+        printed = True
+    if not printed and result.get("task") is not None:
+        # Nothing in the transcript yet (an agent that failed before its first answer
+        # wrote none): the task as the job record keeps it.
+        print(shown(f"› you: {result['task']}", keep=LOG_KEEPS))
+    if result.get("state") == "failed":
+        print(shown(f"✗ failed: {result.get('error') or 'no error given'}", keep=LOG_KEEPS))
     return 0
 
 
@@ -466,37 +492,35 @@ LOG_KEEPS = "\n\t"
 
 
 def follow_log(pm: Any, session: str, read: Any, *, poll: float = 0.1) -> int:
-    """Print a transcript, then each entry as it is appended (until Ctrl-C); ``read`` is
-    how one of its lines reads (the host's)."""
+    """Print a transcript, then each entry as it is appended, until Ctrl-C (which the
+    command's error boundary reports: ``roost: interrupted``, exit 130); ``read`` is how
+    one of its lines reads (the host's)."""
     from roost_core.policy import render_entry
 
     offset = 0
     partial = b""
-    try:
-        while True:
-            try:
-                with open(session, "rb") as fh:
-                    fh.seek(offset)
-                    data = fh.read()
-            except FileNotFoundError:
-                data = b""
-            if data:
-                offset += len(data)
-                lines = (partial + data).split(b"\n")
-                partial = lines.pop()  # an entry still being written
-                for line in lines:
-                    try:
-                        raw = json.loads(line)
-                    except ValueError:
-                        continue
-                    for entry in read(raw) if isinstance(raw, dict) else ():
-                        text = render_entry(pm, entry)
-                        if text:
-                            print(shown(text, keep=LOG_KEEPS), flush=True)
-            else:
-                time.sleep(poll)
-    except KeyboardInterrupt:
-        return 0
+    while True:
+        try:
+            with open(session, "rb") as fh:
+                fh.seek(offset)
+                data = fh.read()
+        except FileNotFoundError:
+            data = b""
+        if data:
+            offset += len(data)
+            lines = (partial + data).split(b"\n")
+            partial = lines.pop()  # an entry still being written
+            for line in lines:
+                try:
+                    raw = json.loads(line)
+                except ValueError:
+                    continue
+                for entry in read(raw) if isinstance(raw, dict) else ():
+                    text = render_entry(pm, entry)
+                    if text:
+                        print(shown(text, keep=LOG_KEEPS), flush=True)
+        else:
+            time.sleep(poll)
 
 
 def cmd_dead(args: argparse.Namespace) -> int:
@@ -509,7 +533,11 @@ def cmd_dead(args: argparse.Namespace) -> int:
 
 def cmd_wait(args: argparse.Namespace) -> int:
     # Checked before anything else: a state no job can reach would wait out the timeout.
-    states = check_states(args.state) if args.state else SETTLED
+    # A usage error, as argparse's own are (exit 2).
+    try:
+        states = check_states(args.state) if args.state else SETTLED
+    except CommandError as exc:
+        raise UsageError(exc.message) from exc
     with client() as conn:
         row = wait_for_job(conn, args.id, states, args.timeout)
     emit(args, row, f"{row['id']}: {row['state']}")
@@ -550,7 +578,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     if differs:
         lines += ["", "this command's own set differs (it renders `roost log` and `roost view` here):", *(f"- {note}" for note in differs)]
     data = {key: shown[key] for key in ("plugins", "blocked", "unknown_blocked", "notes")}
-    data["daemon"] = {"pid": daemon["pid"]} if daemon is not None else None
+    data["daemon"] = daemon["pid"] if daemon is not None else None
     data["differs"] = differs
     emit(args, data, "\n".join(lines))
     return 0
@@ -560,6 +588,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from roost_core.demo import run_demo
 
     return run_demo()
+
+
+def cmd_job_refs(args: argparse.Namespace) -> int:
+    """``roost _jobs``: what the completion script completes a job with."""
+    from roost_core.completion import print_job_refs
+
+    return print_job_refs()
 
 
 def cmd_completion(args: argparse.Namespace) -> int:
@@ -588,6 +623,7 @@ COMMANDS = {
     "mcp": mcp_cli.run,
     "demo": cmd_demo,
     "completion": cmd_completion,
+    "_jobs": cmd_job_refs,
 }
 
 

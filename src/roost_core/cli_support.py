@@ -43,6 +43,9 @@ EXIT_USAGE = 2
 EXIT_TIMEOUT = 124
 #: Interrupted (Ctrl-C, SIGINT): 128 + 2, as a shell reports it.
 EXIT_INTERRUPTED = 130
+#: Its output was closed (``roost jobs | head -1``, EPIPE): 128 + SIGPIPE, what a shell
+#: reports for a program SIGPIPE ended, and nothing said (the reader wanted no more).
+EXIT_OUTPUT_CLOSED = 141
 
 # Codes of errors the CLI finds itself (the daemon's are in docs/protocol.md).
 #: A wait ran out of time.
@@ -74,6 +77,14 @@ def error_line(code: str, message: str) -> str:
     return f"roost: {code}: {shown(message)}"
 
 
+class UsageError(CommandError):
+    """A usage error found after argparse (a value it cannot check itself): ``roost:
+    bad_args: message``, exit status 2, as argparse's own."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("bad_args", message)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, with its errors in the same shape as every other: the usage, then
     ``roost: bad_args: message`` (exit status 2, argparse's)."""
@@ -86,20 +97,65 @@ class Parser(argparse.ArgumentParser):
 def guarded(run: Callable[[], int]) -> int:
     """Run a command; any failure it meets is printed as ``roost: CODE: message`` on
     stderr and gives exit status 1 (124 for a ``timeout``); Ctrl-C gives
-    ``roost: interrupted`` and 130, never a traceback. The one error boundary of every
-    ``roost`` command."""
+    ``roost: interrupted`` and 130, never a traceback; a closed stdout ends it quietly
+    with 141 (:func:`output_closed`); a :class:`UsageError` gives 2. The one error
+    boundary of every ``roost`` command."""
     try:
-        return run()
+        status = run()
+        # What is still buffered is written here, inside the boundary: a reader that
+        # went away is seen now, not as a traceback when the interpreter exits.
+        sys.stdout.flush()
+        return status
     except KeyboardInterrupt:
         print("roost: interrupted", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The daemon's connection never raises this bare (the client makes every socket
+        # failure a DaemonUnavailable): it is this process's own output that was closed.
+        return output_closed()
     except Exception as exc:
         # The classes are imported only now: a command that succeeds never pays for them.
         code_message = classify(exc)
         if code_message is None:
             raise
         print(error_line(*code_message), file=sys.stderr, flush=True)
+        if isinstance(exc, UsageError):
+            return EXIT_USAGE
         return EXIT_TIMEOUT if code_message[0] == TIMEOUT else EXIT_ERROR
+
+
+def output_closed() -> int:
+    """The reader of stdout went away (EPIPE): say nothing (it wanted no more, as ``head``
+    does) and exit 141, as a shell reports a program SIGPIPE ended. stdout is pointed at
+    ``/dev/null`` first, so the interpreter's last flush at exit finds nothing to fail on."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+    return EXIT_OUTPUT_CLOSED
+
+
+def make_missing_home() -> None:
+    """Make a ``ROOST_HOME`` that does not exist (owner-only), and say so once on stderr:
+    a mistyped path must not quietly become a second, empty roost. A home that is a
+    file, or cannot be made, is :class:`~roost_core.paths.HomeError` (``bad_home``)."""
+    from pathlib import Path
+
+    from roost_core.paths import HomeError, check_home, private_dir
+
+    home = os.environ.get("ROOST_HOME")
+    if not home:
+        return
+    root = Path(home).expanduser().absolute()
+    if root.exists():
+        return
+    check_home(root)
+    try:
+        private_dir(root)
+    except OSError as exc:
+        raise HomeError(f"ROOST_HOME={str(root)!r} cannot be made: {exc.strerror or exc}") from exc
+    print(f"roost: note: ROOST_HOME={str(root)!r} did not exist; made it", file=sys.stderr, flush=True)
 
 
 def classify(exc: BaseException) -> tuple[str, str] | None:
@@ -346,10 +402,13 @@ def wait_for_job(conn: Any, ref: str, states: tuple[str, ...] = SETTLED, timeout
 # ---------------------------------------------------------------------------- text
 
 
-def cut(text: str, width: int) -> str:
+def cut(text: str, width: int, *, collapse: bool = True) -> str:
     """``text`` on one line, at most ``width`` characters: a longer text ends with ``…``
-    after its last whole word (a word longer than half the room is cut inside)."""
-    text = " ".join(text.split())
+    after its last whole word (a word longer than half the room is cut inside).
+    ``collapse``: runs of white space become one space, none at the ends (a detail);
+    without it (a name, whose spaces are its own) they stay as they are."""
+    if collapse:
+        text = " ".join(text.split())
     if len(text) <= width:
         return text
     if width <= 1:
@@ -405,7 +464,7 @@ def format_jobs(rows: list[dict[str, Any]], width: int | None = None) -> str:
         return "no jobs"
     width = width or output_width()
     table = [("ID", "STATE", "LIVE", "HOST", "NAME")]
-    table += [(row["id"], row["state"], "live" if job_live(row) else "-", row["host"], cut(shown(row["name"]), NAME_WIDTH)) for row in rows]
+    table += [(row["id"], row["state"], "live" if job_live(row) else "-", row["host"], cut(shown(row["name"]), NAME_WIDTH, collapse=False)) for row in rows]
     widths = [max(len(line[column]) for line in table) for column in range(5)]
     lines = []
     for index, line in enumerate(table):

@@ -38,6 +38,7 @@ def run(
     what: str,
     where: Callable[[Result], str],
     after_install: Callable[[Result], None] | None = None,
+    program: str | None = None,
 ) -> int:
     """Run ``roost NAME ACTION``. ``hook`` calls the function ``hook`` names
     (``"package.module:function"``) with the EVENT; ``install`` and ``uninstall`` call the
@@ -53,7 +54,7 @@ def run(
         module, _, function = hook.partition(":")
         status: int = getattr(importlib.import_module(module), function)(args.event)
         return status
-    return run_action(args, actions=actions, what=what, where=where, after_install=after_install)
+    return run_action(args, actions=actions, what=what, where=where, after_install=after_install, program=program)
 
 
 def run_action(
@@ -63,11 +64,15 @@ def run_action(
     what: str,
     where: Callable[[Result], str],
     after_install: Callable[[Result], None] | None = None,
+    program: str | None = None,
 ) -> int:
     """Run ``roost NAME install`` or ``uninstall`` (``args.action``), as :func:`run` says:
     the function of that name in the module ``actions`` names, its result printed; exit 0
     done, 1 a settings file roost cannot read or write. A command whose ``hook`` is not
-    :func:`run`'s (``roost gemini``'s takes a ``--bridge``) runs its actions with this."""
+    :func:`run`'s (``roost gemini``'s takes a ``--bridge``) runs its actions with this.
+    ``program`` (``"package.module:function"``) finds the agent's program, raising with
+    a sentence when it is not installed: install then says so in a warning line on
+    stderr, and installs all the same (the settings take effect once it is)."""
     from roost_core.cli_support import classify, error_line
     from roost_core.settingsfile import SettingsFileError, SettingsWriteError
 
@@ -84,7 +89,19 @@ def run_action(
             after_install(result)
     else:
         print(f"{what} {'removed from' if result['changed'] else 'were not in'} {where(result)}")
+    if args.action == "install" and program is not None:
+        warn_if_missing(program)
     return 0
+
+
+def warn_if_missing(program: str) -> None:
+    """``roost: warning: ...`` on stderr when the function ``program`` names cannot find
+    the agent's program (it raises with the sentence to say)."""
+    module, _, function = program.partition(":")
+    try:
+        getattr(importlib.import_module(module), function)()
+    except Exception as exc:  # noqa: BLE001 - each host's own error says what is missing
+        print(f"roost: warning: {exc}; roost is in its settings all the same, for when it is", file=sys.stderr)
 
 
 def main(name: str, add: Callable[[argparse.ArgumentParser], None], run: Callable[[argparse.Namespace], int], argv: list[str] | None = None) -> int:

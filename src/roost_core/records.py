@@ -121,6 +121,10 @@ class ToolDef:
     description: str
     parameters: dict[str, Any]
     run: Any = attrs.field(default=None, eq=False, repr=False)
+    #: Why a field the model may know of is not offered now (left out of ``parameters``,
+    #: e.g. ``roost_spawn``'s ``host`` when no host may be chosen), by field name: a call
+    #: that gives it is refused with this reason rather than a bare "unknown field".
+    absent: dict[str, str] = attrs.field(factory=dict, eq=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}

@@ -95,12 +95,17 @@ def resolve_target(
 
     An id wins over a name. A name must match exactly one peer among those
     ``reachable_by_name`` accepts; peers the sender cannot reach are not even counted, so
-    a name elsewhere never makes a reachable one ambiguous.
+    a name elsewhere never makes a reachable one ambiguous. A name that only one peer
+    has, which reach refuses, is that peer all the same: the caller's reach decision
+    then refuses it with the plugin's reason (``unreachable``), as it does by id.
     """
     holder = table.holder_of(to)
     if holder is not None:
         return holder, "id"
-    matches = [peer for peer in table.holders.values() if (peer.name == to or peer.framed_name == to) and reachable_by_name(peer)]
+    named = [peer for peer in table.holders.values() if peer.name == to or peer.framed_name == to]
+    matches = [peer for peer in named if reachable_by_name(peer)]
+    if not matches and len(named) == 1:
+        return named[0], "name"
     if not matches:
         raise ProtocolError(NOT_FOUND, f"no reachable peer with id or exact name {to!r}")
     if len(matches) > 1:

@@ -9,6 +9,9 @@
   through a symbolic link (a dotfiles setup: the link stays a link) and keeping its
   permission bits; when one fails, the files written before it are put back
   (:class:`SettingsWriteError`: ``roost: write_failed``).
+- A file is written in its own style (:func:`render_json`: its indentation, its final
+  newline), so an edit changes only the lines it must; what an install found is kept by
+  :mod:`roost_core.installrecord`, so uninstall gives back the very bytes and mode.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -78,40 +81,100 @@ def list_at(path: Path, data: dict[str, Any], key: str) -> list[Any]:
     return value
 
 
-def write_object(path: Path, data: dict[str, Any]) -> None:
+def indent_of(text: bytes | None) -> str | int | None:
+    """The indentation a JSON file uses: the white space before its first indented line
+    (2 spaces for a file with none yet; None for a file on one line)."""
+    if not text:
+        return 2
+    lines = text.decode("utf-8", "replace").splitlines()
+    if len(lines) <= 1 and text.strip():
+        return None
+    for line in lines[1:]:
+        stripped = line.lstrip(" \t")
+        if stripped and stripped != line:
+            return line[: len(line) - len(stripped)]
+    return 2
+
+
+def render_json(data: Any, like: bytes | None = None) -> bytes:
+    """``data`` as a settings file's bytes, in the style of ``like`` (the file's bytes
+    now): its indentation, and a final newline when it had one (or is new)."""
+    indent = indent_of(like)
+    text = json.dumps(data, indent=indent, ensure_ascii=False)
+    if like is None or like.endswith(b"\n") or not like.strip():
+        text += "\n"
+    return text.encode("utf-8")
+
+
+def write_bytes(path: Path, content: bytes, mode: int | None = None) -> None:
     """Replace the file ``path`` names (through any symbolic link: the link stays a link)
-    with ``data``, atomically, keeping its permission bits."""
+    with ``content``, atomically, with ``mode`` (default: the file's own permission bits;
+    a new file gets the umask's)."""
     target = Path(os.path.realpath(path))
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + f".{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        if target.exists():
-            os.chmod(tmp, target.stat().st_mode & 0o777)
+        tmp.write_bytes(content)
+        if mode is None and target.exists():
+            mode = target.stat().st_mode & 0o777
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, target)
     except OSError:
         tmp.unlink(missing_ok=True)
         raise
 
 
-def write_all(changes: list[tuple[Path, dict[str, Any]]]) -> None:
-    """Write every ``(path, data)``; when one fails, put back the files already written
-    (their bytes as they were, or no file), so the change is all or nothing."""
-    done: list[tuple[Path, bytes | None]] = []
-    for path, data in changes:
+def write_object(path: Path, data: dict[str, Any]) -> None:
+    """Replace the file ``path`` names with ``data`` in the file's own style
+    (:func:`render_json`), atomically, keeping its permission bits."""
+    target = Path(os.path.realpath(path))
+    like = target.read_bytes() if target.exists() else None
+    write_bytes(path, render_json(data, like))
+
+
+def write_all(changes: list[Any]) -> None:
+    """Write every change (``(path, data)`` with a JSON object, written in the file's
+    style; or ``(path, bytes_or_None, mode, dirs)``: exact bytes, or no file and its
+    empty ``dirs`` removed); when one fails, put back the files already written (their
+    bytes and mode as they were, or no file), so the change is all or nothing."""
+    done: list[tuple[Path, bytes | None, int | None]] = []
+    for change in changes:
+        path, content = change[0], change[1]
+        mode, dirs = (change[2], change[3]) if len(change) == 4 else (None, [])
         target = Path(os.path.realpath(path))
         try:
             before = target.read_bytes() if target.exists() else None
-            write_object(path, data)
+            old_mode = target.stat().st_mode & 0o777 if before is not None else None
+            if isinstance(content, dict):
+                write_object(path, content)
+            elif content is None:
+                target.unlink(missing_ok=True)
+                for folder in dirs:
+                    with contextlib.suppress(OSError):  # not empty: the user's files stay
+                        os.rmdir(folder)
+            else:
+                write_bytes(path, content, mode)
         except OSError as exc:
-            for written, old in reversed(done):
+            for written, old, old_mode_of in reversed(done):
                 with contextlib.suppress(OSError):
                     if old is None:
                         written.unlink()
                     else:
-                        written.write_bytes(old)
+                        write_bytes(written, old, old_mode_of)
             raise SettingsWriteError(exc.errno, f"{path}: cannot be written: {exc.strerror or exc}") from exc
-        done.append((target, before))
+        done.append((target, before, old_mode))
+
+
+def uninstall_change(path: Path, current: dict[str, Any], stripped: dict[str, Any], env: Mapping[str, str] | None = None) -> list[Any]:
+    """What uninstall writes to the JSON file ``path``, whose object is ``current`` and
+    without roost's entries ``stripped``: the bytes and mode install found, or no file,
+    or ``stripped`` in the file's style (:func:`roost_core.installrecord.settle`); []
+    when nothing changes. For :func:`write_all`."""
+    from roost_core.installrecord import settle
+
+    restore = settle(path, current, stripped, empty={}, render=render_json, env=env)
+    return [] if restore is None else [restore.change()]
 
 
 # A ``hooks`` object in Claude Code's shape (Qwen Code and Codex read the same):

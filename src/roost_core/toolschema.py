@@ -25,14 +25,20 @@ _TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-def check_tool_args(tool: str, parameters: dict[str, Any], args: Any) -> dict[str, Any]:
+def check_tool_args(tool: str, parameters: dict[str, Any], args: Any, absent: dict[str, str] | None = None) -> dict[str, Any]:
     """``args`` as the tool's ``parameters`` allow them (an optional one given as null counts
-    as absent), or ``bad_args``."""
+    as absent), or ``bad_args``; an unknown field ``absent`` names is refused with its
+    reason there (the tool's :attr:`~roost_core.records.ToolDef.absent`)."""
     if not isinstance(args, dict):
         raise ProtocolError(BAD_ARGS, f"{tool}: arguments must be an object")
     properties = parameters.get("properties") or {}
     if parameters.get("additionalProperties") is False:
         unknown = sorted(set(args) - set(properties))
+        absent = absent or {}
+        explained = [name for name in unknown if name in absent and args[name] is not None]
+        if explained:
+            raise ProtocolError(BAD_ARGS, f"{tool}: field {explained[0]!r} is not offered here: {absent[explained[0]]}")
+        unknown = [name for name in unknown if name not in absent]
         if unknown:
             raise ProtocolError(BAD_ARGS, f"{tool}: unknown field {unknown[0]!r}")
     required = set(parameters.get("required") or ())

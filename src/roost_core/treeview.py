@@ -23,6 +23,16 @@ def usage_text(usage: dict[str, Any] | None) -> str:
     return text
 
 
+def failure_text(row: dict[str, Any]) -> str:
+    """Why a failed job failed (``failed: ...``), or that a stopped one had failed first,
+    as ``roost jobs`` says it; "" for any other row."""
+    if row.get("state") == "failed":
+        return f"failed: {row.get('error') or 'no error given'}"
+    if row.get("state") == "stopped" and row.get("stoppedFrom") == "failed":
+        return f"failed, then stopped: {row.get('error') or 'no error given'}"
+    return ""
+
+
 def tree_text(row: dict[str, Any]) -> str:
     """What the row's whole tree has spent, and whether its budget is (for a root row)."""
     tree = row.get("treeUsage") or {}
@@ -38,7 +48,7 @@ def _line(row: dict[str, Any], indent: str, meta: str = "", root: bool = False) 
         # A dialog waits for a person: its text and options, and the command that answers it.
         detail = f"waits for you: {dialog_line(row.get('question'), row.get('dialogOptions'))} (roost answer {row['id']})"
     else:
-        detail = row.get("question") if row.get("state") == "needs_input" else row.get("summary") or ""
+        detail = row.get("question") if row.get("state") == "needs_input" else failure_text(row) or row.get("summary") or ""
     detail = " ".join((detail or "").split())  # one line: a question may span several
     live = "●" if row.get("live") else "○"
     host = f" [{row['host']}]" if row.get("host") else ""

@@ -26,6 +26,7 @@ from roost_core.dialogs import dialog_line, options_text
 from roost_core.names import shown, shown_rows
 from roost_core.peerstate import background_text, label
 from roost_core.transcript import received_by_seq
+from roost_core.treeview import failure_text
 
 GROUPS = ("dir", "state")
 #: Width of the fixed columns right of the name: relation, state, queued, last message.
@@ -138,9 +139,13 @@ def last_message(epoch: float | None, now: float | None = None) -> str:
 
 def detail_of(row: dict[str, Any]) -> str:
     """What ``roost agents`` shows after the dash: a dialog waiting for the user (its text
-    and options), else the open question, else the summary, on one line."""
+    and options), else the open question, else why it failed, else the summary, on one
+    line."""
     if row.get("dialog"):
         return f"waits for you: {dialog_line(row.get('question'), row.get('dialogOptions'))} (a answers)"
+    failure = failure_text(row)
+    if failure:
+        return " ".join(failure.split())
     return " ".join(((row.get("question") if row.get("state") == "needs_input" else row.get("summary")) or "").split())
 
 
@@ -509,6 +514,9 @@ class View:
             lines.append(Text(f"waits for you: {one_line(row.get('question') or '')}{choices}  (a: answer)", style="bold magenta"))
         elif row.get("question"):
             lines.append(Text(f"? {one_line(row['question'])}", style="bold magenta"))
+        failure = failure_text(row)
+        if failure:
+            lines.append(Text(one_line(failure), style="bold red"))
         if row.get("summary") and row.get("summary") != row.get("question"):
             lines.append(Text(f"summary: {one_line(row['summary'])}"))
         while len(lines) < DETAIL_LINES:

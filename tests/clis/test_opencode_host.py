@@ -293,14 +293,18 @@ def test_a_permission_opencode_asks_in_a_job_is_a_dialog_the_user_answers(world,
     """OpenCode's ``permission.asked`` (its config says ``ask`` for bash) reaches the user
     as a roost dialog; ``roost answer`` allows the command once or refuses it."""
     made = tmp_path / "made.txt"
-    _fake, daemon = start(world, {"default": {"steps": [{"shell": f"echo ran > {made}"}, {"say": "finished"}]}}, permission={"*": "allow", "bash": "ask"})
+    _fake, daemon = start(world, {"default": {"steps": [{"shell": f"echo ran > {made}; echo two"}, {"say": "finished"}]}}, permission={"*": "allow", "bash": "ask"})
     job = daemon.start_job("make the file", host="opencode", cwd=str(world.work))
     wait_until(lambda: daemon.job(job)["dialog"], 120, what="the permission dialog")
     row = daemon.job(job)
-    assert row["question"] == f"OpenCode asks to use bash: echo ran > {made}" and row["dialogOptions"] == ["allow", "deny"], row
+    # The command as it runs, with its ; (not its parts joined with a comma).
+    assert row["question"] == f"OpenCode asks to use bash: echo ran > {made}; echo two" and row["dialogOptions"] == ["allow", "deny"], row
     assert not made.exists()  # nothing runs before the user says so
     answered = roost(world, "answer", job, answer)
     assert answered.returncode == 0, answered.stderr
     row = daemon.wait_job(job, "done", timeout=120)
     assert not row["dialog"] and row["pending"] == 0, row
     assert made.exists() == (answer == "allow")
+    if answer == "deny":
+        # Not an empty summary: it says the user denied it.
+        assert row["summary"] == f"the user denied OpenCode's request to use bash: echo ran > {made}; echo two; the turn ended there", row

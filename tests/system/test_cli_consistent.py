@@ -93,7 +93,7 @@ def test_every_command_resolves_a_name_the_same_way(cli, daemon):
 
 def test_wait_refuses_an_unknown_state_before_it_waits(roost_env, tmp_path):
     run = Cli(roost_env, tmp_path)
-    line = error_of(run("wait", "anyjob", "--state", "done", "--state", "bogus", expect=None))
+    line = error_of(run("wait", "anyjob", "--state", "done", "--state", "bogus", expect=None), status=2)
     assert line == "roost: bad_args: 'bogus' is not a job state (one of: running, idle, needs_input, done, failed, stopped)"
     # Refused before it asked the daemon anything: none was started for it.
     home = Path(roost_env["ROOST_HOME"])

@@ -271,8 +271,10 @@ def test_external_is_off_by_default(daemon, tmp_path):
         async with session(daemon, tmp_path) as lead:
             ok, text, _ = await send(lead, job, "hi")
             assert not ok and text.startswith("error (unreachable)") and "agentExternalMessages" in text
+            # By name as by id: reach's refusal and its reason, not a "not found"
+            # that hides it (issue 49 B14).
             ok, text, _ = await send(lead, "outsider", "hi")
-            assert text.startswith("error (not_found)")
+            assert not ok and text.startswith("error (unreachable)") and "agentExternalMessages" in text, text
             _, _, data = await lead.call_tool("roost_agents", {})
             assert data["peers"] == []
 
@@ -289,7 +291,7 @@ def test_external_on_reaches_by_exact_id_only_and_is_framed_external(daemon_fact
             ok, text, data = await send(lead, job, "hello stranger")
             assert ok and data["relation"] == "external", text
             ok, text, _ = await send(lead, "outsider", "by name")
-            assert text.startswith("error (not_found)")
+            assert not ok and text.startswith("error (unreachable)"), text
             _, _, data = await lead.call_tool("roost_agents", {})
             assert [(row["id"], row["relation"]) for row in data["peers"]] == [(job, "external")]
             await in_thread(daemon.wait_job, job)

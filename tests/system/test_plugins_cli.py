@@ -158,7 +158,7 @@ def test_a_flag_on_a_command_that_starts_the_daemon_does_not_reach_it(roost_env)
         assert "roost: warning: --disable-plugin limits blocks it in this command only" in started.stderr
         data = json.loads(roost(roost_env, "plugins", "--json").stdout)
         pid = json.loads(roost(roost_env, "daemon", "status", "--json").stdout)["pid"]
-        assert data["daemon"] == {"pid": pid}
+        assert data["daemon"] == pid
         assert "limits" in rows_of(data) and "limits" not in data["blocked"]
         # The flag on `roost plugins` changes this command's set, not what is shown as the
         # daemon's, and says how the two differ.
@@ -181,7 +181,7 @@ def test_a_flag_on_a_command_that_starts_the_daemon_does_not_reach_it(roost_env)
 def test_a_daemon_started_with_the_flag_shows_it_blocked(daemon_factory):
     handle = daemon_factory().start("--disable-plugin", "limits")
     data = json.loads(roost(handle.env, "plugins", "--json").stdout)
-    assert data["daemon"] == {"pid": handle.process.pid}
+    assert data["daemon"] == handle.process.pid
     assert "limits" in data["blocked"] and "limits" not in rows_of(data)
     assert any(note.startswith("default plugin 'limits' is blocked") for note in data["notes"])
     # The same flag on a command now agrees with the daemon: no warning, no difference.

@@ -78,7 +78,7 @@ def test_editing_the_allowlist_grants_and_revokes_reach_on_the_very_next_send(da
                 return text
 
             # Not in the file: the default reach refuses (bob is in another tree).
-            assert "error (not_found)" in await refused("bob")
+            assert "error (unreachable)" in await refused("bob")
             assert "error (unreachable)" in await refused(bob_id)
             assert await listed() == []
 
@@ -92,7 +92,7 @@ def test_editing_the_allowlist_grants_and_revokes_reach_on_the_very_next_send(da
 
             allowlist.write_text("bob alice\n")  # revoked (only the other way round now)
             assert "error (unreachable)" in await refused(bob_id)
-            assert "error (not_found)" in await refused("bob")
+            assert "error (unreachable)" in await refused("bob")
             assert await listed() == []
 
             allowlist.write_text("alice bob\n")  # and granted again

@@ -244,14 +244,16 @@ def test_every_limits_plugin_is_asked_and_only_a_send_that_went_out_is_noted(tmp
     assert quota.noted[-1] == "the last the quota takes" and len(quota.noted) == MAX_AGENT_ITEMS + 1
 
 
-def test_a_job_of_another_tree_is_unreachable_by_id_and_unknown_by_name(tmp_path):
+def test_a_job_of_another_tree_is_unreachable_by_id_and_by_its_name(tmp_path):
     t = Desk(tmp_path)
     stranger = Job(id="j-x", name="stranger", host="scripted", cwd="/", session="/s/other.jsonl", token="t", task="x")
     t.jobs[stranger.id] = stranger
     changes.changed()
     assert t.refused(t.lead, "j-x").code == UNREACHABLE
-    assert t.refused(t.lead, "stranger").code == NOT_FOUND
-    assert stranger.queue.items == [] and t.receipts_of("f-lead") == [("j-x", "refused", "unreachable")]
+    # A name only that job has: reach's refusal and reason, as by id (issue 49 B14).
+    assert t.refused(t.lead, "stranger").code == UNREACHABLE
+    assert t.refused(t.lead, "nobody").code == NOT_FOUND
+    assert stranger.queue.items == [] and t.receipts_of("f-lead") == [("j-x", "refused", "unreachable")] * 2
 
 
 def test_a_job_whose_host_takes_no_messages_is_refused_as_such(tmp_path):

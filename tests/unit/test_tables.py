@@ -115,15 +115,18 @@ def test_route_by_name_and_by_id(t: Tables) -> None:
         t.tables.route(sender, "tui-job")
 
 
-def test_a_name_no_reachable_peer_has_is_not_found(t: Tables) -> None:
+def test_a_name_no_peer_has_is_not_found_and_one_reach_refuses_is_refused(t: Tables) -> None:
     lead = t.job("j-lead", "lead", session=ROOT)
-    t.job("j-other", "stranger")  # another tree: not reachable by name
+    t.job("j-other", "stranger")  # another tree: reach refuses it
     sender = t.tables.info_of(lead)
-    for to in ("nobody", "stranger"):
-        with pytest.raises(ProtocolError) as raised:
-            t.tables.route(sender, to)
-        assert raised.value.code == NOT_FOUND
-        assert raised.value.message == f"no reachable peer with id or exact name {to!r}"
+    with pytest.raises(ProtocolError) as raised:
+        t.tables.route(sender, "nobody")
+    assert raised.value.code == NOT_FOUND
+    assert raised.value.message == "no reachable peer with id or exact name 'nobody'"
+    # The one peer with that name, and reach's decision on it (the caller refuses it
+    # with the plugin's reason, as by id).
+    target, decision = t.tables.route(sender, "stranger")
+    assert (target.id, decision.allowed) == ("j-other", False)
 
 
 def test_a_route_is_kept_until_a_shown_field_changes(t: Tables) -> None:
@@ -254,8 +257,7 @@ def test_a_reach_plugin_not_marked_pure_is_asked_at_every_route_and_listing() ->
     t.job("j-bob", "bob")
     sender = t.tables.info_of(alice)
     generation = changes.generation()
-    with pytest.raises(ProtocolError):
-        t.tables.route(sender, "bob")
+    assert not t.tables.route(sender, "bob")[1].allowed
     assert [row["id"] for row in t.tables.listed_for(sender)] == []
     allowlist.pairs.add(("alice", "bob"))
     target, decision = t.tables.route(sender, "bob")

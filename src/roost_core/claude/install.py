@@ -35,6 +35,7 @@ from roost_core import installcommand
 from roost_core.claude import SERVER_NAME, STARTUP_WAIT_ENV, STARTUP_WAIT_MS, config_dir
 from roost_core.claude.hook import EVENTS
 from roost_core.installcommand import roost_command
+from roost_core.installrecord import Found, forget, remember
 from roost_core.settingsfile import (
     SettingsFileError,
     add_hooks,
@@ -42,6 +43,8 @@ from roost_core.settingsfile import (
     object_at,
     read_object,
     settings_without_hooks,
+    settings_without_server,
+    uninstall_change,
     without_hooks,
     write_all,
 )
@@ -74,6 +77,8 @@ def is_roost_hook(command: Any) -> bool:
 
 def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     settings_file, user_file = settings_path(env), user_config_path(env)
+    # What both files were, kept for uninstall (roost_core.installrecord).
+    found = [Found(settings_file), Found(user_file)]
     # Both files are read and checked before either is written.
     settings = read_object(settings_file)
     user = read_object(user_file)
@@ -105,38 +110,44 @@ def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         servers[SERVER_NAME] = server
         changes.append((user_file, {**user, "mcpServers": servers}))
     write_all(changes)
+    remember(found[0], clean=settings_without_roost(settings) == settings, env=env)
+    remember(found[1], clean=settings_without_server(user, SERVER_NAME) == user, env=env)
     return {"settings": str(settings_file), "mcpConfig": str(user_file), "server": server, "changed": bool(changes)}
 
 
+def settings_without_roost(settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings.json`` without roost's hooks, permission and startup wait (a wait of the
+    user's own value stays), and nothing else taken out."""
+    new_settings = settings_without_hooks(settings, is_roost_hook)
+    permissions = settings.get("permissions")
+    if isinstance(permissions, dict) and PERMISSION in (permissions.get("allow") or []):
+        allow = [rule for rule in permissions["allow"] if rule != PERMISSION]
+        new_permissions = {**permissions, "allow": allow}
+        if not allow:
+            new_permissions.pop("allow")
+        if new_permissions:
+            new_settings["permissions"] = new_permissions
+        else:
+            new_settings.pop("permissions")
+    settings_env = settings.get("env")
+    if isinstance(settings_env, dict) and settings_env.get(STARTUP_WAIT_ENV) == STARTUP_WAIT_MS:
+        # roost's value (a value of the user's own is not roost's to take out).
+        kept_env = {key: value for key, value in settings_env.items() if key != STARTUP_WAIT_ENV}
+        if kept_env:
+            new_settings["env"] = kept_env
+        else:
+            new_settings.pop("env")
+    return new_settings
+
+
 def uninstall(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Take out what :func:`install` added: each file as install found it when it is as
+    install left it (no file where there was none), else only roost's entries."""
     settings_file, user_file = settings_path(env), user_config_path(env)
     settings, user = read_object(settings_file), read_object(user_file)
-    changes = []
-    if settings:
-        new_settings = settings_without_hooks(settings, is_roost_hook)
-        permissions = settings.get("permissions")
-        if isinstance(permissions, dict) and PERMISSION in (permissions.get("allow") or []):
-            allow = [rule for rule in permissions["allow"] if rule != PERMISSION]
-            new_permissions = {**permissions, "allow": allow}
-            if not allow:
-                new_permissions.pop("allow")
-            if new_permissions:
-                new_settings["permissions"] = new_permissions
-            else:
-                new_settings.pop("permissions")
-        settings_env = settings.get("env")
-        if isinstance(settings_env, dict) and settings_env.get(STARTUP_WAIT_ENV) == STARTUP_WAIT_MS:
-            # roost's value (a value of the user's own is not roost's to take out).
-            kept_env = {key: value for key, value in settings_env.items() if key != STARTUP_WAIT_ENV}
-            if kept_env:
-                new_settings["env"] = kept_env
-            else:
-                new_settings.pop("env")
-        if new_settings != settings:
-            changes.append((settings_file, new_settings))
-    servers = user.get("mcpServers")
-    if isinstance(servers, dict) and SERVER_NAME in servers:
-        servers = {name: value for name, value in servers.items() if name != SERVER_NAME}
-        changes.append((user_file, {**user, "mcpServers": servers}))
+    changes = uninstall_change(settings_file, settings, settings_without_roost(settings), env)
+    changes += uninstall_change(user_file, user, settings_without_server(user, SERVER_NAME), env)
     write_all(changes)
+    forget(settings_file, env)
+    forget(user_file, env)
     return {"settings": str(settings_file), "mcpConfig": str(user_file), "changed": bool(changes)}

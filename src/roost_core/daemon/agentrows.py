@@ -53,6 +53,10 @@ class AgentRows:
                     "status": peer.status,
                     "summary": peer.summary,
                     "question": peer.question,
+                    # Why a failed job failed (or one stopped after it had): what
+                    # `roost jobs` shows, so every view shows it.
+                    "error": job.error if job else None,
+                    "stoppedFrom": job.stopped_from if job else None,
                     "dialog": bool(job and job.dialog),
                     "dialogOptions": job.dialog_options if job and job.dialog else None,
                     "background": job.background if job else 0,

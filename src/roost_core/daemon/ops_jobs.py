@@ -185,7 +185,7 @@ class JobOps:
         as the dialog lists it; any other text answers an open question."""
         job = self.registry.job_by_ref(args["job"])
         if not job.dialog:
-            raise ProtocolError(NO_DIALOG, f"job {job.id} ({job.name}) has no dialog open: nothing to answer")
+            raise ProtocolError(NO_DIALOG, no_dialog_message(job))
         options = job.dialog_options or []
         shown = {"id": job.id, "name": job.name, "question": job.question, "options": options or None}
         text = args.get("text")
@@ -265,8 +265,22 @@ class JobOps:
             "session": job.session,
             # The reader of the session file is the host's (HostSpec.transcript_entries).
             "host": job.host,
+            # What ``roost log`` shows when the transcript has nothing yet (an agent that
+            # failed before its first answer wrote none), and why a failed job failed.
+            "task": job.task,
+            "state": job.state,
+            "error": job.error,
             "entries": session_lines(self.hosts.get(job.host), job.session) if args.get("entries") else None,
             "sent": self.receipts.sent_by(job.id),
             "received": self.receipts.received_by(job.id),
         }
 
+
+
+def no_dialog_message(job: Any) -> str:
+    """``no_dialog``'s message: a job that asks a plain question (``needs_input``, no
+    dialog) is answered with a reply, and the message says how."""
+    text = f"job {job.id} ({job.name}) has no dialog open: nothing to answer"
+    if job.state == "needs_input" and job.question:
+        text += f"; it asks a plain question, which a reply answers: roost reply {job.id} TEXT"
+    return text

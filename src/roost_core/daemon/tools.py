@@ -88,7 +88,7 @@ async def run_tool(tool: ToolDef, call: ToolCall) -> dict[str, Any]:
 
 def tool_call(tool: ToolDef, caller: Any, args: Any, services: ToolServices) -> ToolCall:
     """A call of ``tool`` with ``args`` checked against its parameters (``bad_args``)."""
-    return ToolCall(caller=caller, args=check_tool_args(tool.name, tool.parameters, args), roost=services)
+    return ToolCall(caller=caller, args=check_tool_args(tool.name, tool.parameters, args, tool.absent), roost=services)
 
 
 class CallerServices(ToolServices):

@@ -17,12 +17,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from roost_core.installrecord import Found, forget, remember
 from roost_core.pi import EXTENSION_NAME, extension_path
 from roost_core.settingsfile import (
     SettingsFileError,
     SettingsWriteError,
     list_at,
     read_object,
+    uninstall_change,
     write_all,
 )
 
@@ -52,6 +54,7 @@ def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     replaced); every other setting stays. Raises ``SettingsFileError`` for a settings file
     roost cannot edit (nothing is written), ``SettingsWriteError`` for a failed write."""
     path = settings_path(env)
+    found = Found(path)
     settings = read_object(path)
     extensions = list_at(path, settings, "extensions")
     ours = str(extension_path())
@@ -59,19 +62,25 @@ def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     changed = [*kept, ours] != extensions
     if changed:
         write_all([(path, {**settings, "extensions": [*kept, ours]})])
+    remember(found, clean=kept == extensions, env=env)
     return {"settings": str(path), "extension": ours, "changed": changed}
 
 
 def uninstall(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Take every roost extension out of pi's ``extensions``; every other setting stays."""
+    """Take every roost extension out of pi's ``extensions``; every other setting stays
+    (the file as install found it when it is as install left it)."""
     path = settings_path(env)
     settings = read_object(path)
     extensions = list_at(path, settings, "extensions")
     kept = [entry for entry in extensions if not is_roost_extension(entry)]
-    changed = kept != extensions
-    if changed:
-        write_all([(path, {**settings, "extensions": kept})])
-    return {"settings": str(path), "extension": str(extension_path()), "changed": changed}
+    stripped = {**settings, "extensions": kept} if kept != extensions else settings
+    if kept != extensions and not kept:
+        # A list that held only roost's entry goes with it (as it came with it).
+        stripped.pop("extensions")
+    changes = uninstall_change(path, settings, stripped, env)
+    write_all(changes)
+    forget(path, env)
+    return {"settings": str(path), "extension": str(extension_path()), "changed": bool(changes)}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

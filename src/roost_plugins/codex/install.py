@@ -42,13 +42,14 @@ from typing import Any
 
 from roost_core import installcommand
 from roost_core.installcommand import roost_command
+from roost_core.installrecord import Found, forget, remember, settle
 from roost_core.settingsfile import (
     SettingsFileError,
-    SettingsWriteError,
     add_hooks,
     object_at,
     read_object,
     settings_without_hooks,
+    uninstall_change,
     without_hooks,
     write_all,
 )
@@ -115,76 +116,88 @@ def read_config(path: Path) -> str:
     try:
         tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise SettingsFileError(path, f"not valid TOML: {exc}") from exc
+        raise toml_error(path, text, exc) from exc
     own = tomllib.loads(_BLOCK.sub("\n", text))
     if SERVER_NAME in (own.get("mcp_servers") or {}):
         raise SettingsFileError(path, f"has an [mcp_servers.{SERVER_NAME}] of its own: rename or remove it first")
     return text
 
 
-def write_text(path: Path, text: str) -> None:
-    """Replace ``path``'s text atomically (through a symbolic link, keeping its mode)."""
-    target = Path(os.path.realpath(path))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temp = target.with_name(f".{target.name}.roost-{os.getpid()}")
-    try:
-        mode = target.stat().st_mode & 0o777 if target.exists() else 0o600
-        temp.write_text(text, encoding="utf-8")
-        os.chmod(temp, mode)
-        os.replace(temp, target)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            temp.unlink()
-        raise SettingsWriteError(exc.errno, f"{path}: {exc.strerror or exc}") from exc
-
-
-def write_both(config: Path, old_text: str, new_text: str, hooks_file: Path, hooks_data: dict[str, Any] | None) -> None:
-    """config.toml, then hooks.json; when the second fails the first is put back."""
-    if new_text != old_text:
-        write_text(config, new_text)
-    if hooks_data is not None:
-        try:
-            write_all([(hooks_file, hooks_data)])
-        except SettingsWriteError:
-            if new_text != old_text:
-                write_text(config, old_text)
-            raise
+def toml_error(path: Path, text: str, exc: tomllib.TOMLDecodeError) -> SettingsFileError:
+    """``FILE:LINE:COLUMN: not valid TOML: ...`` for a config.toml that does not parse
+    (tomllib says where in its message: ``(at line 3, column 5)``, or ``at end of
+    document``)."""
+    message = str(exc)
+    where = re.search(r"\s*\(at line (\d+), column (\d+)\)$", message)
+    if where:
+        return SettingsFileError(path, f"not valid TOML: {message[:where.start()]}", int(where[1]), int(where[2]))
+    end = re.search(r"\s*\(at end of document\)$", message)
+    if end:
+        lines = text.split("\n")
+        return SettingsFileError(path, f"not valid TOML: {message[:end.start()]}", len(lines), len(lines[-1]) + 1)
+    return SettingsFileError(path, f"not valid TOML: {message}")
 
 
 def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     config, hooks_file = config_path(env), hooks_path(env)
+    # What both files were, kept for uninstall (roost_core.installrecord).
+    found = [Found(config), Found(hooks_file)]
     text = read_config(config)
     data = read_object(hooks_file)
     hooks = without_hooks(object_at(hooks_file, data, "hooks"), is_roost_hook)
     add_hooks(hooks_file, hooks, EVENTS, lambda event: {"type": "command", "command": hook_command(event), "timeout": 30}, tool_matcher=".*")
     new_data = {**data, "hooks": hooks}
-    found = _BLOCK.search(text)
-    if found:  # replaced where it is (Codex may have written after it)
-        new_text = text[:found.start()] + server_block() + text[found.end():]
+    block = _BLOCK.search(text)
+    if block:  # replaced where it is (Codex may have written after it)
+        new_text = text[:block.start()] + server_block() + text[block.end():]
     else:
         base = text.rstrip("\n")
         new_text = (base + "\n\n" if base else "") + server_block()
-    write_both(config, text, new_text, hooks_file, new_data if new_data != data else None)
+    changes: list[Any] = []
+    if new_text != text:
+        changes.append((config, new_text.encode("utf-8"), None, []))
+    if new_data != data:
+        changes.append((hooks_file, new_data))
+    write_all(changes)
     trusted = trust_hooks(env)
-    return {"config": str(config), "hooks": str(hooks_file), "changed": new_text != text or new_data != data, "trusted": trusted}
+    if found[0].mode is not None:
+        # Codex writes its trust of the hooks into config.toml with a mode of its own
+        # (0600): the file keeps the one it had.
+        with contextlib.suppress(OSError):
+            os.chmod(found[0].path, found[0].mode)
+    remember(found[0], clean=block is None, env=env)
+    remember(found[1], clean=settings_without_hooks(data, is_roost_hook) == data, env=env)
+    return {"config": str(config), "hooks": str(hooks_file), "changed": bool(changes), "trusted": trusted}
 
 
 def uninstall(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Take out what :func:`install` added: each file as install found it when it is as
+    install left it (no file where there was none), else only roost's block, hooks and
+    Codex's trust of them."""
     config, hooks_file = config_path(env), hooks_path(env)
     text = read_config(config)
     data = read_object(hooks_file)
-    keys = roost_hook_keys(env) if data else []
-    new_data: dict[str, Any] | None = settings_without_hooks(data, is_roost_hook)
-    if new_data == data:
-        new_data = None
+    changes: list[Any] = []
+    restore = settle(config, text, stripped_config(env, text, data), empty="", render=lambda stripped, like: stripped.encode("utf-8"), env=env)
+    if restore is not None:
+        changes.append(restore.change())
+    changes += uninstall_change(hooks_file, data, settings_without_hooks(data, is_roost_hook), env)
+    write_all(changes)
+    forget(config, env)
+    forget(hooks_file, env)
+    return {"config": str(config), "hooks": str(hooks_file), "changed": bool(changes)}
+
+
+def stripped_config(env: Mapping[str, str] | None, text: str, hooks_data: dict[str, Any]) -> str:
+    """config.toml's ``text`` without roost's block and Codex's trust of roost's hooks
+    (asked of Codex, when it is here), the rest as it is."""
+    if _BLOCK.search(text) is None:
+        return text
+    keys = roost_hook_keys(env) if hooks_data else []
     new_text = _BLOCK.sub("", text)
     for key in keys:  # Codex's trust of roost's hooks goes with them
         new_text = re.sub(r"\n*\[hooks\.state\." + re.escape(json.dumps(key)) + r"\]\n(?:[^\[\n][^\n]*\n?)*", "\n", new_text)
-    new_text = re.sub(r"\n{3,}", "\n\n", new_text).strip("\n") + "\n" if new_text.strip() else ""
-    if not text:
-        new_text = ""
-    write_both(config, text, new_text, hooks_file, new_data)
-    return {"config": str(config), "hooks": str(hooks_file), "changed": new_text != text or new_data is not None}
+    return re.sub(r"\n{3,}", "\n\n", new_text).strip("\n") + "\n" if new_text.strip() else ""
 
 
 # ---------------------------------------------------------------------- hook trust

@@ -24,6 +24,7 @@ from typing import Any
 
 from roost_core import installcommand
 from roost_core.installcommand import roost_command
+from roost_core.installrecord import Found, forget, remember
 from roost_core.mcp.server import HOST_ENV
 from roost_core.settingsfile import (
     add_hooks,
@@ -31,6 +32,7 @@ from roost_core.settingsfile import (
     read_object,
     settings_without_hooks,
     settings_without_server,
+    uninstall_change,
     without_hooks,
     write_all,
 )
@@ -62,9 +64,16 @@ def server_config() -> dict[str, Any]:
     return {"command": command[0], "args": [*command[1:], "mcp"], "env": {HOST_ENV: "gemini"}, "trust": True}
 
 
+def without_roost(settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` with roost's server and hooks taken out, and nothing else."""
+    return settings_without_server(settings_without_hooks(settings, is_roost_hook), SERVER_NAME)
+
+
 def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Add roost's server and hooks (see the module); what was written."""
+    """Add roost's server and hooks (see the module); what was written. What the file
+    was is kept for uninstall (:mod:`roost_core.installrecord`)."""
     path = settings_path(env)
+    found = Found(path)
     settings = read_object(path)
     hooks = without_roost_hooks(object_at(path, settings, "hooks"))
     add_hooks(path, hooks, EVENTS, lambda event: {"type": "command", "command": hook_command(event)}, tool_matcher=".*", tool_event="AfterTool")
@@ -73,15 +82,16 @@ def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     changed = new_settings != settings
     if changed:
         write_all([(path, new_settings)])
+    remember(found, clean=without_roost(settings) == settings, env=env)
     return {"settings": str(path), "server": server_config(), "changed": changed}
 
 
 def uninstall(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Take out what :func:`install` added, and nothing else."""
+    """Take out what :func:`install` added, and nothing else: the file as install found
+    it when it is as install left it (no file where there was none)."""
     path = settings_path(env)
     settings = read_object(path)
-    new_settings = settings_without_server(settings_without_hooks(settings, is_roost_hook), SERVER_NAME)
-    changed = new_settings != settings
-    if changed:
-        write_all([(path, new_settings)])
-    return {"settings": str(path), "changed": changed}
+    changes = uninstall_change(path, settings, without_roost(settings), env)
+    write_all(changes)
+    forget(path, env)
+    return {"settings": str(path), "changed": bool(changes)}

@@ -116,6 +116,8 @@ class OpenCodeHost(BridgedHost):
         #: Events of this session seen on the stream: turns ended, errors.
         self.idles = 0
         self.errors: list[str] = []
+        #: What the user denied in this run (permission dialogs answered ``deny``).
+        self.denied: list[str] = []
         #: User replies taken at a tool boundary: they open the next turn.
         self.later: list[Item] = []
         #: Items handed over mid-turn, by tool call, until the store shows them.
@@ -302,12 +304,19 @@ class OpenCodeHost(BridgedHost):
         died) closes the dialog."""
         assert self.server is not None and self.services is not None
         asked = str(props.get("permission") or props.get("type") or "a tool")
-        patterns = props.get("patterns") or props.get("pattern") or []
-        what = ", ".join(str(p) for p in (patterns if isinstance(patterns, list) else [patterns]))
+        command = (props.get("metadata") or {}).get("command")
+        if isinstance(command, str) and command:
+            # The command as it will run: its patterns are its parts, split at ; and &&.
+            what = command
+        else:
+            patterns = props.get("patterns") or props.get("pattern") or []
+            what = ", ".join(str(p) for p in (patterns if isinstance(patterns, list) else [patterns]))
         question = f"OpenCode asks to use {asked}" + (f": {what[:1000]}" if what else "")
         answer = await self.services.dialog(question, PERMISSION_OPTIONS)
         self.services.delivered(answer)
         allowed = choice_of((answer.text or answer.content).strip(), PERMISSION_OPTIONS) == "allow"
+        if not allowed:
+            self.denied.append(f"{asked}" + (f": {what[:200]}" if what else ""))
         with contextlib.suppress(HttpError, OSError):
             await self.server.call("POST", f"/permission/{props.get('id')}/reply", {"reply": "once" if allowed else "reject"})
 
@@ -320,6 +329,7 @@ class OpenCodeHost(BridgedHost):
         if not items:
             return RunOutcome("idle")
         self.errors.clear()
+        self.denied.clear()
         self.running = True
         try:
             async with self.pumping():
@@ -365,4 +375,7 @@ class OpenCodeHost(BridgedHost):
         if last is None:
             return RunOutcome("failed", error="opencode ended the turn without an answer")
         state = "done" if any(item.kind == "reply" for item in items) else "idle"
+        if not text.strip() and self.denied:
+            # OpenCode ends the turn with no words when a permission is refused: say so.
+            text = f"the user denied OpenCode's request to use {self.denied[-1]}; the turn ended there"
         return RunOutcome(state, text)

@@ -30,10 +30,12 @@ from typing import Any
 
 from roost_core import installcommand
 from roost_core.installcommand import roost_command
+from roost_core.installrecord import Found, forget, load, remember
 from roost_core.settingsfile import (
     SettingsFileError,
     object_at,
     read_object,
+    uninstall_change,
     write_all,
 )
 from roost_plugins.opencode import PLUGIN_FILE, SERVER_NAME
@@ -73,41 +75,55 @@ def ours(path: Path) -> bool:
         return False
 
 
+def without_roost(config: dict[str, Any]) -> dict[str, Any]:
+    """``opencode.json`` without roost's server (and no ``mcp`` when that leaves it
+    empty), nothing else taken out."""
+    servers = config.get("mcp")
+    if not isinstance(servers, dict) or SERVER_NAME not in servers:
+        return config
+    kept = {name: value for name, value in servers.items() if name != SERVER_NAME}
+    new = {**config, "mcp": kept}
+    if not kept:
+        new.pop("mcp")
+    return new
+
+
 def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     path, plugin = config_path(env), plugin_path(env)
+    # What both files were, kept for uninstall (roost_core.installrecord).
+    found = [Found(path), Found(plugin)]
     config = read_object(path)
     servers = dict(object_at(path, config, "mcp"))
     if plugin.exists() and not ours(plugin):
         raise SettingsFileError(plugin, "is not roost's plugin (roost leaves it alone; move it to install roost's)")
     server = server_entry()
-    changed = servers.get(SERVER_NAME) != server
-    if changed:
+    changes: list[Any] = []
+    if servers.get(SERVER_NAME) != server:
         servers[SERVER_NAME] = server
-        write_all([(path, {**config, "mcp": servers})])
+        changes.append((path, {**config, "mcp": servers}))
     text = plugin_text()
     if not plugin.exists() or plugin.read_text() != text:
-        changed = True
-        plugin.parent.mkdir(parents=True, exist_ok=True)
-        plugin.write_text(text)
-    return {"config": str(path), "plugin": str(plugin), "server": server, "changed": changed}
+        changes.append((plugin, text.encode(), None, []))
+    write_all(changes)
+    remember(found[0], clean=without_roost(config) == config, env=env)
+    remember(found[1], clean=found[1].data is None, env=env)
+    return {"config": str(path), "plugin": str(plugin), "server": server, "changed": bool(changes)}
 
 
 def uninstall(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Take out roost's server (the file as install found it when it is as install left
+    it, no file where there was none) and roost's plugin, with the folders install made
+    for it when they are left empty."""
     path, plugin = config_path(env), plugin_path(env)
     config = read_object(path)
-    servers = config.get("mcp")
-    changed = isinstance(servers, dict) and SERVER_NAME in servers
-    if changed:
-        assert isinstance(servers, dict)
-        kept = {name: value for name, value in servers.items() if name != SERVER_NAME}
-        new = {**config, "mcp": kept}
-        if not kept:
-            new.pop("mcp")
-        write_all([(path, new)])
+    changes = uninstall_change(path, config, without_roost(config), env)
     if ours(plugin):
-        plugin.unlink()
-        changed = True
-    return {"config": str(path), "plugin": str(plugin), "changed": changed}
+        record = load(plugin, env)
+        changes.append((plugin, None, None, (record or {}).get("dirs") or []))
+    write_all(changes)
+    forget(path, env)
+    forget(plugin, env)
+    return {"config": str(path), "plugin": str(plugin), "changed": bool(changes)}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -130,5 +146,6 @@ def run(args: argparse.Namespace) -> int:
         hook="roost_core.claude.hook:main",
         actions="roost_plugins.opencode.install",
         what="roost MCP server and plugin",
+        program="roost_plugins.opencode:opencode_binary",
         where=lambda result: f"{result['config']} and {result['plugin']}",
     )

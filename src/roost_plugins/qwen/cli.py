@@ -29,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
         hook="roost_core.claude.hook:main",
         actions="roost_plugins.qwen.install",
         what="roost MCP server and hooks",
+        program="roost_plugins.qwen:qwen_binary",
         where=lambda result: str(result["settings"]),
     )
 

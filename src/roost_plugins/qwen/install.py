@@ -25,12 +25,14 @@ from typing import Any
 
 from roost_core import installcommand
 from roost_core.installcommand import roost_command
+from roost_core.installrecord import Found, forget, remember
 from roost_core.settingsfile import (
     add_hooks,
     object_at,
     read_object,
     settings_without_hooks,
     settings_without_server,
+    uninstall_change,
     without_hooks,
     write_all,
 )
@@ -57,9 +59,16 @@ def is_roost_hook(command: Any) -> bool:
     return installcommand.is_roost_hook(command, "qwen")
 
 
+def without_roost(settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` with roost's server and hooks taken out, and nothing else."""
+    return settings_without_server(settings_without_hooks(settings, is_roost_hook), SERVER_NAME)
+
+
 def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Add roost's server and hooks (see the module docstring)."""
+    """Add roost's server and hooks (see the module docstring); what the file was is kept
+    for uninstall (:mod:`roost_core.installrecord`)."""
     path = settings_path(env)
+    found = Found(path)
     settings = read_object(path)
     hooks = without_hooks(object_at(path, settings, "hooks"), is_roost_hook)
     add_hooks(path, hooks, EVENTS, lambda event: {"type": "command", "command": hook_command(event)}, tool_matcher=".*")
@@ -67,14 +76,16 @@ def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     new_settings = {**settings, "hooks": hooks, "mcpServers": servers}
     changed = new_settings != settings
     write_all([(path, new_settings)] if changed else [])
+    remember(found, clean=without_roost(settings) == settings, env=env)
     return {"settings": str(path), "server": servers[SERVER_NAME], "changed": changed}
 
 
 def uninstall(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Take out what :func:`install` added, nothing else."""
+    """Take out what :func:`install` added, nothing else: the file as install found it
+    when it is as install left it (no file where there was none)."""
     path = settings_path(env)
     settings = read_object(path)
-    new_settings = settings_without_server(settings_without_hooks(settings, is_roost_hook), SERVER_NAME)
-    changed = new_settings != settings
-    write_all([(path, new_settings)] if changed else [])
-    return {"settings": str(path), "changed": changed}
+    changes = uninstall_change(path, settings, without_roost(settings), env)
+    write_all(changes)
+    forget(path, env)
+    return {"settings": str(path), "changed": bool(changes)}

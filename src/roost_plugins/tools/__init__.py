@@ -161,9 +161,12 @@ def roost_tool_definitions(config: Config, hosts: Sequence[str]) -> list[ToolDef
         "thinking": {"type": "string", "description": "default: your thinking level"},
     }
     choices = [name for name in config.agent_spawn_hosts if name in hosts]
+    absent: dict[str, str] = {}
     if choices:
         # Only when the user allows a choice: an unused parameter costs tokens in every request.
         spawn_properties["host"] = {"type": "string", "enum": choices, "description": "default: yours"}
+    else:
+        absent["host"] = spawn_host_refusal(config.agent_spawn_hosts, hosts)
     return [
         ToolDef(
             name="roost_agents",
@@ -203,8 +206,18 @@ def roost_tool_definitions(config: Config, hosts: Sequence[str]) -> list[ToolDef
                 "additionalProperties": False,
             },
             run=run_spawn,
+            absent=absent,
         ),
     ]
+
+
+def spawn_host_refusal(allowed: Sequence[str], hosts: Sequence[str]) -> str:
+    """Why ``roost_spawn`` offers no ``host``: which hosts may be asked for (none) and why."""
+    if not allowed:
+        why = "the user config's agentSpawnHosts names none (a child runs on your own host)"
+    else:
+        why = f"agentSpawnHosts names {', '.join(allowed)}, which no installed plugin registers (registered: {', '.join(hosts) or 'none'})"
+    return f"no host may be asked for: {why}; leave 'host' out and the child runs on yours"
 
 
 @hookimpl(trylast=True)
