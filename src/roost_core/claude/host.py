@@ -71,7 +71,11 @@ def hook_command(event: str) -> str:
 
 
 def mcp_server_config() -> dict[str, Any]:
-    return {"command": sys.executable, "args": ["-m", "roost_core.mcp"]}
+    """The job's roost MCP server (given with ``--mcp-config``). ``alwaysLoad``: its tools
+    are listed in every request as real tools, as the installed server's are; Claude
+    Code's tool search (on by default) would otherwise defer them to names in the
+    request's text that a model must look up first."""
+    return {"command": sys.executable, "args": ["-m", "roost_core.mcp"], "alwaysLoad": True}
 
 
 def permission_prompts() -> str:
