@@ -42,6 +42,7 @@ from roost_core.claude import (
     BRIDGE_ENV,
     PERMISSION_TOOL,
     SERVER_NAME,
+    TESTED_VERSIONS,
     WAKE_PROMPT,
     ClaudeError,
     claude_binary,
@@ -104,6 +105,7 @@ def job_settings() -> dict[str, Any]:
 
 class ClaudeHost(StreamingHost):
     agent = "claude"
+    tested_versions = TESTED_VERSIONS
     settle_timeout = SETTLE_TIMEOUT
     stop_grace = STOP_GRACE  # Claude Code ends cleanly when its stdin closes
 

@@ -49,6 +49,7 @@ from roost_plugins.opencode import (
     PLUGIN_BRIDGE_ENV,
     PLUGIN_FILE,
     SERVER_NAME,
+    TESTED_VERSIONS,
     OpenCodeError,
     opencode_binary,
 )
@@ -103,6 +104,7 @@ def job_config(bridge: str, model: str | None) -> dict[str, Any]:
 
 class OpenCodeHost(BridgedHost):
     agent = "opencode"
+    tested_versions = TESTED_VERSIONS
     #: ``opencode serve`` does not end when its stdin closes: SIGTERM follows soon.
     stop_grace = 0.5
 
