@@ -200,7 +200,8 @@ class OpenCodeHost(BridgedHost):
         self.seqs = seqs_of(messages, self.file.handovers)
         self.settle_found()
         self.tell_seen()
-        self.file.copy_finished(messages)
+        # Between runs, or once it died, no OpenCode of this job writes the session.
+        self.file.copy_finished(messages, writer_gone=self.gone or self.process is None)
         self.tell_usage(*usage_of(self.file.db, self.file.session_id))
 
     def known_seqs(self) -> set[int]:
