@@ -86,3 +86,27 @@ def test_a_jobs_first_call_lists_roosts_tools_when_its_server_is_slow(claude_kit
     assert row["state"] == "done" and row["summary"] == "looked: who is there, job", (row, fake.violations)
     (first,) = first_calls(fake)
     assert "mcp__roost__roost_agents" in first["tools"]
+
+
+def test_a_jobs_and_its_childs_first_calls_list_roosts_tools_with_tool_search_at_its_default(claude_kit):
+    # Claude Code's default defers MCP tools behind its tool search (only their names in
+    # the request's text); a job's roost server is loaded at once, as the installed one is.
+    del claude_kit.env["ENABLE_TOOL_SEARCH"]
+    scenario = {
+        "run": [
+            {"match": "^hand off", "steps": [{"spawn": {"task": "who is there, child", "name": "child"}}, {"say": "handed off"}]},
+            {"match": "^who is there", "steps": [{"agents": {}}, {"say": "looked: {input}"}]},
+        ],
+        "default": {"steps": [{"say": "ok: {input}"}]},
+    }
+    fake = claude_kit.fake(scenario)
+    daemon = claude_kit.daemon()
+    job = daemon.start_job("hand off", host="claude", name="parent")
+    child = wait_until(lambda: next((row["id"] for row in daemon.call("jobs")["jobs"] if row["id"] != job), None), 120, what="the child")
+    child_row = daemon.wait_job(child, timeout=120)
+    assert child_row["state"] == "done" and child_row["summary"] == "looked: who is there, child", (child_row, fake.violations)
+    daemon.wait_job(job, timeout=120)  # the parent takes the child's report
+    firsts = [first for first in first_calls(fake) if "hand off" in json.dumps(first["raw"]) or "who is there" in json.dumps(first["raw"])]
+    # (A job has no roost_inbox: its worker hands items over through the hooks.)
+    roost_tools = {f"mcp__roost__roost_{tool}" for tool in ("agents", "send", "spawn")}
+    assert len(firsts) == 2 and all(roost_tools <= set(first["tools"]) for first in firsts), [sorted(first["tools"]) for first in firsts]

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
+import threading
 from pathlib import Path
 
 from conftest import wait_until
@@ -361,3 +363,70 @@ def test_the_user_s_own_codex_joins_and_gets_a_message_mid_turn(codex_roost, dae
     # The roost side saw it in the rollout and acknowledged it: nothing waits.
     wait_until(lambda: next(r for r in daemon.call("agents")["agents"] if r["name"] == "coder")["pending"] == 0, 30,
                what="the message acknowledged")
+
+
+class DroppingServer:
+    """A model endpoint that is down: it takes each connection and closes it unanswered."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.base_url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/v1"
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                return  # stopped
+            connection.close()
+
+    def stop(self) -> None:
+        self.listener.close()
+
+
+def test_a_job_whose_model_endpoint_is_down_fails_with_codex_s_reason_on_one_line(codex_roost, daemon_factory):
+    codex_roost.fake = DroppingServer()
+    codex_roost.configure()
+    daemon = daemon_factory().start()
+    job = daemon.start_job("build the thing", host="codex", name="offline", cwd=str(codex_roost.work))
+    row = daemon.wait_job(job, timeout=120)
+    assert row["state"] == "failed", row
+    # Codex's own account (its turn.failed), once, on one line: no "None" for an event
+    # whose message sits elsewhere, no retries listed, no stderr chatter after it.
+    assert row["error"].startswith("codex: stream disconnected") and "None" not in row["error"] and "\n" not in row["error"], row["error"]
+    assert row["error"].count("stream disconnected") == 1, row["error"]
+
+
+def write_program(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def test_a_codex_that_rejects_roost_s_flags_names_its_error_in_the_job_and_an_untested_version_says_so(codex_roost, daemon_factory, tmp_path):
+    # Another Codex version: its package says 0.1.0, and it rejects a flag roost passes.
+    package = tmp_path / "old-codex" / "node_modules" / "@openai" / "codex"
+    (package / "bin").mkdir(parents=True)
+    (package / "package.json").write_text(json.dumps({"name": "@openai/codex", "version": "0.1.0"}))
+    program = write_program(package / "bin" / "codex.js", "#!/bin/sh\n"
+                            "echo 'WARNING: something harmless' >&2\n"
+                            "printf \"\\033[31merror:\\033[0m unexpected argument '--dangerously-bypass-hook-trust' found\\n\\n\" >&2\n"
+                            "echo 'Usage: codex exec [OPTIONS] [PROMPT]' >&2\n"
+                            "exit 2\n")
+    codex_roost.start_fake({"default": {"steps": [{"say": "never"}]}})
+    codex_roost.configure()
+    daemon = daemon_factory(ROOST_CODEX_BIN=str(program)).start()
+    job = daemon.start_job("build the thing", host="codex", name="old", cwd=str(codex_roost.work))
+    # (Its task stays pending: Codex never took it, the next run has it.)
+    row = wait_until(lambda: (row := daemon.job(job))["state"] == "failed" and row, 120, what="the job failed")
+    assert row["error"] == ("codex exited 2 (codex stderr: WARNING: something harmless | "
+                            "error: unexpected argument '--dangerously-bypass-hook-trust' found | Usage: codex exec [OPTIONS] [PROMPT])"), row["error"]
+    # The version roost was not tested with: said once, in the job's status line and log.
+    assert row["status"] == "codex 0.1.0 is not a version roost was tested with (0.169.1); if it fails, its error says why", row
+    log_text = (daemon.paths.jobs_dir / f"{job}.log").read_text()
+    assert log_text.count("codex 0.1.0 is not a version roost was tested with") == 1
+    assert "unexpected argument" in log_text  # the CLI's stderr still reaches the worker's log
+    jobs = subprocess.run([roost_bin(), "jobs"], env={**codex_roost.env, "COLUMNS": "400"}, capture_output=True, text=True, timeout=60)
+    assert "error: unexpected argument '--dangerously-bypass-hook-trust' found" in jobs.stdout, jobs.stdout

@@ -203,6 +203,14 @@ def test_a_worker_killed_mid_turn_does_not_hand_an_item_over_twice(world, tmp_pa
     assert everything.count("note this once") == 1 and everything.count("slow work") == 1
     assert everything.count("wake up") == 1
     assert daemon.job(kid)["pending"] == 0
+    # roost log goes on past the turn the kill cut short (OpenCode never completes that
+    # message): what it held as it stood, then everything after it.
+    shown = roost(world, "log", kid)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    gates = [n for n, line in enumerate(lines) if str(second) in line]
+    assert gates, lines  # the interrupted turn's tool call, as it stood
+    assert any("wake up" in line for line in lines[gates[-1]:]) and lines[-1] == "assistant: went on", lines
 
 
 # ------------------------------------------------------------------ the user's own OpenCode

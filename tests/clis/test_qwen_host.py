@@ -115,6 +115,9 @@ def test_a_qwen_child_reports_to_its_parent_once_and_is_woken_by_its_answer(qwen
     at = next(n for n, line in enumerate(lines) if re.fullmatch(r"✉ message from lead \(parent\) · m[0-9a-f]{8}", line))
     assert lines[at + 1] == "│ blue" and lines[-1] == "assistant: painted it blue"
     assert not any("[roost seq" in line for line in lines), lines
+    # The no-user-authority notice that follows the frame is the frame's, not the user's words.
+    assert [line for line in lines if "you:" in line] == ["› you: paint the shed"], lines
+    assert not any(AUTHORITY_LINE in line for line in lines), lines
 
 
 def test_a_message_sent_during_a_tool_arrives_mid_turn_after_the_tool_result(qwen_host, tmp_path):

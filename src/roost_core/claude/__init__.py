@@ -26,6 +26,10 @@ from pathlib import Path
 
 from roost_core.agentenv import agent_home, find_program
 
+#: The Claude Code versions roost's tests ran (tests/claude/package-lock.json); a job on
+#: another version says so once (:attr:`roost_core.hosts.process.ProcessHost.tested_versions`).
+TESTED_VERSIONS = ("2.1.332",)
+
 #: The first line of every text roost hands to Claude Code: which seqs it carries.
 MARKER = re.compile(r"^\[roost seq((?: \d+)+)\]$")
 #: The environment variable that points hooks and the MCP server at a worker's bridge.

@@ -42,6 +42,7 @@ from roost_core.claude import (
     BRIDGE_ENV,
     PERMISSION_TOOL,
     SERVER_NAME,
+    TESTED_VERSIONS,
     WAKE_PROMPT,
     ClaudeError,
     claude_binary,
@@ -71,7 +72,11 @@ def hook_command(event: str) -> str:
 
 
 def mcp_server_config() -> dict[str, Any]:
-    return {"command": sys.executable, "args": ["-m", "roost_core.mcp"]}
+    """The job's roost MCP server (given with ``--mcp-config``). ``alwaysLoad``: its tools
+    are listed in every request as real tools, as the installed server's are; Claude
+    Code's tool search (on by default) would otherwise defer them to names in the
+    request's text that a model must look up first."""
+    return {"command": sys.executable, "args": ["-m", "roost_core.mcp"], "alwaysLoad": True}
 
 
 def job_settings() -> dict[str, Any]:
@@ -87,6 +92,7 @@ def job_settings() -> dict[str, Any]:
 
 class ClaudeHost(StreamingHost):
     agent = "claude"
+    tested_versions = TESTED_VERSIONS
     settle_timeout = SETTLE_TIMEOUT
     stop_grace = STOP_GRACE  # Claude Code ends cleanly when its stdin closes
 

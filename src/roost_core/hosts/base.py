@@ -45,12 +45,15 @@ class JobInfo:
 @attrs.frozen
 class RunOutcome:
     """How a run settled: ``state`` is ``done``, ``idle``, ``needs_input``, ``failed`` or
-    ``aborted``; ``final_text`` is the run's last assistant text."""
+    ``aborted``; ``final_text`` is the run's last assistant text. ``explained``: the
+    error is the agent's own account of the failure (its event stream said why), so the
+    worker adds nothing from its stderr."""
 
     state: str
     final_text: str = ""
     question: str | None = None
     error: str | None = None
+    explained: bool = False
 
 
 class WorkerServices(Protocol):

@@ -65,6 +65,8 @@ RPC_TIMEOUT = 60.0
 SETTLE_TIMEOUT = 5.0
 STOP_GRACE = 5.0
 MAX_SOCKET_PATH = 107
+#: The pi versions roost's tests ran (tests/pi/package-lock.json).
+TESTED_VERSIONS = ("0.73.1",)
 YES = re.compile(r"^\s*(y|yes|ok|okay|sure|confirm|confirmed|approve|approved|true|go|go ahead|do it)\b", re.IGNORECASE)
 
 
@@ -198,6 +200,7 @@ class Lines:
 
 class PiHost(ProcessHost):
     agent = "pi"
+    tested_versions = TESTED_VERSIONS
     settle_timeout = SETTLE_TIMEOUT
     stop_grace = STOP_GRACE  # pi ends cleanly when its stdin closes
 

@@ -7,7 +7,13 @@ the host's readers wake its waits with, and the session file's tail: an item cou
 delivered (``services.delivered``) only once the agent's own transcript shows its seq,
 and a resent item the transcript already holds is settled, not run again. A subclass
 says how its transcript reads (:meth:`ProcessHost.scan`, :meth:`ProcessHost.known_seqs`)
-and how a run goes.
+and how a run goes, and which versions of its CLI roost was tested with
+(:attr:`ProcessHost.tested_versions`): the first start of another version is said in
+the worker's log and the job's status line, once.
+
+What the CLI writes on stderr goes to the worker's log; a run that fails when its CLI
+exits names the CLI's last lines there in the job's error (the worker does, for every
+host: :mod:`roost_core.worker.stderrtail`).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import json
 import logging
 import os
 import shlex
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -71,11 +78,46 @@ class SessionTail:
         return entries, from_start
 
 
+def installed_version(program: str) -> str | None:
+    """The version of the npm package that ``program`` (a path, or a name on ``PATH``)
+    runs: the ``version`` of the nearest ``package.json`` above the file it resolves to
+    (an npm install's ``node_modules/.bin/NAME`` links into its package). None when
+    there is none to read (another kind of install): the version is not known."""
+    found = program if os.sep in program else shutil.which(program)
+    if not found:
+        return None
+    path = Path(os.path.realpath(found))
+    for folder in list(path.parents)[:PACKAGE_DEPTH]:
+        try:
+            data = json.loads((folder / "package.json").read_text())
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError):
+            return None
+        version = data.get("version") if isinstance(data, dict) else None
+        return version if isinstance(version, str) else None
+    return None
+
+
+#: How many folders above the program's file are looked in for its ``package.json``.
+PACKAGE_DEPTH = 4
+
+
+def untested_note(agent: str, version: str | None, tested: tuple[str, ...]) -> str | None:
+    """What is said when ``agent``'s installed ``version`` is not one of ``tested`` (None
+    when it is one, or when either is not known)."""
+    if not tested or version is None or version in tested:
+        return None
+    return f"{agent} {version} is not a version roost was tested with ({', '.join(tested)}); if it fails, its error says why"
+
+
 class ProcessHost:
     """The base of a host that runs an agent CLI as the job's host process."""
 
     #: The agent's name in log lines (``starting pi: ...``).
     agent = "agent"
+    #: The versions of the CLI roost's tests ran (its plugin's table); empty: not checked.
+    tested_versions: tuple[str, ...] = ()
     #: After a run settles, how long to wait for its items to show in the transcript.
     settle_timeout = 5.0
     #: How long the agent has to exit once its stdin is closed, before SIGTERM.
@@ -92,6 +134,7 @@ class ProcessHost:
         #: The usage last told to the worker (which the daemon sums into the tree's budget).
         self._usage_told: tuple[int, float] = (0, 0.0)
         self.log = logging.getLogger(f"roost.{self.agent}")
+        self._version_checked = False
 
     # ------------------------------------------------------------------ the job's session
 
@@ -131,8 +174,21 @@ class ProcessHost:
         full_env.update(env)
         cwd = self.job.cwd if Path(self.job.cwd).is_dir() else None
         self.log.info("starting %s: %s", self.agent, " ".join(shlex.quote(a) for a in argv))
+        await self.check_version(argv[0])
         self.process = await self.services.start_host_process(argv, env=full_env, cwd=cwd)
         return self.process
+
+    async def check_version(self, program: str) -> None:
+        """The first start only: a CLI of a version roost was not tested with is said in
+        the worker's log and the job's status line (a flag it rejects then makes sense)."""
+        assert self.services is not None
+        if self._version_checked:
+            return
+        self._version_checked = True
+        note = untested_note(self.agent, installed_version(program), self.tested_versions)
+        if note is not None:
+            self.log.warning("%s", note)
+            await self.services.status(status=note)
 
     async def end_process(self) -> bool:
         """End the agent the way it ends cleanly (its stdin closed, then signals); False

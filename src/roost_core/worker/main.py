@@ -588,6 +588,8 @@ class Worker:
             )
             outcome = RunOutcome("aborted")
             unwritten: OSError | None = None
+            # Where the host processes' stderr and failed exits stand as the run starts.
+            stderr_point, failed_exits = self.processes.stderr.count(), self.processes.failed_exits
             with anyio.CancelScope() as scope:
                 self.run_scope = scope
                 try:
@@ -605,6 +607,9 @@ class Worker:
             # A host process that died in the run: what it left is ended before the run
             # settles (nothing a run started outlives its end).
             await self.processes.settled()
+            if outcome.state == "failed" and not outcome.explained and self.processes.failed_exits > failed_exits:
+                host_name = self.job.host if self.job is not None else "the host"
+                outcome = attrs.evolve(outcome, error=with_stderr(outcome.error, host_name, self.processes.stderr.since(stderr_point)))
             if unwritten is not None:
                 if await self.after_unwritten_run(items, unwritten):
                     continue
@@ -734,6 +739,14 @@ def move_log(new: str, old: str | None) -> None:
                 os.unlink(old)
     finally:
         os.close(fd)
+
+
+def with_stderr(error: str | None, host: str, lines: list[str]) -> str | None:
+    """A failed run's ``error``, with the last ``lines`` its host's CLI wrote on stderr
+    before it exited (its own words on why: a flag it rejects, a start that failed)."""
+    if not lines:
+        return error
+    return f"{error or f'{host} failed'} ({host} stderr: {' | '.join(lines)})"
 
 
 def cut(text: str | None) -> str | None:

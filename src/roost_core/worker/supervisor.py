@@ -47,6 +47,7 @@ from anyio.abc import Process
 
 from roost_core import platform
 from roost_core.worker import proctree
+from roost_core.worker.stderrtail import StderrTail
 
 log = logging.getLogger("roost.worker")
 
@@ -61,6 +62,9 @@ KILL_ROUNDS = 10
 #: How often a worker that is no subreaper (the portable platform) looks for its
 #: descendants while its job runs, to know them once their parent is gone.
 TRACK_SECONDS = 0.5
+#: After a host process exited and what it left was ended, how long its stderr may take
+#: to be read to its end (a process it started elsewhere may still hold the pipe).
+STDERR_DRAIN = 2.0
 
 
 class Supervisor:
@@ -82,6 +86,13 @@ class Supervisor:
         #: Host processes being watched, each with the event set once its exit has been
         #: handled (what it left ended).
         self.watched: dict[Process, anyio.Event] = {}
+        #: The host processes' stderr: copied to the worker's own (its log), the last
+        #: lines kept to say why a run whose host process exited failed.
+        self.stderr = StderrTail()
+        #: Host processes whose stderr is being read, each with the event set at its end.
+        self.draining: dict[Process, anyio.Event] = {}
+        #: How many host processes exited with a failure (a non-zero code, a signal).
+        self.failed_exits = 0
         self.tg: anyio.abc.TaskGroup | None = None
         self.closed = False
 
@@ -113,7 +124,9 @@ class Supervisor:
             # now is a live child that is not yet managed, which the sweep would take for
             # a leftover (a Codex resumed right after the run before it was SIGTERMed).
             async with self.sweeping:
-                process = await anyio.open_process(list(argv), env=env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None)
+                # Its stderr is read here when there is a task group to read it in.
+                stderr = subprocess.PIPE if self.tg is not None else None
+                process = await anyio.open_process(list(argv), env=env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
                 self.managed.add(process.pid)
         finally:
             self.unnamed -= 1
@@ -121,8 +134,27 @@ class Supervisor:
         await self._report(process.pid)
         if self.tg is not None:
             self.watched[process] = anyio.Event()
+            if process.stderr is not None:
+                self.draining[process] = anyio.Event()
+                self.tg.start_soon(self._drain_stderr, process)
             self.tg.start_soon(self._watch_host, process)
         return process
+
+    async def _drain_stderr(self, process: Process) -> None:
+        """Copy the host process's stderr to the worker's (its log, as it was before it
+        was read here) and keep its last lines (:attr:`stderr`), to its end."""
+        assert process.stderr is not None
+        try:
+            with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                async for chunk in process.stderr:
+                    self.stderr.feed(chunk)
+                    with contextlib.suppress(OSError):
+                        write_all(2, chunk)
+        finally:
+            self.stderr.end()
+            done = self.draining.pop(process, None)
+            if done is not None:
+                done.set()
 
     async def run_command(self, argv: Sequence[str], *, cwd: str | None = None) -> subprocess.CompletedProcess[bytes]:
         """Run a tool's command to its end, output captured (``anyio.run_process``)."""
@@ -137,11 +169,17 @@ class Supervisor:
             with contextlib.suppress(Exception):
                 await process.wait()
             self.managed.discard(process.pid)
+            if process.returncode != 0:
+                self.failed_exits += 1
             if self.host is process:
                 self.host = None
                 await self._report(None)
             if not self.closed:
                 await self.sweep()
+            drained = self.draining.get(process)
+            if drained is not None:
+                with anyio.move_on_after(STDERR_DRAIN):
+                    await drained.wait()
         finally:
             done = self.watched.pop(process, None)
             if done is not None:
@@ -269,3 +307,10 @@ class Supervisor:
         if self.tg is not None:
             self.tg.cancel_scope.cancel()
         return ended
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd`` (a write may take only part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]

@@ -20,6 +20,10 @@ from pathlib import Path
 
 from roost_core.agentenv import agent_home, find_program
 
+#: The Codex CLI versions roost's tests ran (tests/codex/package-lock.json); a job on
+#: another version says so once (:attr:`roost_core.hosts.process.ProcessHost.tested_versions`).
+TESTED_VERSIONS = ("0.169.1",)
+
 #: The roost MCP server's name in Codex (its tools are the namespace ``mcp__roost``).
 SERVER_NAME = "roost"
 #: The hooks roost uses: turn start (learns the rollout), after each tool (mid-turn

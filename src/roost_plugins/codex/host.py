@@ -47,7 +47,7 @@ from roost_core.claude.hook import hook_output, items_text, wants_items
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exited
 from roost_core.hosts.bridged import BridgedHost, json_events
 from roost_core.queue import Item
-from roost_plugins.codex import SERVER_NAME, CodexError, codex_binary, codex_home
+from roost_plugins.codex import SERVER_NAME, TESTED_VERSIONS, CodexError, codex_binary, codex_home
 from roost_plugins.codex.transcript import RolloutSeqs
 
 log = logging.getLogger("roost.codex")
@@ -122,8 +122,19 @@ def thread_of(rollout: str) -> str:
     return "-".join(parts[-5:])
 
 
+def event_message(event: dict[str, Any]) -> str:
+    """The message of a Codex ``error`` or ``turn.failed`` event (``{"message"}``, or
+    ``{"error": {"message"}}``), on one line; ``""`` when it has none."""
+    error = event.get("error")
+    message = error.get("message") if isinstance(error, dict) else error
+    if not isinstance(message, str) or not message.strip():
+        message = event.get("message")
+    return " ".join(message.split()) if isinstance(message, str) else ""
+
+
 class CodexHost(BridgedHost):
     agent = "codex"
+    tested_versions = TESTED_VERSIONS
     # A stopped job ends Codex at once: closing stdin does not end an exec run, and a run
     # whose model server does not answer retries for minutes.
     stop_grace = 0.2
@@ -136,7 +147,10 @@ class CodexHost(BridgedHost):
         #: User replies that came during a run: the next exec's prompt.
         self.held: list[Item] = []
         self.last_text = ""
-        self.errors: list[str] = []
+        #: What Codex said went wrong in this exec: its ``error`` events (retries as they
+        #: go) and its ``turn.failed`` (why the turn ended), the last of each.
+        self.last_error = ""
+        self.turn_failure = ""
         self.turn_done = False
         #: Whether this run's items held a user reply (the task is one): it ends ``done``.
         self.replied = False
@@ -264,7 +278,7 @@ class CodexHost(BridgedHost):
         self.pending.update({item.seq: item for item in items})
         self.hand_over(items)
         self.replied = self.replied or any(item.kind == "reply" for item in items)
-        self.errors, self.turn_done, self.last_text = [], False, ""
+        self.last_error, self.turn_failure, self.turn_done, self.last_text = "", "", False, ""
         assert self.bridge is not None
         # The hooks Codex runs find the bridge in its environment.
         process = await self.start_process(self.argv(items_text(items)), {BRIDGE_ENV: str(self.bridge.path)})
@@ -279,8 +293,10 @@ class CodexHost(BridgedHost):
             await until_exited(process, self.stop_grace)
             held, self.held = self.held, []
             self.keep_unrecorded(*held)
-            detail = "; ".join(self.errors[-3:]) or f"codex exited {process.returncode}"
-            return RunOutcome("failed", self.last_text, error=detail)
+            said = self.turn_failure or self.last_error
+            if said:
+                return RunOutcome("failed", self.last_text, error=f"codex: {said}", explained=True)
+            return RunOutcome("failed", self.last_text, error=f"codex exited {process.returncode}")
         return None
 
     @contextlib.asynccontextmanager
@@ -320,8 +336,9 @@ class CodexHost(BridgedHost):
                 self.last_text = str(item.get("text") or "")
         elif kind == "turn.completed":
             self.turn_done = True
-        elif kind in ("turn.failed", "error"):
-            error = event.get("error") or {}
-            self.errors.append(str(error.get("message") if isinstance(error, dict) else error or event.get("message") or kind))
+        elif kind == "turn.failed":
+            self.turn_failure = event_message(event) or self.turn_failure
+        elif kind == "error":
+            self.last_error = event_message(event) or self.last_error
         self.scan()
         self.notify()

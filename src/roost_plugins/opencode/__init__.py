@@ -17,6 +17,10 @@ from pathlib import Path
 
 from roost_core.agentenv import find_program
 
+#: The OpenCode versions roost's tests ran (tests/opencode/package-lock.json); a job on
+#: another version says so once (:attr:`roost_core.hosts.process.ProcessHost.tested_versions`).
+TESTED_VERSIONS = ("1.18.33",)
+
 #: The plugin file OpenCode loads (``"plugin": ["file://..."]``).
 PLUGIN_FILE = Path(__file__).resolve().parent / "roost_plugin.js"
 #: The variable that points the plugin at a job's worker.

@@ -49,6 +49,7 @@ from roost_plugins.opencode import (
     PLUGIN_BRIDGE_ENV,
     PLUGIN_FILE,
     SERVER_NAME,
+    TESTED_VERSIONS,
     OpenCodeError,
     opencode_binary,
 )
@@ -103,6 +104,7 @@ def job_config(bridge: str, model: str | None) -> dict[str, Any]:
 
 class OpenCodeHost(BridgedHost):
     agent = "opencode"
+    tested_versions = TESTED_VERSIONS
     #: ``opencode serve`` does not end when its stdin closes: SIGTERM follows soon.
     stop_grace = 0.5
 
@@ -200,7 +202,8 @@ class OpenCodeHost(BridgedHost):
         self.seqs = seqs_of(messages, self.file.handovers)
         self.settle_found()
         self.tell_seen()
-        self.file.copy_finished(messages)
+        # Between runs, or once it died, no OpenCode of this job writes the session.
+        self.file.copy_finished(messages, writer_gone=self.gone or self.process is None)
         self.tell_usage(*usage_of(self.file.db, self.file.session_id))
 
     def known_seqs(self) -> set[int]:

@@ -87,14 +87,18 @@ class SessionFile:
         self.handovers[call_id] = list(seqs)
         self.append({"type": HANDOVER, "callID": call_id, "seqs": list(seqs)})
 
-    def copy_finished(self, messages: list[dict[str, Any]]) -> None:
-        """Append the finished messages not copied yet (an assistant message is finished
-        once OpenCode set its ``time.completed``; a later one may still be running)."""
-        for message in messages:
+    def copy_finished(self, messages: list[dict[str, Any]], *, writer_gone: bool) -> None:
+        """Append the finished messages not copied yet. An assistant message is finished
+        once OpenCode set its ``time.completed``, or once nothing can write it any more: a
+        later message follows it, or no OpenCode runs the session (``writer_gone``: its
+        server was killed mid-turn, and that message is never completed); it is copied
+        as it stands then. One still being written waits, and so does what follows it."""
+        for index, message in enumerate(messages):
             info = message["info"]
             if info["id"] in self.copied:
                 continue
-            if info.get("role") == "assistant" and not (info.get("time") or {}).get("completed"):
+            unfinished = info.get("role") == "assistant" and not (info.get("time") or {}).get("completed")
+            if unfinished and not writer_gone and index == len(messages) - 1:
                 break
             self.copied.add(info["id"])
             self.append({"type": MESSAGE, "info": info, "parts": message["parts"]})

@@ -23,6 +23,10 @@ from pathlib import Path
 
 from roost_core.agentenv import agent_home, find_program
 
+#: The Qwen Code versions roost's tests ran (tests/qwen/package-lock.json); a job on
+#: another version says so once (:attr:`roost_core.hosts.process.ProcessHost.tested_versions`).
+TESTED_VERSIONS = ("0.24.4",)
+
 #: The variable naming the Qwen Code binary (else ``qwen`` on PATH).
 BINARY_ENV = "ROOST_QWEN_BIN"
 #: Extra arguments for a job's Qwen Code (for example ``--yolo``).

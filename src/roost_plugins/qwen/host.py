@@ -42,7 +42,14 @@ from roost_core.claude.hook import hook_output, items_text
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
 from roost_core.hosts.bridged import StreamingHost, result_outcome
 from roost_core.queue import Item
-from roost_plugins.qwen import ARGS_ENV, SERVER_NAME, QwenError, qwen_binary, session_id_of
+from roost_plugins.qwen import (
+    ARGS_ENV,
+    SERVER_NAME,
+    TESTED_VERSIONS,
+    QwenError,
+    qwen_binary,
+    session_id_of,
+)
 from roost_plugins.qwen.transcript import SessionSeqs
 
 #: Qwen Code ends cleanly when its stdin closes.
@@ -82,6 +89,7 @@ def prompt_text(items: list[Item]) -> str:
 
 class QwenHost(StreamingHost):
     agent = "qwen"
+    tested_versions = TESTED_VERSIONS
     settle_timeout = SETTLE_TIMEOUT
     stop_grace = STOP_GRACE
 

@@ -22,8 +22,12 @@ from typing import Any
 
 from roost_core.claude import MARKER, marked_seqs
 from roost_core.claude.transcript import handed_items
+from roost_core.envelope_rules import NO_USER_AUTHORITY
 from roost_core.hosts.process import SessionTail
 from roost_core.records import TranscriptEntry
+
+#: What ends a run of framed items in a prompt (:func:`roost_core.envelope_rules.one_notice`).
+NOTICE_TAIL = "\n" + NO_USER_AUTHORITY
 
 
 def record_text(message: Any) -> str:
@@ -139,7 +143,8 @@ def prompt_entries(text: str, raw: dict[str, Any]) -> list[TranscriptEntry]:
     body = text.split("\n", 1)[1] if "\n" in text else ""
     agents = handed_items(text)
     for entry in agents:
-        body = body.replace(entry.text, "")
+        # The no-user-authority notice after a run of frames is the frames', not the user's.
+        body = body.replace(entry.text + NOTICE_TAIL, "").replace(entry.text, "")
     words = body.strip()
     own = [TranscriptEntry(type="message", role="user", text=words, raw=raw)] if words else []
     return [*own, *agents]
