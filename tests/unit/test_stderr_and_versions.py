@@ -59,10 +59,11 @@ def hosts_with_tables():
     from roost_core.claude.host import ClaudeHost
     from roost_core.hosts.pi import PiHost
     from roost_plugins.codex.host import CodexHost
+    from roost_plugins.gemini.host import GeminiHost
     from roost_plugins.opencode.host import OpenCodeHost
     from roost_plugins.qwen.host import QwenHost
 
-    return {"claude": ClaudeHost, "pi": PiHost, "codex": CodexHost, "opencode": OpenCodeHost, "qwen": QwenHost}
+    return {"claude": ClaudeHost, "pi": PiHost, "codex": CodexHost, "gemini": GeminiHost, "opencode": OpenCodeHost, "qwen": QwenHost}
 
 
 @pytest.mark.parametrize("cli", sorted(hosts_with_tables()))

@@ -26,6 +26,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 #: The MCP server's name: Gemini CLI calls its tools ``mcp_roost_<tool>``.
+#: The Gemini CLI versions roost's tests ran (tests/gemini/package-lock.json); a job on
+#: another version says so once (:attr:`roost_core.hosts.process.ProcessHost.tested_versions`).
+TESTED_VERSIONS = ("0.61.0",)
+
 SERVER_NAME = "roost"
 #: The hook events ``roost gemini install`` registers: before each prompt's model calls
 #: (the session is named before any roost tool call, so it is one agent from the first),

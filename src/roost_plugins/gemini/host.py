@@ -54,7 +54,7 @@ from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exi
 from roost_core.hosts.bridged import BridgedHost, json_events
 from roost_core.queue import Item
 from roost_core.settingsfile import SettingsFileError, read_object, write_object
-from roost_plugins.gemini import JOB_EVENTS, SERVER_NAME, GeminiError, gemini_binary, gemini_dir
+from roost_plugins.gemini import JOB_EVENTS, SERVER_NAME, TESTED_VERSIONS, GeminiError, gemini_binary, gemini_dir
 from roost_plugins.gemini.hook import hook_output, items_text, wants_items
 from roost_plugins.gemini.install import without_roost_hooks
 from roost_plugins.gemini.transcript import GeminiSession, job_home, read_header, write_header
@@ -121,6 +121,7 @@ class GeminiHost(BridgedHost):
     """A :class:`BridgedHost` that runs one ``gemini -p`` process a run (see the module)."""
 
     agent = "gemini"
+    tested_versions = TESTED_VERSIONS
 
     def __init__(self) -> None:
         super().__init__()
