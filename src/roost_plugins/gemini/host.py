@@ -54,7 +54,14 @@ from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exi
 from roost_core.hosts.bridged import BridgedHost, json_events
 from roost_core.queue import Item
 from roost_core.settingsfile import SettingsFileError, read_object, write_object
-from roost_plugins.gemini import JOB_EVENTS, SERVER_NAME, TESTED_VERSIONS, GeminiError, gemini_binary, gemini_dir
+from roost_plugins.gemini import (
+    JOB_EVENTS,
+    SERVER_NAME,
+    TESTED_VERSIONS,
+    GeminiError,
+    gemini_binary,
+    gemini_dir,
+)
 from roost_plugins.gemini.hook import hook_output, items_text, wants_items
 from roost_plugins.gemini.install import without_roost_hooks
 from roost_plugins.gemini.transcript import GeminiSession, job_home, read_header, write_header
