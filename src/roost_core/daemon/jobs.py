@@ -100,6 +100,9 @@ class Job(NotesChanges):
     #: any run, it is not hibernated.
     background: int = 0
     background_shown: list[dict[str, Any]] = attrs.field(factory=list)
+    #: The run's last sign of work as its worker last told it (``{"at", "what", "steps"}``,
+    #: ``roost_core.worker.progress``): kept in memory only, and never moves ``updated``.
+    progress: dict[str, Any] | None = None
     idle_since: float = attrs.field(factory=time.monotonic)
     sent: int = 0  # items pushed to the current worker connection (seq watermark)
     #: Each item's stage (``daemon.itemlife``) by seq, from its acceptance until its ack
@@ -201,6 +204,7 @@ class Job(NotesChanges):
             "undeliveredReport": self.undelivered_report is not None,
             "stoppedFrom": self.stopped_from,
             "usage": self.usage,
+            "progress": self.progress,
             "created": self.created,
             "updated": self.updated,
         }
