@@ -25,7 +25,7 @@ from typing import Any
 
 from roost_core.dialogs import dialog_line, options_text
 from roost_core.names import shell_word, shown
-from roost_core.peerstate import background_text
+from roost_core.peerstate import background_text, progress_text
 from roost_core.protocol import BAD_CONFIG
 
 #: States in which a job is not running: what ``roost wait`` waits for by default.
@@ -437,6 +437,9 @@ def job_detail(row: dict[str, Any]) -> str:
     if row["state"] == "stopped" and row.get("stoppedFrom") == "failed":
         return f"failed, then stopped: {row.get('error') or 'no error given'}"
     detail = row.get("error") or row.get("summary") or ""
+    working = progress_text(row, time.time())
+    if working:
+        detail = f"[{working}] {detail}".rstrip()
     background = background_text(row)
     # A settled job that keeps processes running says so first: it is not hibernated.
     return f"[{background}] {detail}".rstrip() if background else detail

@@ -68,6 +68,25 @@ def label(state: str, activity: str | None) -> str:
     return f"{state}, {activity}"
 
 
+def column_label(state: str, activity: str | None, width: int) -> str:
+    """:func:`label` for a column ``width`` characters wide: the whole label when it fits,
+    else the activity alone, which says more than the state (``hibernated``, not ``done``):
+    a column must not say less than the row's detail line and ``--once`` do."""
+    whole = label(state, activity)
+    return whole if len(whole) <= width or activity is None else activity
+
+
+def progress_text(row: dict[str, Any], now: float) -> str:
+    """A running job's last sign of work (``progress``) in a few words (``working: 12 steps,
+    last a tool boundary 3s ago``), or "" when it is not running or has none."""
+    progress = row.get("progress")
+    if row.get("state") != "running" or not isinstance(progress, dict):
+        return ""
+    ago = max(0, int(now - float(progress.get("at") or now)))
+    steps = progress.get("steps") or 0
+    return f"working: {steps} step{'s' if steps != 1 else ''}, last {progress.get('what')} {ago}s ago"
+
+
 def background_text(row: dict[str, Any]) -> str:
     """A row's background processes in a few words (``2 background processes: sleep 300;
     npm run dev``), or "" when it has none: what ``roost jobs`` and ``roost agents`` add."""

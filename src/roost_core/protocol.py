@@ -61,6 +61,8 @@ TOO_LARGE = "too_large"
 NO_DIALOG = "no_dialog"
 #: ``answer``: the answer names none of the dialog's options.
 NOT_AN_OPTION = "not_an_option"
+#: ``log`` of a foreground peer that has no session file: there is no transcript to show.
+NO_SESSION = "no_session"
 #: ``reply``/``answer`` from a process inside a job's process tree (an agent's tool): only
 #: a person speaks as the user (:mod:`roost_core.daemon.persons`).
 NOT_A_PERSON = "not_a_person"

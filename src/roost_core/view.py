@@ -24,7 +24,7 @@ from typing import Any
 
 from roost_core.dialogs import dialog_line, options_text
 from roost_core.names import shown, shown_rows
-from roost_core.peerstate import background_text, label
+from roost_core.peerstate import background_text, column_label, label, progress_text
 from roost_core.transcript import received_by_seq
 from roost_core.treeview import failure_text
 
@@ -249,6 +249,8 @@ def plain_lines(rows: list[dict[str, Any]], group: str, selected: dict[str, Any]
             text += f"  [{tree_text(row)}]"
         if background_text(row):
             text += f"  [{background_text(row)[:80]}]"
+        if progress_text(row, time.time()):
+            text += f"  [{progress_text(row, time.time())}]"
         detail = detail_of(row)
         if detail:
             text += f"  — {detail[:60]}"
@@ -471,7 +473,7 @@ class View:
         cell.pad_right(left - cell.cell_len)
         line.append_text(cell)
         line.append(f"{relation(seen_from, row):<9}")
-        line.append(f"{state[:11]:<12}", style=STATE_STYLES.get(state, ""))
+        line.append(f"{column_label(state, row.get('activity'), 11)[:11]:<12}", style=STATE_STYLES.get(state, ""))
         line.append(f"{row.get('pending') or 0:>6} {last_message(row.get('lastMessage')):>8}")
         detail = " · ".join(part for part in (row.get("status"), detail_of(row)) if part)
         if detail_width >= DETAIL_MIN and detail:
@@ -495,6 +497,8 @@ class View:
             facts.append(f"status {row['status']}")
         if background_text(row):
             facts.append(background_text(row))
+        if progress_text(row, time.time()):
+            facts.append(progress_text(row, time.time()))
         facts.append(f"queued {row.get('pending') or 0}")
         facts.append(f"last message {last_message(row.get('lastMessage'))}")
         from roost_core.treeview import tree_text, usage_text

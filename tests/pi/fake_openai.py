@@ -249,6 +249,7 @@ class FakeOpenAI(FakeModelServer):
         """A chat completion, streamed."""
         reply = self.reply(lambda: answer(self.scenario, body))
         self.log(body, reply)
+        self.wait_if_held(reply)
         if self.delay:
             time.sleep(self.delay)
         if "error" in reply:

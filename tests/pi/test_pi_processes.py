@@ -15,9 +15,11 @@ import uuid
 import proctools
 import pytest
 from conftest import wait_until
-from pikit import message_text
+from fg import in_thread, run_async, send, session, spawn
+from pikit import message_text, slow_tool_scenario
 
 from roost_core import platform
+from roost_plugins.envelope import parse_envelopes
 
 NAMES: list[str] = []
 
@@ -159,3 +161,40 @@ def test_a_pi_worker_started_just_before_the_daemon_died_is_not_left_running(pi_
         lambda: not proctools.alive(old) and not (proctools.with_cwd(folder) - proctools.tree(row["workerPid"])),
         what="the refused worker and everything it started gone",
     )
+
+
+def test_kill9_of_a_childs_pi_mid_run_reports_what_follows_and_it_comes_true(pi_kit, tmp_path):
+    """Issue 54 point 2: a child's pi killed during a run fails the run, and the job stays
+    (its worker starts pi again for the next item). The parent's report says so with a
+    ``next:`` line, as a killed worker's report does, and the parent's message then
+    starts it again and it reports (it did start pi again, but the run never settled: the
+    pi host still counted the run the killed pi died in as under way)."""
+    fake = pi_kit.fake(slow_tool_scenario(tmp_path / "never"))
+    daemon = pi_kit.daemon()
+
+    def bodies(lead) -> list[str]:
+        return [parse_envelopes(item["content"])[0]["body"] for item in lead.delivered if item["kind"] == "report"]
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "do the slow thing", "kid", host="pi")
+            # The model has asked for the slow tool: pi is inside it now.
+            await in_thread(wait_until, lambda: len(fake.requests()) >= 1, 90, what="the slow tool running")
+            pi = await in_thread(wait_until, lambda: jobs_json(pi_kit)[kid]["hostPid"], 30, what="pi's pid")
+            proctools.kill9(pi)
+            await in_thread(wait_until, lambda: len(bodies(lead)) == 1, 60, what="the failed run's report")
+            (failed,) = bodies(lead)
+            assert failed.startswith(
+                "state: failed\nerror: pi exited during the run\n"
+                "next: its run failed, the job stays; a message to it starts it again on the same session, and it reports again as usual"
+            ), failed
+            ok, text, _data = await send(lead, kid, "carry on")
+            assert ok, text
+            await in_thread(wait_until, lambda: len(bodies(lead)) == 2, 60, what="the report of the run the message started")
+            # A run a message started settles idle (only a user's input makes one done); the
+            # fake reads the message as the answer to the tool call pi died in.
+            assert bodies(lead)[1] == "state: idle\n\nafter the slow tool"
+            last = fake.requests()[-1]
+            assert sum("carry on" in message_text(m) for m in last["messages"]) == 1
+
+    run_async(story)

@@ -4,9 +4,13 @@ handing the session to a background job (the spec's "←")."""
 
 from __future__ import annotations
 
+import json
+import os
+
 from conftest import wait_until
 from fg import in_thread, run_async, send, session
 from pikit import agent_items, message_text, user_messages
+from reliability.kit import Raw
 
 from roost_core import locks
 from roost_core.protocol import MAX_FRAME
@@ -102,3 +106,43 @@ def test_a_tool_call_longer_than_a_frame_fails_at_once_and_sends_nothing(pi_kit,
     # Nothing reached the job, nothing is queued or dead.
     assert daemon.job(box)["pending"] == 0 and agent_items(daemon.entries(box)) == []
     assert daemon.call("dead")["dead"] == []
+
+
+def test_items_that_arrive_as_a_run_ends_are_in_the_session_in_seq_order(pi_kit, write_config, tmp_path):
+    """Two items reach a foreground pi while its run's last answer is on its way: a keyed
+    send (its push waits for the daemon's record of its answer) and a plain one accepted
+    meanwhile (the next frame on the sender's connection; in a tree, a child's report
+    while another child's reply is written). pi takes them in as they arrive, so they
+    must arrive in seq order: the session holds them in that order."""
+    write_config({"agentExternalMessages": True})
+    scenario = {
+        "run": [
+            {"kind": "reply", "match": "who", "steps": [{"agents": {}}, {"say": "listed them"}]},
+            {"kind": "reply", "match": "finish", "steps": [{"say": "finishing"}]},
+        ],
+        "default": {"steps": [{"say": "noted: {input}"}]},
+    }
+    fake = pi_kit.fake(scenario)
+    daemon = pi_kit.daemon()
+    session_file = tmp_path / "fg" / "parent.jsonl"
+    pi = pi_kit.rpc_pi(session_file, tmp_path / "work")
+    pi.prompt("who is around?")
+    (peer,) = wait_until(lambda: [row["id"] for row in daemon.call("agents")["agents"] if row["kind"] == "foreground"], what="the pi peer")
+    # The run's last answer waits while both items are sent, so both arrive as it ends.
+    fake.hold = lambda reply: reply.get("text") == "finishing"
+    ends = pi.count("agent_end")
+    pi.send({"type": "prompt", "message": "finish up"})
+    assert fake.holding.wait(60), "the run's last answer never started"
+    with Raw(daemon.paths.socket) as sender:
+        assert sender.request({"id": "reg", "op": "peer_register", "pid": os.getpid(), "name": "sender"})["ok"]
+        sender.send(b"".join(json.dumps(frame).encode() + b"\n" for frame in [
+            {"id": 1, "op": "send", "to": peer, "message": "the reply", "key": "reply-key"},
+            {"id": 2, "op": "send", "to": peer, "message": "the report"},
+        ]))
+        answers = [sender.read(), sender.read()]
+    assert all(answer["ok"] and answer["result"]["result"] == "delivered" for answer in answers), answers
+    fake.release.set()
+    wait_until(lambda: len(agent_items(read_entries(session_file))) == 2 and pi.count("agent_end") > ends, 60, what="both items in the session")
+    items = agent_items(read_entries(session_file))
+    assert [item["details"]["seq"] for item in items] == [answer["result"]["seq"] for answer in answers], items
+    assert ["the reply" in item["content"] for item in items] == [True, False]

@@ -66,7 +66,10 @@ def test_report_text(pm):
     text = pm.hook.roost_format_report(report=make_report(state="needs_input", result="Which DB?", question="Which DB?"))
     assert text == "state: needs_input\nquestion: Which DB?"
     text = pm.hook.roost_format_report(report=make_report(state="failed", result="partial work", error="boom"))
-    assert text == "state: failed\nerror: boom\n\npartial work"
+    assert text == (
+        "state: failed\nerror: boom\n"
+        "next: its run failed, the job stays; a message to it starts it again on the same session, and it reports again as usual\n\npartial work"
+    )
     crashed = pm.hook.roost_format_report(report=make_report(state="failed", result="", synthetic=True, reason="crashed", error="worker died during a run (killed by SIGKILL)"))
     assert crashed == (
         "state: failed (its worker crashed during a run)\nerror: worker died during a run (killed by SIGKILL)\n"

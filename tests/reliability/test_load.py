@@ -272,12 +272,14 @@ class Load:
 
         def drained() -> bool:
             rows = self.daemon.call("jobs")["jobs"]
-            self.drain_state = (tuple((row["id"], row["state"], row["pending"], row["updated"]) for row in rows), unacked_foreground())
+            # A run that works through its items moves ``progress`` (its last sign of work),
+            # not ``updated``: a long run is no stall.
+            self.drain_state = (tuple((row["id"], row["state"], row["pending"], row["updated"], str(row.get("progress"))) for row in rows), unacked_foreground())
             return quiet(rows) and self.drain_state[1] == 0
 
         # However long the drain takes on a loaded machine: it fails only when nothing
-        # moves any more (no job changes state, takes an item or is saved; no foreground
-        # ack) for STALL_SECONDS.
+        # moves any more (no job changes state, takes an item, is saved or shows a run's
+        # progress; no foreground ack) for STALL_SECONDS.
         self.drain_state: Any = None
         try:
             wait_while_progressing(drained, lambda: self.drain_state, interval=0.2, what="the load to drain")
@@ -286,7 +288,7 @@ class Load:
             # workers and the daemon last logged.
             rows = self.daemon.call("jobs")["jobs"]
             held = [row for row in rows if row["state"] == "running" or (row["pending"] and row["state"] != "stopped")]
-            shown = [{key: row[key] for key in ("id", "state", "pending", "live", "workerPid", "hostPid", "updated")} for row in held]
+            shown = [{key: row.get(key) for key in ("id", "state", "pending", "live", "workerPid", "hostPid", "updated", "progress")} for row in held]
             tails = "\n".join(self.daemon.log_tails(row["id"], lines=25) for row in held[:2])
             raise AssertionError(f"{str(stalled)[:300]}\nheld up by {shown}\n{tails}") from None
         finally:

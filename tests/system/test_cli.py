@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from clikit import CLI, Cli, stop_live_jobs
-from conftest import BLOCKED_BY_DEFAULT
+from conftest import BLOCKED_BY_DEFAULT, wait_until
 
 ASK_THEN_FINISH = """
 [[run]]
@@ -232,3 +232,34 @@ def test_roost_demo_runs_end_to_end(tmp_path):
     assert re.search(r"^[0-9a-f]{8}\s+done\s+.*reviewer", out, re.M), out
     home = re.search(r"a throwaway home at (\S+)", out)[1]
     assert not Path(home).exists()
+
+
+def test_log_takes_a_foreground_peers_id_and_says_when_it_has_no_transcript(cli, daemon, tmp_path):
+    """Issue 54 point 4: a thread shows from both ends. ``roost log`` of a foreground
+    peer's id renders its session file (here the lead's, holding its child's report), and
+    a peer that registered with no session file is a clear ``no_session``."""
+    import anyio
+    from fg import in_thread, session, spawn
+    from reliability.kit import Raw
+
+    from roost_core.transcript import read_entries
+
+    async def story() -> tuple[str, str]:
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "say hello", "kid", scenario={"default": {"steps": [{"say": "hello from the kid"}]}})
+            await lead.wait_for_delivery(1, timeout=60)
+            await in_thread(wait_until, lambda: any(e.get("type") == "custom_message" for e in read_entries(tmp_path / "lead.jsonl")), 30, what="the report in the lead's file")
+            shown = await in_thread(cli, "log", lead.peer_id)
+            as_json = json.loads((await in_thread(cli, "log", lead.peer_id, "--json")).stdout)
+            assert as_json["id"] == lead.peer_id and as_json["session"] == str(tmp_path / "lead.jsonl")
+            assert [r["sender"] for r in as_json["received"]] == [kid]
+            return lead.peer_id, shown.stdout
+
+    _peer_id, text = anyio.run(story)
+    assert "report from kid" in text and "hello from the kid" in text, text
+    with Raw(daemon.paths.socket) as bare:
+        registered = bare.request({"id": "reg", "op": "peer_register", "pid": os.getpid(), "name": "no-file"})
+        assert registered["ok"], registered
+        failed = cli("log", registered["result"]["id"], expect=1)
+    assert failed.stderr.startswith("roost: no_session: ") and "no session file" in failed.stderr, failed.stderr
+    assert cli("log", "f0000000", expect=1).stderr.startswith("roost: not_found: ")

@@ -385,6 +385,30 @@ def test_a_crashed_childs_report_says_a_message_starts_it_again_and_it_does(daem
     run_async(story)
 
 
+def test_a_failed_runs_report_says_what_follows_and_it_does(daemon, tmp_path):
+    """Issue 54 point 2: a child whose run fails (its host says so: here the scripted
+    model's error; for pi, pi exited during the run) stays a job a message starts again.
+    Its report says so with a ``next:`` line, as a crash's report does, and it comes true."""
+    scenario = {"run": [{"steps": [{"fail": "the model refused"}]}], "default": {"steps": [{"say": "back: {input}"}]}}
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "work", "kid", scenario=scenario)
+            await in_thread(wait_until, lambda: len(report_bodies(lead, "kid")) == 1, what="the failed run's report")
+            (failed,) = report_bodies(lead, "kid")
+            assert failed == (
+                "state: failed\nerror: the model refused\n"
+                "next: its run failed, the job stays; a message to it starts it again on the same session, and it reports again as usual"
+            ), failed
+            assert daemon.job(kid)["state"] == "failed"
+            ok, text, _data = await send(lead, kid, "carry on")
+            assert ok, text
+            await in_thread(wait_until, lambda: len(report_bodies(lead, "kid")) == 2, what="the report of the run the message started")
+            assert report_bodies(lead, "kid")[1] == "state: done\n\nback: carry on"
+
+    run_async(story)
+
+
 def test_a_child_given_up_after_crashes_says_how_often_and_that_a_message_restarts_it(daemon_factory, tmp_path):
     """A child whose worker crashes each time it starts, with its task waiting: roost gives
     up after 4 crashes. The report says that (and the count), and that a message starts it

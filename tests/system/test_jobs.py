@@ -169,3 +169,43 @@ def test_a_reply_right_after_stop_starts_the_job_again(daemon):
     daemon.wait_job(job, "done")
     wait_until(lambda: "come back" in user_messages(daemon.entries(job)), what="the reply in the transcript")
     assert user_messages(daemon.entries(job)).count("come back") == 1
+
+
+def test_a_run_working_through_items_shows_its_progress_while_updated_stays(daemon, tmp_path):
+    """Issue 54 point 3: a child that answers one steered item after another runs long with
+    ``state: running``, nothing pending and ``updated`` from its run's start. Its row's
+    ``progress`` (the run's last sign of work, coalesced by the worker) moves with each
+    item, ``roost jobs`` and ``roost view --once`` say so, and ``updated`` stays: a sign
+    of work is no record write."""
+    from clikit import Cli
+    from fg import in_thread, run_async, send, session, spawn
+
+    gates = [tmp_path / f"gate-{n}" for n in range(6)]
+    scenario = {"run": [{"steps": [*({"wait_for": str(gate)} for gate in gates), {"say": "all answered"}]}]}
+    cli = Cli(daemon.env, tmp_path)
+
+    def row(kid: str) -> dict:
+        return next(r for r in cli.json("jobs") if r["id"] == kid)
+
+    async def story():
+        async with session(daemon, tmp_path) as lead:
+            kid = await spawn(lead, "answer them as they come", "kid", scenario=scenario)
+            first = await in_thread(wait_until, lambda: (r := row(kid))["state"] == "running" and r["pending"] == 0 and r["progress"] and r, 30, what="the kid's run under way")
+            seen = [first["progress"]]
+            for n, gate in enumerate(gates[:-1]):
+                ok, text, _data = await send(lead, kid, f"item {n}")
+                assert ok, text
+                gate.write_text("go")
+                moved = await in_thread(wait_until, lambda: (r := row(kid))["progress"]["steps"] > seen[-1]["steps"] and r, 30, what=f"progress after item {n}")
+                assert moved["state"] == "running" and moved["updated"] == first["updated"], (first, moved)
+                assert moved["progress"]["what"] in ("item delivered", "tool boundary", "model call")
+                seen.append(moved["progress"])
+                if n == 2:
+                    assert "working: " in cli("jobs").stdout
+                    assert "working: " in cli("view", "--once").stdout
+            assert [p["at"] for p in seen] == sorted(p["at"] for p in seen)
+            gates[-1].write_text("go")
+            return kid
+
+    kid = run_async(story)
+    assert daemon.wait_job(kid)["state"] == "done"

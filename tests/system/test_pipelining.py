@@ -197,3 +197,33 @@ def test_a_client_that_never_reads_is_dropped_and_the_daemon_goes_on(daemon_fact
                 sleeper.read()
         assert conn.request({"id": "after", "op": "peers"})["ok"]
     assert "reads too slowly" in daemon.paths.daemon_log.read_text()
+
+
+def test_a_keyed_send_waiting_for_its_record_keeps_its_place_in_the_receivers_order(daemon_factory, write_config):
+    """A keyed send to a foreground peer is pushed once its answer is on record (a commit
+    away); an unkeyed item accepted meanwhile (here the next frame; in a tree, a child's
+    report while another child's reply is written) is numbered after it and must reach the
+    receiver after it: a receiver's items arrive in seq order, as a queue's do."""
+    write_config({"agentExternalMessages": True})
+    daemon = daemon_factory().start()
+    with bound(daemon) as conn, Raw(daemon.paths.socket) as receiver:
+        registered = receiver.request({"id": "reg", "op": "peer_register", "pid": os.getpid(), "name": "receiver"})
+        assert registered["ok"], registered
+        fg = registered["result"]["id"]
+        write_all(
+            conn,
+            [
+                {"id": 1, "op": "send", "to": fg, "message": "keyed first", "key": "k-first"},
+                {"id": 2, "op": "send", "to": fg, "message": "plain second"},
+                {"id": 3, "op": "send", "to": fg, "message": "keyed third", "key": "k-third"},
+                {"id": 4, "op": "send", "to": fg, "message": "plain fourth"},
+            ],
+        )
+        answers = [conn.read() for _ in range(4)]
+        assert all(answer["ok"] and answer["result"]["result"] == "delivered" for answer in answers), answers
+        # Every push was made before its send's answer: one more request round-trip on the
+        # receiver's connection reads them all.
+        assert receiver.request({"id": "after", "op": "peers"})["ok"]
+        pushed = [(event["seq"], event["text"]) for event in receiver.events if event["event"] == "deliver"]
+    assert [seq for seq, _ in pushed] == [answer["result"]["seq"] for answer in answers] == sorted(seq for seq, _ in pushed), pushed
+    assert [text for _, text in pushed] == ["keyed first", "plain second", "keyed third", "plain fourth"]

@@ -372,3 +372,34 @@ def test_the_views_transcript_says_what_became_of_each_received_item(daemon, ter
     assert any("report" in line and "kid" in line for line in lines[:note]), screen
     assert lines[note].split(" · seen ")[1].strip() == time.strftime("%H:%M:%S", time.localtime(receipt["seen"]))
     terminal.keys("q")
+
+
+@needs_tmux
+def test_a_hibernated_childs_state_column_says_hibernated_as_its_detail_and_once_do(daemon_factory, write_config, tmp_path):
+    """Issue 54 point 4: the interactive view's state column said ``done`` for a hibernated
+    child while its detail line (``state done, hibernated``) and ``--once`` said
+    ``hibernated``; the column now says what the others say."""
+    write_config({"hibernateAfterSeconds": 1})
+    daemon = daemon_factory().start()
+    daemon.start_job("delegate", name="lead", scenario={
+        "run": [{"steps": [{"spawn": {"task": "build it", "name": "kid", "model": "quick"}}, {"say": "spawned"}]}],
+        "default": {"steps": [{"say": "noted {from_name}"}]},
+        "models": {"quick": {"default": {"steps": [{"say": "built"}]}}},
+    })
+    kid = wait_until(lambda: next((r["id"] for r in daemon.call("jobs")["jobs"] if r["name"] == "kid"), None), what="the kid")
+    wait_until(lambda: (row := daemon.job(kid))["state"] == "done" and not row["live"], what="the kid hibernated")
+    once = subprocess.run([sys.executable, "-m", "roost_core.view", "--once"], env=daemon.env, capture_output=True, text=True, timeout=30)
+    assert "done, hibernated" in line_of(once.stdout, "kid"), once.stdout
+    terminal = Terminal(tmp_path, daemon.env)
+    try:
+        terminal.start_view()
+        screen = terminal.wait_for(lambda s: bool(line_of(s, "kid")) and bool(line_of(s, "lead")), "the tree")
+        assert " hibernated " in line_of(screen, "kid"), screen
+        # Selected, its detail line says the same.
+        terminal.keys("j")
+        screen = terminal.wait_for(lambda s: line_of(s, "kid").startswith("›"), "kid selected")
+        assert any(line.startswith("state done, hibernated") for line in screen.splitlines()), screen
+        terminal.keys("q")
+        assert terminal.wait_exit() == 0
+    finally:
+        terminal.close()

@@ -71,6 +71,7 @@ class AgentRows:
                     "lastMessage": (job.last_message if job else fg.last_message if fg else None),
                     "created": job.created if job else fg.registered if fg else None,
                     "usage": job.usage if job else None,
+                    "progress": job.progress if job else None,
                     "treeUsage": trees[tree],
                 }
             )

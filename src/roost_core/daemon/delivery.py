@@ -121,6 +121,21 @@ async def settle(answer: dict[str, Any] | Pending | HeldPush) -> dict[str, Any]:
     return answer
 
 
+def release_held(peer: ForegroundPeer, conn: Any, seq: int) -> None:
+    """The push of ``seq`` (a keyed send's) may go, its answer on record: push it and every
+    item numbered after it that waited only for it, in seq order, up to the next item that
+    still waits for its own record. Nothing when ``conn`` is no longer the peer's (the
+    connection that registered since was pushed all of ``in_flight``)."""
+    peer.held.discard(seq)
+    if peer.conn is not conn:
+        return
+    waiting = peer.queued_pushes
+    while waiting and waiting[0] not in peer.held:
+        event = peer.in_flight.get(waiting.pop(0))
+        if event is not None:  # acked or put back meanwhile: nothing to push
+            conn.push(event)
+
+
 class Mailroom:
     """Hands agent items on and settles them (see the module docstring).
 
@@ -179,7 +194,13 @@ class Mailroom:
         answer["seq"] = seq
         if hold:
             # In flight already: a connection that registers meanwhile gets it pushed.
-            return HeldPush(answer, lambda: conn.push(event) if peer.conn is conn else None, peer, seq, event)
+            peer.queued_pushes.append(seq)
+            peer.held.add(seq)
+            return HeldPush(answer, lambda: release_held(peer, conn, seq), peer, seq, event)
+        if peer.queued_pushes:
+            # Numbered after an item whose push waits for its record: pushed after it.
+            peer.queued_pushes.append(seq)
+            return answer
         conn.push(event)
         return answer
 

@@ -100,6 +100,9 @@ class Job(NotesChanges):
     #: any run, it is not hibernated.
     background: int = 0
     background_shown: list[dict[str, Any]] = attrs.field(factory=list)
+    #: The run's last sign of work as its worker last told it (``{"at", "what", "steps"}``,
+    #: ``roost_core.worker.progress``): kept in memory only, and never moves ``updated``.
+    progress: dict[str, Any] | None = None
     idle_since: float = attrs.field(factory=time.monotonic)
     #: Its worker says its session file refuses writes (a full disk): what waits for it is
     #: held, and a send its full queue refuses is ``not_stored``, not ``queue_full``.
@@ -204,6 +207,7 @@ class Job(NotesChanges):
             "undeliveredReport": self.undelivered_report is not None,
             "stoppedFrom": self.stopped_from,
             "usage": self.usage,
+            "progress": self.progress,
             "created": self.created,
             "updated": self.updated,
         }

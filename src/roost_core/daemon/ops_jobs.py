@@ -29,7 +29,14 @@ from roost_core.daemon.workers import Workers
 from roost_core.dialogs import choice_of, options_text
 from roost_core.hosts import session_lines, session_seqs
 from roost_core.paths import Paths
-from roost_core.protocol import BAD_ARGS, JOB_STOPPED, NO_DIALOG, NOT_AN_OPTION, ProtocolError
+from roost_core.protocol import (
+    BAD_ARGS,
+    JOB_STOPPED,
+    NO_DIALOG,
+    NO_SESSION,
+    NOT_AN_OPTION,
+    ProtocolError,
+)
 from roost_core.store import JournalError
 
 log = logging.getLogger("roost.daemon")
@@ -259,6 +266,23 @@ class JobOps:
         return {"id": job.id, "removed": True, "dropped": len(dropped)}
 
     async def op_log(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        """Where a job's transcript is, or a foreground peer's (by its id: a thread is
+        seen from both ends), with the receipts of what it sent and received."""
+        peer = self.registry.foreground.get(args["job"])
+        if peer is not None and args["job"] not in self.registry.jobs:
+            if not peer.session:
+                raise ProtocolError(NO_SESSION, f"{peer.id} ({peer.name}) is a foreground peer with no session file: it has no transcript to show")
+            return {
+                "id": peer.id,
+                "session": peer.session,
+                "host": peer.host,
+                "task": None,
+                "state": None,
+                "error": None,
+                "entries": session_lines(self.hosts.get(peer.host or ""), peer.session) if args.get("entries") else None,
+                "sent": self.receipts.sent_by(peer.id),
+                "received": self.receipts.received_by(peer.id),
+            }
         job = self.registry.job_by_ref(args["job"])
         return {
             "id": job.id,
@@ -274,7 +298,6 @@ class JobOps:
             "sent": self.receipts.sent_by(job.id),
             "received": self.receipts.received_by(job.id),
         }
-
 
 
 def no_dialog_message(job: Any) -> str:

@@ -195,6 +195,9 @@ class Messaging:
         """Push again what a previous connection of this peer had not acked."""
         peer = conn.peer
         if peer is not None:
+            # Everything in flight is pushed now, in order: nothing waits behind a held push.
+            peer.queued_pushes.clear()
+            peer.held.clear()
             for seq in sorted(peer.in_flight):
                 conn.send(peer.in_flight[seq])
             for slot, event in self.unpushed.pop(peer.id, ()):

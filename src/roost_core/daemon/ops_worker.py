@@ -130,6 +130,15 @@ class WorkerOps:
     async def op_job_status(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         job = conn.job
         assert job is not None
+        if "progress" in args:
+            # Shown, never saved: a sign of work is no change of the job's record (its
+            # ``updated`` stays), and a worker sends one at most every second.
+            job.progress = args.pop("progress")
+            self.watchers.touch()
+            if not args:
+                return {"state": job.state}
+        if args.get("state") == "running" and job.state != "running":
+            job.progress = None  # a new run: its signs of work are its own
         if job.state == "stopped":
             # The user's stop wins over a status the worker sent before it heard of it;
             # a job stopped when it had failed keeps that failure's error.

@@ -61,6 +61,17 @@ def _check_background(shown: list[Any]) -> str | None:
     return None
 
 
+#: What a worker's ``progress`` names as its run's last sign of work.
+PROGRESS_WHAT = ("item delivered", "tool boundary", "model call")
+
+
+def _check_progress(progress: dict[str, Any]) -> str | None:
+    at, what, steps = progress.get("at"), progress.get("what"), progress.get("steps")
+    if set(progress) != {"at", "what", "steps"} or type(at) not in (int, float) or type(steps) is not int or steps < 0 or what not in PROGRESS_WHAT:
+        return "must be {at: a time, what: " + " | ".join(PROGRESS_WHAT) + ", steps: an integer >= 0}"
+    return None
+
+
 def _check_key(key: str) -> str | None:
     return None if key else "must not be empty"
 
@@ -124,6 +135,7 @@ OPS: dict[str, Op] = {
             "usage": Field(dict, max_len=10),
             "background": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
             "backgroundShown": Field(list, max_len=BACKGROUND_SHOWN, check=_check_background),
+            "progress": Field(dict, max_len=3, check=_check_progress),
         },
         who="worker",
     ),

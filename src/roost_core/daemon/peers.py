@@ -38,6 +38,12 @@ class ForegroundPeer(NotesChanges):
     #: The items among ``in_flight`` whose push the answer ledger keeps on record (a keyed
     #: send's): seq -> its ledger slot, told when the peer acks it.
     recorded: dict[int, Any] = attrs.field(factory=dict)
+    #: Seqs of ``in_flight`` not pushed yet on this connection, in order: a keyed send's
+    #: waits for its answer's record (``held``), and every later item waits behind it, so
+    #: the peer gets its items in seq order (cleared when a connection registers: it is
+    #: pushed all of ``in_flight`` then).
+    queued_pushes: list[int] = attrs.field(factory=list)
+    held: set[int] = attrs.field(factory=set)
     last_message: float | None = None
     #: The agent host this foreground session runs (its children get it by default).
     host: str | None = None

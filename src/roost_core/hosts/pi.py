@@ -315,6 +315,9 @@ class PiHost(ProcessHost):
         self.pi_gone = False
         self.hello = False
         self.streaming = False
+        # A new pi has no run under way: a run the last one died in never ends, and must
+        # not keep the next run waiting for its agent_end.
+        self.agent_ends = self.agent_starts
         self.scan()
         async with self.pumping():
             # Read at use: a forked worker imported this module under another environment.

@@ -34,6 +34,7 @@ from roost_core.queue import Item
 from roost_core.store import write_all
 from roost_core.worker.background import BackgroundWatch
 from roost_core.worker.idrecord import IdRecord
+from roost_core.worker.progress import BOUNDARY, ITEM, MODEL, RunProgress
 from roost_core.worker.reply_queue import ReplyQueue
 from roost_core.worker.supervisor import Supervisor
 
@@ -143,6 +144,8 @@ class Worker:
         #: Seqs the job's model had in a model request, not yet told to the daemon.
         self.seen_unsent: list[int] = []
         self.seen_wanted = anyio.Event()
+        #: The run's last sign of work, told to the daemon (coalesced: worker.progress).
+        self.progress = RunProgress(self.send_progress)
         self.processes = Supervisor(on_host_pid=self.host_pid_changed)
         #: What the job keeps running once a run settles (its daemon does not hibernate it
         #: meanwhile).
@@ -296,7 +299,16 @@ class Worker:
 
     # ------------------------------------------------------------------ services for the host
 
+    async def send_progress(self, progress: dict[str, Any]) -> None:
+        """Tell the daemon the run's last sign of work (no answer awaited; one that is
+        lost is made good by the next)."""
+        if self.client is None or (self.warm and not self.adopted.is_set()):
+            return
+        with contextlib.suppress(DaemonUnavailable):
+            await self.client.notify("job_status", progress=progress)
+
     def take_steer(self) -> list[Item]:
+        self.progress.note(BOUNDARY)
         steered = self.queue.take_steer()
         if not self.note_ids(steered):
             return []
@@ -329,6 +341,7 @@ class Worker:
         sent to the daemon, which sums a tree's budget from it."""
         usage = {"tokens": int(tokens), "cost": float(cost)}
         if usage != self.usage:
+            self.progress.note(MODEL)
             self.usage = usage
             self.usage_wanted.set()
 
@@ -349,6 +362,7 @@ class Worker:
         (op ``seen``), which moves their senders' receipts."""
         fresh = [seq for seq in seqs if seq not in self.seen_unsent]
         if fresh:
+            self.progress.note(MODEL)
             # Bounded as one op takes them; a host tells each seq about once.
             self.seen_unsent = (self.seen_unsent + fresh)[-MAX_SEEN:]
             self.seen_wanted.set()
@@ -369,6 +383,7 @@ class Worker:
                 log.warning("seen %s not told: %s", seqs, exc)
 
     def delivered(self, item: Item) -> None:
+        self.progress.note(ITEM)
         self.queue.mark_done(item.seq)
         self.ack_wanted.set()
 
@@ -456,6 +471,7 @@ class Worker:
             tg.start_soon(self.ack_sender)
             tg.start_soon(self.usage_sender)
             tg.start_soon(self.seen_sender)
+            tg.start_soon(self.progress.run)
             tg.start_soon(self.background.run)
             try:
                 if self.warm and not await self.warm_up():
@@ -568,6 +584,7 @@ class Worker:
                 continue
             self.run_causes = [cause_of(item) for item in items]
             self.run_items = list(items)
+            self.progress.new_run()
             # The chain this run continues: what it sends or spawns is one step further.
             trace = next((item.trace for item in items if item.trace), None)
             hops = max(item.hops for item in items)

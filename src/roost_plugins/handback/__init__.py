@@ -43,9 +43,10 @@ def roost_decide_report(child: PeerInfo, run: RunRecord, streak: int) -> ReportD
 
 @hookimpl(trylast=True)
 def roost_format_report(report: Report) -> str | None:
-    """``state: STATE`` and the question or error, then the child's final text; a report
-    the daemon made (a stop, a removal, a crash) says with ``next:`` what the child does
-    next, as it is (a parent that believed a crashed child gone would spawn a second)."""
+    """``state: STATE`` and the question or error, then the child's final text; a failed
+    run's report and a report the daemon made (a stop, a removal, a crash) say with
+    ``next:`` what the child does next, as it is (a parent that believed a failed or
+    crashed child gone would spawn a second)."""
     if report.synthetic:
         return "\n".join(_synthetic_lines(report))
     lines = [f"state: {report.state}"]
@@ -55,11 +56,18 @@ def roost_format_report(report: Report) -> str | None:
         lines.append(f"error: {report.error}")
     if report.reason == "restarted":
         lines.append("next: its worker was started again for the messages waiting for it; it reports again as usual")
+    elif report.state == "failed":
+        lines.append(f"next: {_FAILED_RUN}")
     if report.result and report.result != report.question:
         lines.append("")
         lines.append(report.result)
     return "\n".join(lines)
 
+
+#: A child whose run failed (its agent exited, its model refused, its session file could
+#: not be written...): the job stays, and the daemon's rule (a message or user reply
+#: wakes a failed job) holds for every host.
+_FAILED_RUN = "its run failed, the job stays; a message to it starts it again on the same session, and it reports again as usual"
 
 #: A crashed child that is not running: what starts it again (the daemon's rule: any
 #: message or user reply wakes a failed job, and its next run reports as usual).
