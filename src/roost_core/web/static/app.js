@@ -106,6 +106,8 @@ function drawTree() {
     li.dataset.name = row.name;
     li.dataset.state = row.state || "";
     li.dataset.activity = row.activity || "";
+    li.dataset.depth = depth;
+    li.dataset.parent = row.parentName || "";
     li.style.paddingLeft = 6 + depth * 16 + "px";
     li.append(el("span", "live", row.live ? "● " : "○ "));
     li.append(el("span", "name", (depth ? "↳ " : "") + row.name));
@@ -209,6 +211,7 @@ function receiptText(r) {
   if (r.reason) parts[0] += ` (${r.reason})`;
   if (r.seen) parts.push("seen " + clock(r.seen));
   if (r.answered) parts.push("answered " + clock(r.answered));
+  if (parts.length > 1 && parts[1].startsWith(r.state + " ")) parts.shift();  // "seen · seen 10:06" says it twice
   return parts.join(" · ");
 }
 
