@@ -11,7 +11,6 @@ import http.client
 import json
 
 import pytest
-from conftest import wait_until
 from webkit import RoostWeb, launch, needs_browser
 
 pytestmark = needs_browser
