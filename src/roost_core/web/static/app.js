@@ -234,7 +234,6 @@ function newRow(r) {
   const tr = el("tr", "msg");
   tr.dataset.number = r.number;
   tr.append(el("td", "when"), el("td", "route"), el("td", "kind"), el("td", "preview"), el("td", "receipt"));
-  tr.addEventListener("click", () => showThread(r.number));
   return tr;
 }
 
@@ -248,28 +247,43 @@ function visibleRow(r) {
   return true;
 }
 
+// Rows are drawn newest first, the first CHUNK at once and the rest a chunk per task,
+// so the page paints (and takes live events) before thousands of rows are laid out.
+const CHUNK = 400;
+let drawing = 0;  // bumped by every full redraw: a stale chunk stops
+
 function drawTimeline() {
   const body = $("timeline").tBodies[0];
-  const frag = document.createDocumentFragment();
   const numbers = [...state.receipts.keys()].sort((a, b) => b - a);  // newest first
   state.rows.clear();
-  for (const n of numbers) {
-    const r = state.receipts.get(n);
-    const tr = newRow(r);
-    fillRow(tr, r);
-    tr.hidden = !visibleRow(r);
-    state.rows.set(n, tr);
-    frag.append(tr);
-  }
-  body.replaceChildren(frag);
+  body.replaceChildren();
+  const run = ++drawing;
+  const chunk = (from) => {
+    if (run !== drawing) return;
+    const frag = document.createDocumentFragment();
+    for (const n of numbers.slice(from, from + CHUNK)) {
+      const r = state.receipts.get(n);
+      if (!r || state.rows.has(n)) continue;
+      const tr = newRow(r);
+      fillRow(tr, r);
+      tr.hidden = !visibleRow(r);
+      state.rows.set(n, tr);
+      frag.append(tr);
+    }
+    body.append(frag);
+    if (from + CHUNK < numbers.length) setTimeout(() => chunk(from + CHUNK), 0);
+  };
+  chunk(0);
 }
 
 function takeReceipts(rows) {
   const body = $("timeline").tBodies[0];
   for (const r of rows) {
+    const known = state.receipts.has(r.number);
     state.receipts.set(r.number, r);
     let tr = state.rows.get(r.number);
     if (!tr) {
+      if (known) continue;  // an older row not drawn yet: its chunk draws it as it is now
       tr = newRow(r);
       state.rows.set(r.number, tr);
       body.prepend(tr);
@@ -463,6 +477,10 @@ function connect() {
 document.addEventListener("DOMContentLoaded", () => {
   $("filter-tree").addEventListener("change", () => { drawTree(); drawTimeline(); });
   $("filter-state").addEventListener("change", drawTree);
+  $("timeline").tBodies[0].addEventListener("click", (e) => {
+    const tr = e.target.closest("tr.msg");
+    if (tr) showThread(Number(tr.dataset.number));
+  });
   $("thread-clear").addEventListener("click", () => {
     state.thread = null;
     $("thread-note").textContent = "";
