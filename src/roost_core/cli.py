@@ -17,6 +17,7 @@ from typing import Any
 
 from roost_core import __version__, view
 from roost_core import mcp as mcp_cli
+from roost_core import web as web_cli
 from roost_core.cli_support import (
     EXIT_INTERRUPTED,
     FLAG_DISABLED,
@@ -152,6 +153,7 @@ def build_parser(*, with_hosts: bool = True) -> argparse.ArgumentParser:
 
     sub.add_parser("demo", help="play a small scenario end to end on a fresh temp home")
     view.add_parser(sub)
+    web_cli.add_parser(sub)
     mcp_cli.add_parser(sub)
     if with_hosts:
         add_host_commands(sub)
@@ -620,6 +622,7 @@ COMMANDS = {
     "plugins": cmd_plugins,
     "dead": cmd_dead,
     "view": view.run,
+    "web": web_cli.run,
     "mcp": mcp_cli.run,
     "demo": cmd_demo,
     "completion": cmd_completion,

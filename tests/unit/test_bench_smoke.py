@@ -168,3 +168,22 @@ def test_the_in_flight_sweep_runs():
     assert set(table) == {"1", "2"}, done.stdout
     for roost, floor, _ratio in table.values():
         assert float(roost.replace(",", "")) > 0 and float(floor.replace(",", "")) > 0, done.stdout
+
+
+def test_the_web_benchmark_runs_its_smallest_configuration(tmp_path):
+    """``python -m bench web`` (the page with its agents and messages in a headless
+    browser) runs and gives both rows with their baselines; skipped without the browser
+    unless ROOST_REQUIRE_BROWSER=1 (CI)."""
+    import shutil
+
+    if not (shutil.which("chromium-headless-shell") or shutil.which("chromium")) and os.environ.get("ROOST_REQUIRE_BROWSER") != "1":
+        pytest.skip("no headless Chromium")
+    env = {key: value for key, value in os.environ.items() if not (key.startswith("ROOST_") and key != "ROOST_PLATFORM")}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--smoke", "--json", str(tmp_path / "web.json"), "web"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=180,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    rows = json.loads((tmp_path / "web.json").read_text())["rows"]
+    assert [row["metric"].split(",")[0].split(":")[0] for row in rows] == ["first paint", "live update"]
+    assert all(row["ratio"] is not None for row in rows), rows

@@ -103,6 +103,7 @@ class Daemon:
         self.budgets = Budgets(self.jobs, pm, config)
         self.agents = AgentRows(self.tables, self.budgets, self.jobs, self.foreground)
         self.watchers = Watchers(self.agents.rows)
+        self.receipts.changed = self.watchers.receipt_changed
         self.registry = Registry(self.jobs, self.foreground, JobFiles(paths.jobs_dir, durable=durable), self.watchers)
         self.persistence = Persistence(paths, pm, self.registry, self.hosts, durable=durable, receipts=self.receipts)
         self.ledger = self.persistence.ledger

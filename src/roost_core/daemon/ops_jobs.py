@@ -23,7 +23,7 @@ from roost_core.daemon.persons import check_a_person
 from roost_core.daemon.receipts import Receipts
 from roost_core.daemon.registry import Registry
 from roost_core.daemon.tables import PeerTables
-from roost_core.daemon.watch import Watchers
+from roost_core.daemon.watch import Watchers, newest_receipts
 from roost_core.daemon.watches import Watches
 from roost_core.daemon.workers import Workers
 from roost_core.dialogs import choice_of, options_text
@@ -146,9 +146,15 @@ class JobOps:
         return {"agents": self.agents.rows()}
 
     async def op_watch(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
-        """The agent table now; then an ``agents`` event whenever it changes."""
-        self.watchers.add(conn)
-        return {"agents": self.agents.rows()}
+        """The agent table now; then an ``agents`` event whenever it changes. With
+        ``receipts``: every kept receipt now too, then a ``receipts`` event with those
+        made or moved."""
+        if not args.get("receipts"):
+            self.watchers.add(conn)
+            return {"agents": self.agents.rows()}
+        self.watchers.add(conn, receipts=True)
+        rows, left_out = newest_receipts(self.receipts.every())
+        return {"agents": self.agents.rows(), "receipts": rows, "receiptsLeftOut": left_out}
 
     async def op_dead(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         return {"dead": list(self.receipts.dead)}

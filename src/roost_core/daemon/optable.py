@@ -99,7 +99,7 @@ OPS: dict[str, Op] = {
     ),
     "jobs": Op({}),
     "agents": Op({}),
-    "watch": Op({}),
+    "watch": Op({"receipts": Field(bool)}),
     "dead": Op({}),
     "reply": Op({"job": Field(str, required=True, max_len=NAME), "text": Field(str, required=True, max_len=TEXT, max_bytes=MAX_TEXT_BYTES), "restart": Field(bool)}, keyed=True),
     "answer": Op({"job": Field(str, required=True, max_len=NAME), "text": Field(str, max_len=TEXT, max_bytes=MAX_TEXT_BYTES)}, keyed=True),

@@ -20,6 +20,7 @@ two files of letters and a start reads at most those two.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -68,6 +69,10 @@ class Receipt(msgspec.Struct, gc=False):
     #: When the receiving model first had it in a model request; when an answer came.
     seen: float | None = None
     answered: float | None = None
+    #: The message id this item answers (its ``reply_to``), when it answers one.
+    reply_to: str | None = None
+    #: This daemon's number for the receipt (a watch names a receipt that moved by it).
+    number: int = msgspec.field(default_factory=itertools.count(1).__next__)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -84,6 +89,7 @@ class Receipt(msgspec.Struct, gc=False):
             "updated": self.updated,
             "seen": self.seen,
             "answered": self.answered,
+            "replyTo": self.reply_to,
         }
 
     @classmethod
@@ -94,9 +100,11 @@ class Receipt(msgspec.Struct, gc=False):
         times = [data.get(key) for key in ("seen", "answered")]
         if not all(t is None or (isinstance(t, (int, float)) and not isinstance(t, bool)) for t in times) or not isinstance(data.get("id"), (str, type(None))):
             raise ValueError("a receipt's id and times")
+        reply_to = data.get("replyTo")
         return cls(
             data["sender"], data["to"], data.get("toName") or "", data["kind"], data["state"], data["seq"], data.get("reason"),
             data.get("preview") or "", float(data["created"]), float(data["updated"]), data.get("id"), times[0], times[1],
+            reply_to if isinstance(reply_to, str) else None,
         )
 
 
@@ -145,6 +153,8 @@ class Receipts:
         #: Hands a ``receipt`` record to the journal (set once it is loaded; the
         #: persistence's): a receipt that is seen or answered is kept across restarts.
         self.write: Callable[[dict[str, Any]], Any] | None = None
+        #: Told of every receipt made or moved (the ``watch`` stream's: :class:`Watchers`).
+        self.changed: Callable[[Receipt], None] | None = None
         self.dead: deque[dict[str, Any]] = deque(maxlen=MAX_DEAD)
         for path in (self.set_aside_file, dead_file):
             self.dead.extend(self.read_letters(path))
@@ -214,7 +224,7 @@ class Receipts:
         message id ``msg_id``). ``reply_to``: the item answers the message of that id
         that ``to`` sent ``sender``, whose receipt says ``answered`` from now on."""
         now = time.time()
-        receipt = Receipt(sender, to, to_name, kind, state, seq, reason, text[:PREVIEW_CHARS], now, now, msg_id)
+        receipt = Receipt(sender, to, to_name, kind, state, seq, reason, text[:PREVIEW_CHARS], now, now, msg_id, reply_to=reply_to)
         box = self._by_sender.get(sender)
         if box is None:  # (not setdefault: that would make a deque per call)
             box = self._by_sender[sender] = deque(maxlen=PER_SENDER)
@@ -230,6 +240,8 @@ class Receipts:
             self.bury(receipt)
         if reply_to is not None:
             self.answer(reply_to, sender, to, now)
+        if self.changed is not None:
+            self.changed(receipt)
         return receipt
 
     def move(self, to: str, seq: int, sighting: Sighting, reason: str | None = None) -> Receipt | None:
@@ -244,6 +256,8 @@ class Receipts:
         receipt.state, receipt.reason, receipt.updated = after, reason, time.time()
         if after == "dead":
             self.bury(receipt)
+        if self.changed is not None:
+            self.changed(receipt)
         return receipt
 
     def saw(self, to: str, seqs: list[int]) -> int:
@@ -273,6 +287,8 @@ class Receipts:
         receipt.state = after
         receipt.answered = receipt.updated = time.time() if when is None else when
         self.keep(receipt)
+        if self.changed is not None:
+            self.changed(receipt)
         return receipt
 
     def keep(self, receipt: Receipt) -> None:
@@ -409,6 +425,10 @@ class Receipts:
                 row = counts.setdefault(receipt.to, {})
                 row[name] = row.get(name, 0) + 1
         return counts
+
+    def every(self) -> list[Receipt]:
+        """Every kept receipt, oldest first (a ``watch`` with ``receipts``)."""
+        return sorted((r for box in self._by_sender.values() for r in box), key=lambda r: r.number)
 
     def received_by(self, to: str) -> list[dict[str, Any]]:
         """The kept receipts of the items sent to ``to``, by seq (``roost log``)."""
