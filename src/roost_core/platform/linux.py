@@ -12,20 +12,19 @@
 * durable writes: ``pwritev2`` with ``RWF_DSYNC`` (Linux 4.7 on; the range written is on
   the disk when the call returns), ``fdatasync`` where a filesystem refuses it, ``fsync``.
 
-Process start times are psutil's (:func:`roost_core.platform.common.process_start_time`).
+Process start times are psutil's value, read from ``/proc`` as psutil reads it (a hook's
+relay finds its session's socket by one, and must not pay for importing psutil).
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
-import logging
 import os
 import socket
 import struct
 from collections.abc import Iterable
 
-from roost_core.platform.common import NoExitWatch, process_start_time, write_at
+from roost_core.platform.common import NoExitWatch, write_at
 
 __all__ = [
     "ADOPTS_ORPHANS",
@@ -48,8 +47,6 @@ __all__ = [
     "write_synced",
     "zombie_children",
 ]
-
-log = logging.getLogger("roost.platform")
 
 NAME = "linux"
 #: Orphans of a job come back to its worker (``PR_SET_CHILD_SUBREAPER``).
@@ -90,6 +87,22 @@ def _stat_fields(pid: int) -> list[str] | None:
     except OSError:
         return None
     return data[data.rfind(b")") + 2:].decode("ascii", "replace").split()
+
+
+def process_start_time(pid: int) -> float | None:
+    """When process ``pid`` started, in seconds since the epoch: psutil's value (its
+    ``create_time``, the start in clock ticks after boot plus the boot time), read the way
+    psutil reads it so the two are equal to the last bit; None when there is no such
+    process."""
+    fields = _stat_fields(pid) if pid > 0 else None
+    if fields is None or len(fields) < 20:
+        return None
+    try:
+        with open("/proc/stat", "rb") as fh:
+            boot = next(float(line.split()[1]) for line in fh if line.startswith(b"btime"))
+        return float(fields[19]) / os.sysconf("SC_CLK_TCK") + boot
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
 
 
 def parent_links() -> dict[int, int]:
@@ -182,6 +195,8 @@ PR_GET_CHILD_SUBREAPER = 37
 
 
 def _prctl(option: int, *args: object) -> int:
+    import ctypes  # here: only a worker needs it, and a hook's relay imports this module
+
     libc = ctypes.CDLL(None, use_errno=True)
     return int(libc.prctl(option, *args))
 
@@ -207,6 +222,8 @@ class Family:
 
 def is_subreaper() -> bool:
     """True when this process is a child subreaper (tests' check of :class:`Family`)."""
+    import ctypes
+
     flag = ctypes.c_int(0)
     if _prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) != 0:
         return False
@@ -289,7 +306,9 @@ def write_synced(fd: int, data: bytes | memoryview, offset: int) -> None:
         except OSError as exc:
             if exc.errno not in _NO_DSYNC:
                 raise
-            log.info("this filesystem refuses per-write sync (%s): the journal writes, then fdatasyncs", exc.strerror)
+            import logging
+
+            logging.getLogger("roost.platform").info("this filesystem refuses per-write sync (%s): the journal writes, then fdatasyncs", exc.strerror)
             _DSYNC = None
     write_at(fd, view, offset)
     sync_data(fd)
