@@ -27,6 +27,7 @@ BENCHMARKS = {
     "tools": "bench.tools",
     "qwen": "bench.host_qwen",
     "gemini": "bench.host_gemini",
+    "commands": "bench.commands",
 }
 
 

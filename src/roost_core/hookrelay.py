@@ -3,10 +3,11 @@ request to the roost side of the session over its bridge socket, the answer out 
 
 An agent CLI starts the hook command as a new process on every event of its loop (Claude
 Code runs ``PostToolUse`` after every tool call), so this module imports the standard
-library's smallest parts only (json, os, socket, sys) and roost's ``platform`` for the
-process table: ``roost NAME hook EVENT`` reaches it through :mod:`roost_core.launch`
-without the CLI, the plugins or the daemon's modules (``bench/hooks.py`` measures it,
-``tests/unit/test_fast_commands.py`` checks what it imports).
+library's smallest parts only (json, os, sys, the interpreter's own socket and sha256
+modules) and roost's ``platform`` for the process table: ``roost NAME hook EVENT``
+reaches it through :mod:`roost_core.launch` without the CLI, the plugins or the daemon's
+modules (``bench/commands.py`` measures it, ``tests/unit/test_fast_commands.py`` checks
+what it imports).
 
 Which socket: a background job's (``ROOST_CLAUDE_BRIDGE``, set by its worker), else the
 ``roost mcp`` server of the agent CLI that runs the hook, found under a name made of the
@@ -19,9 +20,9 @@ the server did (:func:`foreground_socket`), which costs those imports.
 
 from __future__ import annotations
 
+import _socket
 import json
 import os
-import socket
 import sys
 
 TYPE_CHECKING = False
@@ -58,7 +59,10 @@ def checked_line(frame: dict[str, Any]) -> bytes:
 def request(path: str | Path, op: str, *, timeout: float = 30.0, **args: Any) -> dict[str, Any]:
     """One blocking request on a bridge; its result, or ``RuntimeError`` for an error answer."""
     line = checked_line({"id": 1, "op": op, **args})
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+    # ``_socket``, not ``socket``: the module around it makes enums of every constant, which
+    # costs a hook more than its request does.
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
         sock.settimeout(timeout)
         sock.connect(str(path))
         sock.sendall(line)
@@ -68,6 +72,8 @@ def request(path: str | Path, op: str, *, timeout: float = 30.0, **args: Any) ->
             if not data:
                 raise ConnectionError("the bridge closed the connection")
             buffer += data
+    finally:
+        sock.close()
     answer = json.loads(buffer.split(b"\n", 1)[0])
     if not answer.get("ok"):
         error = answer.get("error") or {}
@@ -83,10 +89,21 @@ def socket_name(home: str, client_pid: int, start_time: float | None) -> str:
     """The file name of the hook socket of the ``roost mcp`` server of process
     ``client_pid`` in roost home ``home``: its start time too, so a reused pid never
     finds an old socket."""
+    return f"cc-{sha256_hex(f'{home}:{client_pid}:{start_time}')[:20]}.sock"
+
+
+def sha256_hex(text: str) -> str:
+    """The SHA-256 of ``text`` (UTF-8), in hex: from the interpreter's own module where it
+    has one (``hashlib`` loads OpenSSL, which costs a hook more than the rest of it)."""
+    # Python 3.12 renamed the module; a name that is not there costs a search of sys.path.
+    try:
+        module = __import__("_sha2" if sys.version_info >= (3, 12) else "_sha256")
+        return str(module.sha256(text.encode()).hexdigest())
+    except ImportError:
+        pass
     import hashlib
 
-    digest = hashlib.sha256(f"{home}:{client_pid}:{start_time}".encode()).hexdigest()[:20]
-    return f"cc-{digest}.sock"
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def foreground_socket(home: Path, client_pid: int) -> Path:

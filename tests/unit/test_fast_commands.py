@@ -33,8 +33,8 @@ RELAY_MODULES = {
     "roost_core", "roost_core.launch", "roost_core.hookrelay", "roost_core.platform", "roost_core.platform.common",
     "roost_core.platform.linux", "roost_core.platform.portable",
     "json", "json.decoder", "json.encoder", "json.scanner", "_json", "__future__",
-    "socket", "_socket", "selectors", "select", "math", "array", "errno", "collections.abc", "struct", "_struct",
-    "hashlib", "_hashlib", "_blake2", "_sha256", "_sha2",
+    "_socket", "errno",
+    "_sha256", "_sha2",
 }
 #: What proves a command went the long way: the plugin machinery, the CLI, the daemon's
 #: records, entry-point scans, the async stack.

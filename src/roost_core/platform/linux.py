@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import errno
 import os
-import socket
-import struct
-from collections.abc import Iterable
 
 from roost_core.platform.common import NoExitWatch, write_at
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import socket
+    from collections.abc import Iterable
 
 __all__ = [
     "ADOPTS_ORPHANS",
@@ -58,6 +60,10 @@ ADOPTS_ORPHANS = True
 def peer_credentials(sock: socket.socket) -> tuple[int, int]:
     """(pid, uid) of the process at the other end of Unix socket ``sock``, as the kernel
     saw it at connect; (0, -1) when it cannot say."""
+    # Here, not at the top: a hook's relay imports this module for the process table.
+    import socket
+    import struct
+
     try:
         raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     except OSError:
