@@ -231,3 +231,20 @@ def test_the_guessed_socket_is_the_servers(tmp_path, monkeypatch, case):
 
     exact = hookrelay.foreground_socket(resolve_paths().home, os.getpid())
     assert list(hookrelay.guessed_sockets(dict(os.environ), [os.getpid()])) == [str(exact)]
+
+
+@pytest.mark.parametrize("command", ["jobs", "agents"])
+def test_roost_jobs_and_agents_take_the_blocking_client_alone(tmp_path, hook_env, daemon_factory, command):
+    """``roost jobs`` and ``roost agents`` against a running daemon: no plugin scan, no
+    async stack, no transcript or record modules (what they print is the daemon's rows)."""
+    daemon = daemon_factory().start()
+    script = console_script(tmp_path)
+    done = subprocess.run([str(script), command], env={**hook_env, "ROOST_HOME": daemon.env["ROOST_HOME"]},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    loaded = imported(done.stderr)
+    assert "roost_core.blockingclient" in loaded
+    # The CLI and its parser (roost_core.view adds `roost view`), and attrs (the wire
+    # protocol's records): the rest of the heavy set stays out.
+    assert not loaded & (HEAVY - {"attrs", "argparse", "roost_core.cli", "roost_core.view"}), sorted(loaded & HEAVY)
+    assert not loaded & {"roost_core.client", "roost_core.transcript", "msgspec", "roost_core.hosts"}, sorted(loaded)
