@@ -9,8 +9,8 @@ runs of the two in turn.
 - ``roost mcp`` (foreground, the daemon running): from its start to its answer to
   ``tools/list`` (after ``initialize``), the CPU it used by then (psutil), then closed.
 
-The command is run as the installed ``roost`` script runs it: a script made from this
-tree's ``pyproject.toml`` entry, as pip makes it, with the modules' bytecode cached as an
+The command is run as the installed ``roost`` script runs it: a script made from the
+measured tree's ``pyproject.toml`` entry, as pip makes it, with the modules' bytecode cached as an
 install has it (``PYTHONDONTWRITEBYTECODE`` is dropped; the uncounted first run writes
 it). A run's CPU is the kernel's accounting of the reaped child (``os.wait4``).
 """
@@ -27,12 +27,16 @@ import threading
 import tomllib
 from pathlib import Path
 
-from bench.common import PYTHON, REPO, RoostDaemon, Row, median
+from bench.common import PYTHON, RoostDaemon, Row, median
 
 
 def console_script(folder: Path) -> Path:
-    """The ``roost`` script pip writes for this tree's ``[project.scripts]`` entry."""
-    entry = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]["roost"]
+    """The ``roost`` script pip writes for the ``[project.scripts]`` entry of the tree whose
+    ``roost_core`` runs here (``bench.compare``'s old copy puts its own first)."""
+    import roost_core
+
+    tree = Path(roost_core.__file__).resolve().parents[2]
+    entry = tomllib.loads((tree / "pyproject.toml").read_text())["project"]["scripts"]["roost"]
     module, _, function = entry.partition(":")
     script = folder / "roost"
     script.write_text(
@@ -142,7 +146,10 @@ def run(quick: bool = False, smoke: bool = False) -> list[Row]:
         script = console_script(Path(folder))
         # As installed: the modules' bytecode cached (the warm-up run writes it).
         env = {key: value for key, value in daemon.env.items() if key != "PYTHONDONTWRITEBYTECODE"}
-        from roost_core.hookrelay import foreground_socket
+        try:
+            from roost_core.hookrelay import foreground_socket
+        except ImportError:  # a tree from before the relay (bench.compare's old side)
+            from roost_core.claude.bridge import foreground_socket
 
         server = Answering(foreground_socket(daemon.home, os.getpid()))
         try:
