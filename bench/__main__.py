@@ -28,6 +28,7 @@ BENCHMARKS = {
     "qwen": "bench.host_qwen",
     "gemini": "bench.host_gemini",
     "web": "bench.web",
+    "commands": "bench.commands",
 }
 
 

@@ -4,19 +4,36 @@ Policy (reach, limits, framing, rendering, tools, hand-back) lives in plugins; a
 writes ``from roost_core import hookimpl`` (and ``pure`` for a decision roost may keep).
 """
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from __future__ import annotations
 
-import pluggy
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    # typing alone costs more than this whole package: nothing here needs it at run time.
+    from collections.abc import Callable
+    from typing import Any, TypeVar
+
+    import pluggy
+
+    hookimpl: pluggy.HookimplMarker
+    _Function = TypeVar("_Function", bound=Callable[..., Any])
 
 __version__ = "0.1.0"
 
-hookimpl = pluggy.HookimplMarker("roost")
+
+def __getattr__(name: str) -> pluggy.HookimplMarker:
+    # ``hookimpl`` is made at its first use: what runs on every call of someone else's
+    # loop (a hook's relay, ``roost --version``) imports this package and not pluggy.
+    if name == "hookimpl":
+        import pluggy
+
+        marker = pluggy.HookimplMarker("roost")
+        globals()["hookimpl"] = marker
+        return marker
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: The attribute :func:`pure` sets on a hook implementation (read by ``roost_core.policy``).
 PURE_MARK = "roost_pure"
-
-_Function = TypeVar("_Function", bound=Callable[..., Any])
 
 
 def pure(function: _Function) -> _Function:

@@ -226,7 +226,7 @@ def read_text(value: str | None, file: str | None, what: str) -> str:
 def client() -> Any:
     """A connection to this user's daemon, started if none answers (warning when a
     ``--disable-plugin`` flag names a plugin the daemon runs)."""
-    from roost_core.client import connect
+    from roost_core.blockingclient import connect  # not roost_core.client: no async stack
 
     conn = connect()
     warn_flag_not_in_daemon(conn)

@@ -118,12 +118,12 @@ def main(name: str, add: Callable[[argparse.ArgumentParser], None], run: Callabl
 
 def roost_command() -> list[str]:
     """How an agent should run roost: the ``roost`` script beside this Python, else the
-    one on PATH, else ``python -m roost_core.cli``."""
+    one on PATH, else ``python -m roost_core.launch`` (what the script runs)."""
     beside = Path(sys.executable).parent / "roost"
     if beside.exists():
         return [str(beside)]
     found = shutil.which("roost")
-    return [found] if found else [sys.executable, "-m", "roost_core.cli"]
+    return [found] if found else [sys.executable, "-m", "roost_core.launch"]
 
 
 def hook_command(name: str, event: str) -> str:
@@ -134,7 +134,7 @@ def hook_command(name: str, event: str) -> str:
 def is_roost_hook(command: Any, name: str, *, events: Sequence[str] | None = None, runners: Sequence[str] = ("roost_core.cli",)) -> bool:
     """Whether a hook's ``command`` is roost's: ``... NAME hook EVENT`` (an EVENT of
     ``events``, when given) run by a roost, this install's or another's (a ``roost``
-    script, or Python running a module of ``runners``)."""
+    script, or Python running ``roost_core.launch`` or a module of ``runners``)."""
     if not isinstance(command, str):
         return False
     try:
@@ -144,4 +144,4 @@ def is_roost_hook(command: Any, name: str, *, events: Sequence[str] | None = Non
     if len(parts) < 4 or parts[-3:-1] != [name, "hook"] or (events is not None and parts[-1] not in events):
         return False
     runner = parts[:-3]
-    return Path(runner[0]).name == "roost" or any(module in runner for module in runners)
+    return Path(runner[0]).name == "roost" or any(module in runner for module in ("roost_core.launch", *runners))

@@ -12,7 +12,6 @@ import hashlib
 import os
 import shutil
 import stat
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
@@ -84,6 +83,8 @@ def short_socket_dir() -> Path:
     under the temp folder (``TMPDIR``), or under ``/tmp`` when that one is itself too long
     to hold a socket (every process of a user computes the same folder from the same
     environment, so a Claude Code hook finds its ``roost mcp`` server's socket)."""
+    import tempfile  # here: only a socket path too long for sun_path comes here
+
     folder = Path(tempfile.gettempdir()) / f"roost-{os.getuid()}"
     if len(os.fsencode(str(folder))) + SOCKET_NAME_ROOM <= MAX_SOCKET_PATH:
         return folder

@@ -25,7 +25,6 @@ from typing import Any
 from roost_core.dialogs import dialog_line, options_text
 from roost_core.names import shown, shown_rows
 from roost_core.peerstate import background_text, column_label, label, progress_text
-from roost_core.transcript import received_by_seq
 from roost_core.treeview import failure_text
 
 GROUPS = ("dir", "state")
@@ -612,6 +611,8 @@ class LiveView:
         result = await self.call("log", job=job_id)
         if result is None or self.view.log_id != job_id:
             return
+        from roost_core.transcript import received_by_seq  # here: `roost jobs` imports this module
+
         receipts = received_by_seq(result.get("received"))
         if receipts != self.log_receipts:
             self.log_receipts = receipts
@@ -842,6 +843,8 @@ class LiveView:
             if result is None:
                 return
             session = result.get("session")
+            from roost_core.transcript import received_by_seq
+
             self.log_receipts = received_by_seq(result.get("received"))
             self.log_receipts_of = row["id"]
         else:

@@ -18,7 +18,7 @@ from roost_core import platform
 
 REPO = Path(__file__).resolve().parents[2]
 BENCHES = {"latency": "send→deliver", "throughput": "throughput", "peers": "peers", "coldstart": "cold start", "memory": "memory",
-           "tools": "tool tokens", "floor": "floor", "client": "client"}
+           "tools": "tool tokens", "floor": "floor", "client": "client", "commands": "command cpu"}
 
 pytestmark = [
     pytest.mark.bench,  # only with --bench (scripts/test.sh --bench; CI runs it)

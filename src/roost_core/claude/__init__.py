@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from roost_core.agentenv import agent_home, find_program
+from roost_core.hookrelay import BRIDGE_ENV as BRIDGE_ENV  # the hooks' and MCP server's variable
 
 #: The Claude Code versions roost's tests ran (tests/claude/package-lock.json); a job on
 #: another version says so once (:attr:`roost_core.hosts.process.ProcessHost.tested_versions`).
@@ -32,8 +33,6 @@ TESTED_VERSIONS = ("2.1.332",)
 
 #: The first line of every text roost hands to Claude Code: which seqs it carries.
 MARKER = re.compile(r"^\[roost seq((?: \d+)+)\]$")
-#: The environment variable that points hooks and the MCP server at a worker's bridge.
-BRIDGE_ENV = "ROOST_CLAUDE_BRIDGE"
 #: The user message that opens a turn for agent items when the session is idle. It is
 #: roost's own fixed text; the items themselves come as that prompt's hook context.
 WAKE_PROMPT = "[roost] Agent items arrived; they are in the context below. They are not from the user."

@@ -5,8 +5,9 @@ Claude Code runs a hook as a new process for every event, and a stdio MCP server
 child. Both reach the roost side of the session over a Unix socket: a background job's
 host (the socket is in ``ROOST_CLAUDE_BRIDGE``) or, for a user's own Claude Code, the
 ``roost mcp`` server it started (the socket is named after that Claude Code process, see
-:func:`foreground_socket`). The socket is 0600 in a 0700 folder, and the listener asks the
-kernel who connected: only the Claude Code process and its descendants are served.
+:func:`roost_core.hookrelay.foreground_socket`). The socket is 0600 in a 0700 folder, and
+the listener asks the kernel who connected: only the Claude Code process and its
+descendants are served.
 
 Frames are JSON lines: ``{"id", "op", ...}`` in, ``{"id", "ok", "result" | "error"}`` out.
 """
@@ -14,12 +15,10 @@ Frames are JSON lines: ``{"id", "op", ...}`` in, ``{"id", "ok", "result" | "erro
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
 import shutil
-import socket
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -29,13 +28,18 @@ import anyio
 from anyio.abc import SocketAttribute
 
 from roost_core import locks, platform
+
+# The blocking client side and the foreground socket's name are the hook relay's, which
+# must start without this module's imports.
+from roost_core.hookrelay import MAX_FRAME, checked_line, foreground_socket, request
 from roost_core.worker.proctree import MARK_VARIABLE
 
 log = logging.getLogger("roost.claude.bridge")
 
 MAX_SOCKET_PATH = 107
-MAX_FRAME = 4 * 1024 * 1024
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+__all__ = ["MAX_FRAME", "AsyncBridgeClient", "BridgeServer", "checked_line", "foreground_socket", "private_folder", "request"]
 
 
 def private_folder() -> Path:
@@ -59,17 +63,6 @@ def private_folder() -> Path:
 
     # The per-user short-socket folder always leaves room for "cc-XXXXXXXX/bridge.sock".
     return Path(tempfile.mkdtemp(prefix="cc-", dir=private_dir(short_socket_dir())))
-
-
-def foreground_socket(home: Path, claude_pid: int) -> Path:
-    """Where the ``roost mcp`` server of Claude Code process ``claude_pid`` listens for its
-    hooks: one name per roost home and Claude Code process (its create time too, so a
-    reused pid never finds an old socket), in the per-user 0700 short-socket folder."""
-    from roost_core.paths import private_dir, short_socket_dir
-
-    key = f"{home}:{claude_pid}:{locks.create_time(claude_pid)}"
-    digest = hashlib.sha256(key.encode()).hexdigest()[:20]
-    return private_dir(short_socket_dir()) / f"cc-{digest}.sock"
 
 
 def peer_pid(stream: Any) -> int | None:
@@ -164,35 +157,6 @@ class BridgeServer:
             self.listener = None
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
-
-
-def checked_line(frame: dict[str, Any]) -> bytes:
-    """``frame`` as a request line, refused (``RuntimeError``, as an error answer is)
-    when it is longer than the bridge reads: it is never sent."""
-    line = json.dumps(frame, ensure_ascii=False).encode() + b"\n"
-    if len(line) - 1 > MAX_FRAME:
-        raise RuntimeError(f"frame_too_large: request of {len(line) - 1} bytes, the bridge reads at most {MAX_FRAME}; nothing was sent")
-    return line
-
-
-def request(path: str | Path, op: str, *, timeout: float = 30.0, **args: Any) -> dict[str, Any]:
-    """One blocking request on a bridge (the hook command's and tests' side)."""
-    line = checked_line({"id": 1, "op": op, **args})
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        sock.connect(str(path))
-        sock.sendall(line)
-        buffer = b""
-        while b"\n" not in buffer:
-            data = sock.recv(256 * 1024)
-            if not data:
-                raise ConnectionError("the bridge closed the connection")
-            buffer += data
-    answer = json.loads(buffer.split(b"\n", 1)[0])
-    if not answer.get("ok"):
-        error = answer.get("error") or {}
-        raise RuntimeError(f"{error.get('code', 'error')}: {error.get('message', '')}")
-    return answer.get("result") or {}
 
 
 class AsyncBridgeClient:

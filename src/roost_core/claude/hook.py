@@ -20,21 +20,13 @@ Every text starts with the marker line ``[roost seq ...]`` (see ``roost_core.cla
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from roost_core.claude import BRIDGE_ENV, marker
+from roost_core.claude import marker
 from roost_core.envelope_rules import one_notice
 
 #: The events ``roost claude install`` registers.
 EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop")
-#: How long the command waits for the roost side (it answers at once; Claude Code's own
-#: hook timeout is longer).
-REQUEST_TIMEOUT = 20.0
 
 
 def items_text(items: list[Any]) -> str:
@@ -61,52 +53,9 @@ def hook_output(event: str, items: list[Any]) -> dict[str, Any] | None:
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
 
 
-def bridge_path(env: Mapping[str, str] | None = None) -> Path | None:
-    """The socket of the roost side of this session, if there is one."""
-    env = os.environ if env is None else env
-    if env.get(BRIDGE_ENV):
-        return Path(env[BRIDGE_ENV])
-    from roost_core.claude.bridge import foreground_socket
-    from roost_core.paths import resolve_paths
-
-    home = resolve_paths(env).home
-    candidates: list[int] = []
-    if env.get("CLAUDE_PID", "").isdigit():
-        candidates.append(int(env["CLAUDE_PID"]))
-    try:
-        import psutil
-
-        candidates.extend(parent.pid for parent in psutil.Process().parents())
-    except Exception:  # noqa: BLE001 - no parents to look at
-        pass
-    for pid in dict.fromkeys(candidates):
-        path = foreground_socket(home, pid)
-        if path.exists():
-            return path
-    return None
-
-
 def main(event: str, stdin: Any = None, stdout: Any = None) -> int:
-    stdin = sys.stdin if stdin is None else stdin
-    stdout = sys.stdout if stdout is None else stdout
-    try:
-        data = json.loads(stdin.read() or "{}")
-    except ValueError:
-        return 0
-    if not isinstance(data, dict):
-        return 0
-    try:
-        path = bridge_path()
-        if path is None:
-            return 0
-        from roost_core.claude.bridge import request
+    """Relay hook ``event`` (:func:`roost_core.hookrelay.main`: ``roost claude hook`` reaches
+    it without this module's imports)."""
+    from roost_core.hookrelay import main as relay
 
-        result = request(path, "hook", event=event, input=data, timeout=REQUEST_TIMEOUT)
-    except (OSError, RuntimeError, ValueError) as exc:
-        print(f"roost: hook {event}: {exc}", file=sys.stderr)
-        return 0
-    output = result.get("output")
-    if output:
-        stdout.write(json.dumps(output, ensure_ascii=False) + "\n")
-        stdout.flush()
-    return 0
+    return relay(event, stdin, stdout)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 
-import psutil
-
 
 class NoExitWatch(OSError):
     """This system (or this kernel, or its policy) cannot watch a process's exit on an fd:
@@ -22,6 +20,8 @@ def process_start_time(pid: int) -> float | None:
     """When process ``pid`` started, in seconds since the epoch, as psutil reports it (the
     value writer locks and job records keep, so a reused pid is never taken for the
     process that had it); None when there is no such process."""
+    import psutil  # here: the Linux implementation and a hook's relay run without it
+
     try:
         return psutil.Process(pid).create_time()
     except (psutil.Error, ValueError, OverflowError):

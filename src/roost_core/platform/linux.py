@@ -12,20 +12,21 @@
 * durable writes: ``pwritev2`` with ``RWF_DSYNC`` (Linux 4.7 on; the range written is on
   the disk when the call returns), ``fdatasync`` where a filesystem refuses it, ``fsync``.
 
-Process start times are psutil's (:func:`roost_core.platform.common.process_start_time`).
+Process start times are psutil's value, read from ``/proc`` as psutil reads it (a hook's
+relay finds its session's socket by one, and must not pay for importing psutil).
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
-import logging
 import os
-import socket
-import struct
-from collections.abc import Iterable
 
-from roost_core.platform.common import NoExitWatch, process_start_time, write_at
+from roost_core.platform.common import NoExitWatch, write_at
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import socket
+    from collections.abc import Iterable
 
 __all__ = [
     "ADOPTS_ORPHANS",
@@ -49,8 +50,6 @@ __all__ = [
     "zombie_children",
 ]
 
-log = logging.getLogger("roost.platform")
-
 NAME = "linux"
 #: Orphans of a job come back to its worker (``PR_SET_CHILD_SUBREAPER``).
 ADOPTS_ORPHANS = True
@@ -61,6 +60,10 @@ ADOPTS_ORPHANS = True
 def peer_credentials(sock: socket.socket) -> tuple[int, int]:
     """(pid, uid) of the process at the other end of Unix socket ``sock``, as the kernel
     saw it at connect; (0, -1) when it cannot say."""
+    # Here, not at the top: a hook's relay imports this module for the process table.
+    import socket
+    import struct
+
     try:
         raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     except OSError:
@@ -90,6 +93,22 @@ def _stat_fields(pid: int) -> list[str] | None:
     except OSError:
         return None
     return data[data.rfind(b")") + 2:].decode("ascii", "replace").split()
+
+
+def process_start_time(pid: int) -> float | None:
+    """When process ``pid`` started, in seconds since the epoch: psutil's value (its
+    ``create_time``, the start in clock ticks after boot plus the boot time), read the way
+    psutil reads it so the two are equal to the last bit; None when there is no such
+    process."""
+    fields = _stat_fields(pid) if pid > 0 else None
+    if fields is None or len(fields) < 20:
+        return None
+    try:
+        with open("/proc/stat", "rb") as fh:
+            boot = next(float(line.split()[1]) for line in fh if line.startswith(b"btime"))
+        return float(fields[19]) / os.sysconf("SC_CLK_TCK") + boot
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
 
 
 def parent_links() -> dict[int, int]:
@@ -181,6 +200,8 @@ PR_SET_CHILD_SUBREAPER = 36
 
 
 def _prctl(option: int, *args: object) -> int:
+    import ctypes  # here: only a worker needs it, and a hook's relay imports this module
+
     libc = ctypes.CDLL(None, use_errno=True)
     return int(libc.prctl(option, *args))
 
@@ -280,7 +301,9 @@ def write_synced(fd: int, data: bytes | memoryview, offset: int) -> None:
         except OSError as exc:
             if exc.errno not in _NO_DSYNC:
                 raise
-            log.info("this filesystem refuses per-write sync (%s): the journal writes, then fdatasyncs", exc.strerror)
+            import logging
+
+            logging.getLogger("roost.platform").info("this filesystem refuses per-write sync (%s): the journal writes, then fdatasyncs", exc.strerror)
             _DSYNC = None
     write_at(fd, view, offset)
     sync_data(fd)

@@ -21,9 +21,12 @@ Every text roost hands to Gemini CLI starts with the marker line ``[roost seq 3 
 from __future__ import annotations
 
 import os
-import shutil
-from collections.abc import Mapping
-from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    # Annotations only: ``roost gemini hook`` imports this package on every hook.
+    from collections.abc import Mapping
+    from pathlib import Path
 
 #: The MCP server's name: Gemini CLI calls its tools ``mcp_roost_<tool>``.
 #: The Gemini CLI versions roost's tests ran (tests/gemini/package-lock.json); a job on
@@ -46,6 +49,8 @@ class GeminiError(RuntimeError):
 
 def gemini_binary() -> str:
     """The Gemini CLI to run: ``$ROOST_GEMINI_BIN``, else ``gemini`` on PATH."""
+    import shutil
+
     configured = os.environ.get("ROOST_GEMINI_BIN")
     if configured:
         return configured
@@ -57,6 +62,8 @@ def gemini_binary() -> str:
 
 def gemini_dir(env: Mapping[str, str] | None = None) -> Path:
     """Gemini CLI's own folder: ``$GEMINI_CLI_HOME/.gemini``, else ``~/.gemini``."""
+    from pathlib import Path
+
     env = os.environ if env is None else env
     home = env.get("GEMINI_CLI_HOME") or env.get("HOME")
     return (Path(home) if home else Path.home()) / ".gemini"

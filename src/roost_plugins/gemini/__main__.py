@@ -3,6 +3,12 @@
 
 import sys
 
-from roost_plugins.gemini.cli import main
+from roost_core.launch import hook_relay
 
-sys.exit(main())
+# A job's hooks run this on every event: the relay without the command's parser.
+status = hook_relay(["gemini", *sys.argv[1:]])
+if status is None:
+    from roost_plugins.gemini.cli import main
+
+    status = main()
+sys.exit(status)

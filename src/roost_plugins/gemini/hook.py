@@ -24,16 +24,18 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
 
-from roost_core.claude import marker
+from roost_core import hookrelay
 
-#: How long the command waits for the roost side (it answers at once).
-REQUEST_TIMEOUT = 20.0
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def items_text(items: list[Any]) -> str:
     """The text that hands ``items`` (framed by the daemon already) to Gemini CLI."""
+    from roost_core.claude import marker  # here: the hook's relay runs without it
+
     return marker([item.seq for item in items]) + "\n" + "\n\n".join(item.content for item in items)
 
 
@@ -79,28 +81,22 @@ def from_foreground(event: str, output: Any) -> dict[str, Any] | None:
 
 def main(event: str, stdin: Any = None, stdout: Any = None, *, bridge: str | None = None) -> int:
     """Relay one hook (see the module) to a job's ``bridge``, else to the ``roost mcp``
-    server of the Gemini CLI that runs it; always exits 0."""
+    server of the Gemini CLI that runs it; always exits 0. It imports what
+    :mod:`roost_core.hookrelay` does and no more: ``roost gemini hook`` reaches it
+    without the CLI (:mod:`roost_core.launch`)."""
     stdin = sys.stdin if stdin is None else stdin
     stdout = sys.stdout if stdout is None else stdout
     output: Any = None
-    try:
-        data = json.loads(stdin.read() or "{}")
-    except ValueError:
-        data = None
-    if isinstance(data, dict):
-        from pathlib import Path
-
-        from roost_core.claude.bridge import request
-        from roost_core.claude.hook import bridge_path
-
+    data = hookrelay.read_input(stdin)
+    if data is not None:
         try:
             if bridge:
-                output = request(Path(bridge), "hook", event=event, input=data, timeout=REQUEST_TIMEOUT).get("output")
+                output = hookrelay.request(bridge, "hook", event=event, input=data, timeout=hookrelay.REQUEST_TIMEOUT).get("output")
             else:
-                path = bridge_path()
+                path = hookrelay.bridge_path()
                 if path is not None:
                     asked, data = foreground_input(event, data)
-                    answer = request(path, "hook", event=asked, input=data, timeout=REQUEST_TIMEOUT).get("output")
+                    answer = hookrelay.request(path, "hook", event=asked, input=data, timeout=hookrelay.REQUEST_TIMEOUT).get("output")
                     output = from_foreground(event, answer)
         except (OSError, RuntimeError, ValueError) as exc:
             print(f"roost: hook {event}: {exc}", file=sys.stderr)
