@@ -159,6 +159,12 @@ def roost_tool_definitions(config: Config, hosts: Sequence[str]) -> list[ToolDef
         "cwd": {"type": "string", "description": "absolute working directory"},
         "model": {"type": "string", "description": "default: your current model"},
         "thinking": {"type": "string", "description": "default: your thinking level"},
+        "workspace": {
+            "type": "string",
+            "enum": ["worktree", "shared"],
+            "description": f"worktree: a git worktree of your repo on its own branch (its report gives branch, commits, diffstat); default: {config.agent_workspace}",
+        },
+        "base": {"type": "string", "enum": ["head", "carry"], "description": "worktree from your HEAD (default) or with your uncommitted changes"},
     }
     choices = [name for name in config.agent_spawn_hosts if name in hosts]
     absent: dict[str, str] = {}
@@ -230,5 +236,16 @@ def roost_format_tool_result(result: ToolResult) -> str | None:
     if result.tool == "roost_send":
         return _send_text(result.data)
     if result.tool == "roost_spawn":
-        return f"spawned {_name(result.data.get('name'))} ({result.data.get('id')}); {result.data.get('report', 'a report will arrive by itself')}. Do not poll for it."
+        text = f"spawned {_name(result.data.get('name'))} ({result.data.get('id')}); {result.data.get('report', 'a report will arrive by itself')}. Do not poll for it."
+        return text + _workspace_text(result.data.get("workspace"))
     return _agents_text(result.data)
+
+
+def _workspace_text(workspace: Any) -> str:
+    """Where a spawned child works, when it has a workspace of its own."""
+    if not isinstance(workspace, dict):
+        return ""
+    lines = [f"\nit works in the worktree {workspace.get('path')} on branch {workspace.get('branch')} (from {str(workspace.get('base'))[:12]})"]
+    lines.extend(f"note: {note}" for note in workspace.get("notes") or ())
+    return "\n".join(lines)
+
