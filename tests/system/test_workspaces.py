@@ -130,10 +130,13 @@ def test_the_spawn_op_refuses_what_it_cannot_make_and_the_config_default_makes_w
             assert 'note: your 1 uncommitted change(s) are not in it' in text
             ok, text, _ = await lead.call_tool("roost_spawn", {"task": "t", "name": "shared-one", "cwd": str(repo), "workspace": "shared"})
             assert ok and "worktree" not in text
+            ok, text, _ = await lead.call_tool("roost_spawn", {"task": "t", "name": "tool-carrier", "cwd": str(repo), "workspace": "worktree+carry"})
+            assert ok and "were carried in" in text
         rows = {row["name"]: row for row in daemon.call("jobs")["jobs"]}
         assert rows["by-default"]["workspace"]["branch"] == "roost/by-default"
         assert rows["shared-one"]["workspace"] is None and rows["shared-one"]["cwd"] == str(repo)
         assert "kid" not in rows  # nothing was made for a refused spawn
+        assert rows["tool-carrier"]["workspace"]["carried"] and Path(rows["tool-carrier"]["cwd"], "mine.txt").is_file()
 
     run_async(story)
 

@@ -141,9 +141,16 @@ async def run_send(call: ToolCall) -> dict[str, Any]:
     return await call.roost.send(**call.args)
 
 
+#: ``roost_spawn``'s ``workspace``: the op's ``workspace`` and ``base`` in one parameter.
+WORKSPACES = {"shared": {"workspace": "shared"}, "worktree": {"workspace": "worktree"}, "worktree+carry": {"workspace": "worktree", "base": "carry"}}
+
+
 async def run_spawn(call: ToolCall) -> dict[str, Any]:
     """``roost_spawn``: a child of the caller (op ``spawn``; a host is the agent's choice)."""
-    return await call.roost.spawn(**call.args)
+    args = dict(call.args)
+    if "workspace" in args:
+        args.update(WORKSPACES[args.pop("workspace")])
+    return await call.roost.spawn(**args)
 
 
 @hookimpl
@@ -159,12 +166,9 @@ def roost_tool_definitions(config: Config, hosts: Sequence[str]) -> list[ToolDef
         "cwd": {"type": "string", "description": "absolute working directory"},
         "model": {"type": "string", "description": "default: your current model"},
         "thinking": {"type": "string", "description": "default: your thinking level"},
-        "workspace": {
-            "type": "string",
-            "enum": ["worktree", "shared"],
-            "description": f"worktree: a git worktree of your repo on its own branch (its report gives branch, commits, diffstat); default: {config.agent_workspace}",
-        },
-        "base": {"type": "string", "enum": ["head", "carry"], "description": "worktree from your HEAD (default) or with your uncommitted changes"},
+        # One short parameter (the enum says the type): every request pays for it. The
+        # result and the report say the rest.
+        "workspace": {"enum": [*WORKSPACES], "description": "own git branch; +carry: your changes too" + ("; default worktree" if config.agent_workspace == "worktree" else "")},
     }
     choices = [name for name in config.agent_spawn_hosts if name in hosts]
     absent: dict[str, str] = {}
