@@ -185,3 +185,17 @@ def test_a_name_becomes_a_branch_git_takes() -> None:
     assert branch_slug("fix the bug!") == "fix-the-bug"
     assert branch_slug("..a..b.lock") == "a.b"
     assert branch_slug("日本") == "child"
+
+
+def test_a_report_kept_on_its_child_keeps_its_workspace_through_json(pm, repo, tmp_path) -> None:
+    import json
+
+    from roost_core.daemon.handback import kept_report
+    from roost_core.records import Report
+    from roost_core.testing import make_child
+
+    workspace = make(pm, repo, "kid", tmp_path).workspace
+    commit_in(workspace, "two\n")
+    report = Report(child=make_child(), state="done", result="ok", workspace=pm.hook.roost_describe_workspace(workspace=workspace))
+    stored = json.loads(json.dumps(kept_report(report)))  # as the job record holds it
+    assert Report(child=report.child, **stored) == report

@@ -154,6 +154,7 @@ def test_roost_rm_refuses_unmerged_work_and_keeps_or_drops_it_as_told(daemon, cl
         return {row["name"]: row for row in cli.json("jobs")}[name]["workspace"]
 
     one = started("one")
+    assert "roost: bad_args:" in cli("rm", "one", "--force", "--keep-workspace", expect=1).stderr
     refused = cli("rm", "one", expect=1)
     assert "roost: unmerged_work:" in refused.stderr and "1 commit(s) on roost/one that no other branch holds" in refused.stderr
     assert "roost rm --keep-workspace" in refused.stderr and "roost rm --force" in refused.stderr and "git merge roost/one" in refused.stderr
