@@ -44,6 +44,7 @@ from roost_core.cli_support import (
     user_config,
     wait_for_job,
 )
+from roost_core.cli_workspace import removed_lines, started_lines
 from roost_core.names import json_text, shown
 
 #: What ``roost --help`` ends with: the exit statuses every command keeps.
@@ -109,6 +110,8 @@ def build_parser(*, with_hosts: bool = True) -> argparse.ArgumentParser:
     start.add_argument("--scenario", help="scripted host: a scenario file, TOML text or a bundled name (demo-review, demo-team)")
     start.add_argument("--model", help="the model the agent uses (pi, claude; default: the project's defaultModel, else the agent's own)")
     start.add_argument("--thinking", metavar="LEVEL", help="the agent's thinking level (pi; claude: its effort; default: the project's defaultThinking)")
+    start.add_argument("--worktree", action="store_true", help="run it in a new git worktree of the folder's repository, on a branch of its own (roost/NAME)")
+    start.add_argument("--base", choices=["head", "carry"], help="--worktree from the repository's HEAD (default), or carry its uncommitted changes in too")
     start.add_argument("--json", action="store_true", help=JSON_HELP)
 
     jobs = sub.add_parser("jobs", help="list jobs")
@@ -133,6 +136,9 @@ def build_parser(*, with_hosts: bool = True) -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=text)
         cmd.add_argument("id", help=ID_HELP)
         cmd.add_argument("--json", action="store_true", help=JSON_HELP)
+        if name == "rm":
+            cmd.add_argument("--force", action="store_true", help="also drop its worktree's work that is not merged anywhere (its branch and uncommitted changes)")
+            cmd.add_argument("--keep-workspace", action="store_true", help="remove the job but keep its worktree and branch as they are")
 
     log = sub.add_parser("log", help="show a job's transcript")
     log.add_argument("id", help=ID_HELP)
@@ -370,9 +376,11 @@ def cmd_start(args: argparse.Namespace) -> int:
     from roost_core.protocol import NO_HOST, ProtocolError
 
     request: dict[str, Any] = {"task": read_text(args.task, args.file, "task"), "cwd": str(Path(args.cwd or os.getcwd()).resolve())}
-    for key in ("name", "host", "model", "thinking"):
+    for key in ("name", "host", "model", "thinking", "base"):
         if getattr(args, key):
             request[key] = getattr(args, key)
+    if args.worktree or args.base:
+        request["workspace"] = "worktree"
     if args.scenario:
         # Parsed here, so the job does not depend on the caller's cwd or files later.
         request["scenario"] = load_scenario(args.scenario)
@@ -382,7 +390,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         if exc.code == NO_HOST:
             raise ProtocolError(NO_HOST, exc.message + found_here(args.host)) from None
         raise
-    emit(args, result, format_started(result))
+    emit(args, result, "\n".join([format_started(result), *started_lines(result.get("workspace"))]))
     for warning in result.get("warnings", ()):
         print(f"roost: warning: {shown(warning)}", file=sys.stderr)
     return 0
@@ -448,9 +456,10 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
+    flags = {key: True for key, given in (("force", args.force), ("keepWorkspace", args.keep_workspace)) if given}
     with client() as conn:
-        result = conn.call("remove", job=args.id)
-    emit(args, result, f"{result['id']}: removed")
+        result = conn.call("remove", job=args.id, **flags)
+    emit(args, result, "\n".join([f"{result['id']}: removed", *removed_lines(result.get("workspace"))]))
     return 0
 
 

@@ -86,6 +86,10 @@ class Config:
     #: dialog the user answers with ``roost answer``) or ``none`` (refused at once, as
     #: ``claude -p --permission-prompts none`` does).
     claude_permission_prompts: str = "ask"
+    #: Where a spawned child works when the spawn does not say (``roost_spawn``'s
+    #: ``workspace``): ``shared`` (its spawner's folder) or ``worktree`` (a git worktree of
+    #: its own, on a branch of its own). ``roost start`` takes ``--worktree`` instead.
+    agent_workspace: str = "shared"
     raw: dict[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
 
     @classmethod
@@ -141,6 +145,10 @@ class Config:
             if data["claudePermissionPrompts"] not in ("ask", "none"):
                 raise ConfigError('claudePermissionPrompts must be "ask" or "none"')
             kwargs["claude_permission_prompts"] = data["claudePermissionPrompts"]
+        if "agentWorkspace" in data:
+            if data["agentWorkspace"] not in ("shared", "worktree"):
+                raise ConfigError('agentWorkspace must be "shared" or "worktree"')
+            kwargs["agent_workspace"] = data["agentWorkspace"]
         if "defaultHost" in data:
             if not isinstance(data["defaultHost"], str):
                 raise ConfigError("defaultHost must be a string")

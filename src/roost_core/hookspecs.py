@@ -44,6 +44,11 @@ if TYPE_CHECKING:
         TreeUsage,
         WatchDecision,
         WatchRequest,
+        Workspace,
+        WorkspaceMade,
+        WorkspaceRemoval,
+        WorkspaceRequest,
+        WorkspaceState,
     )
 
 hookspec = pluggy.HookspecMarker("roost")
@@ -402,4 +407,62 @@ def roost_check_budget(usage: TreeUsage, config: Config) -> Refusal | None:
         The core refuses on the first refusal; with no budget plugin there is no budget.
         The answer must follow from ``usage`` and ``config``: the daemon keeps each
         tree's answer until a job's usage or the set of jobs changes.
+    """
+
+
+# --------------------------------------------------------------------------- workspaces
+
+
+@hookspec(firstresult=True)
+def roost_make_workspace(request: WorkspaceRequest) -> WorkspaceMade | None:
+    """Make a new job's own workspace: a checkout of the spawner's repository on a branch
+    of its own, from its last commit (a git worktree with roost's default ``workspace``
+    plugin; a team on another version control answers with its own).
+
+    Called in the daemon, off its event loop, once per ``spawn`` or ``start`` asked for
+    ``workspace: "worktree"``, after the spawn's checks and before the job exists (one
+    call at a time). It may change the repository (a new branch, a new worktree) but must
+    never change the spawner's checkout: its files, index and stash.
+
+    :param request: the folder the job would have worked in, the job's name, the base
+        (``head`` or ``carry``) and roost's state folder.
+    :return: a :class:`~roost_core.records.WorkspaceMade`: the workspace made, or a
+        refusal whose code refuses the spawn (``not_a_repo``, ``workspace_taken``...);
+        None for no opinion. Stops at the first non-None result. With no answer the spawn
+        is refused ``not_a_repo``.
+    """
+
+
+@hookspec(firstresult=True)
+def roost_describe_workspace(workspace: Workspace) -> WorkspaceState | None:
+    """Say what a job's workspace holds now: its branch's commits since the base, which
+    of them no other branch holds, the diffstat against the base, uncommitted changes.
+
+    Called in the daemon, off its event loop, when a job with a workspace hands back a
+    run (the report carries the answer), ends without one (stopped, crashed), and before
+    ``remove`` deletes anything (work not merged refuses the removal ``unmerged_work``).
+
+    :param workspace: the workspace as its plugin made it (answer only for your own
+        ``vcs``).
+    :return: a :class:`~roost_core.records.WorkspaceState`, or None for no opinion. Stops
+        at the first non-None result. With no answer a report says nothing of the
+        workspace, and ``remove`` keeps it (nothing is deleted that no plugin vouched for).
+    """
+
+
+@hookspec(firstresult=True)
+def roost_remove_workspace(workspace: Workspace, force: bool) -> WorkspaceRemoval | None:
+    """Remove a job's workspace with its job (``roost rm``).
+
+    Called in the daemon, off its event loop, once the job's worker is gone, unless the
+    user kept the workspace (``keepWorkspace``). Without ``force`` nothing that holds
+    work may go: a workspace with uncommitted changes is kept, a branch with a commit no
+    other branch holds is kept (say why in ``kept``); a branch that holds nothing new is
+    deleted with its workspace.
+
+    :param workspace: the workspace (answer only for your own ``vcs``).
+    :param force: the user said to drop the work too (``roost rm --force``): remove the
+        workspace and its branch whatever they hold.
+    :return: a :class:`~roost_core.records.WorkspaceRemoval`, or None for no opinion.
+        Stops at the first non-None result. With no answer the workspace is kept.
     """

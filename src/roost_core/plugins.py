@@ -48,6 +48,7 @@ DEFAULT_PLUGINS: dict[str, str] = {
     "watch": "roost_plugins.watch",
     "budget": "roost_plugins.budget",
     "settle": "roost_plugins.settle",
+    "workspace": "roost_plugins.workspace",
     # The hosts: each a plugin named after the host it registers.
     "scripted": "roost_plugins.hosts.scripted",
     "shell": "roost_plugins.hosts.shell",

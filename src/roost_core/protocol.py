@@ -72,6 +72,16 @@ PLUGIN_ERROR = "plugin_error"
 #: A keyed request whose key was used already for a request that asked something else
 #: (another receiver, another text): a key names one request (:mod:`roost_core.daemon.ledger`).
 KEY_REUSED = "key_reused"
+#: ``spawn``/``start`` with ``workspace: "worktree"`` from a folder in no repository (with a
+#: working tree) that the workspace plugin can make a workspace of.
+NOT_A_REPO = "not_a_repo"
+#: ``spawn``/``start``: the child's branch or worktree folder exists already.
+WORKSPACE_TAKEN = "workspace_taken"
+#: ``spawn``/``start``: the version control failed to make the workspace (its words said).
+WORKSPACE_FAILED = "workspace_failed"
+#: ``remove``: the job's workspace holds work no other branch holds (commits, or changes
+#: never committed); ``force`` drops it, ``keepWorkspace`` keeps it.
+UNMERGED_WORK = "unmerged_work"
 
 
 class ProtocolError(Exception):

@@ -356,6 +356,14 @@ class ReportDecision:
     reason: str | None = None
 
 
+def workspace_state(value: WorkspaceState | dict[str, Any] | None) -> WorkspaceState | None:
+    """A :class:`WorkspaceState`, or None, from itself or from its JSON (a report kept on
+    its child is stored as JSON and made again from it)."""
+    if value is None or isinstance(value, WorkspaceState):
+        return value
+    return WorkspaceState.from_json(value)
+
+
 @attrs.frozen
 class Report:
     """A report from a spawned child to its parent. ``synthetic`` reports are made by the
@@ -389,6 +397,9 @@ class Report:
     id: str | None = None
     #: How many times in a row its worker crashed (``crashed``, ``gave_up``).
     crashes: int = 0
+    #: The child's own workspace as the run left it (its branch, commits and diffstat
+    #: against the base), for a child spawned with ``workspace: "worktree"``; None else.
+    workspace: WorkspaceState | None = attrs.field(default=None, converter=workspace_state)
 
 
 @attrs.frozen
@@ -494,3 +505,150 @@ class TreeUsage:
     tokens: int = 0
     cost: float = 0.0
     jobs: int = 0
+
+
+# --------------------------------------------------------------------------- workspaces
+
+
+#: Where a child works: ``shared`` (the spawner's folder, as it is) or ``worktree`` (a new
+#: workspace of the spawner's repository, on a branch of its own: ``roost_make_workspace``).
+WORKSPACE_KINDS = ("shared", "worktree")
+#: What a new workspace starts from: ``head`` (the spawner's last commit) or ``carry``
+#: (that commit plus the spawner's uncommitted changes, which stay in the spawner's checkout).
+WORKSPACE_BASES = ("head", "carry")
+
+
+@attrs.frozen
+class WorkspaceRequest:
+    """A workspace to make for a new job (``roost_spawn`` or ``start`` with
+    ``workspace: "worktree"``).
+
+    ``cwd`` is the folder the job would have worked in (the spawner's; ``start``'s
+    ``cwd``): the repository is the one it is in. ``name`` is the job's name (as typed;
+    a plugin makes its branch name from it), ``base`` one of :data:`WORKSPACE_BASES`,
+    ``state_dir`` roost's state folder (where a plugin may keep workspaces).
+    """
+
+    cwd: str
+    name: str
+    base: str = "head"
+    state_dir: str = ""
+
+
+@attrs.frozen
+class Workspace:
+    """A job's own workspace, as its plugin made it and as the job record keeps it.
+
+    ``path`` is the workspace's root (a git worktree's top folder), ``cwd`` the folder the
+    job works in (the same subfolder of ``path`` as the spawner's cwd was of its
+    repository), ``branch`` the branch the job's commits go on, ``base`` the commit it
+    started from (a full id), ``repo`` the repository's own top folder (the spawner's
+    checkout), ``vcs`` which plugin made it (``git``: a plugin answers only for its own),
+    ``carried`` whether the spawner's uncommitted changes were carried in, ``notes``
+    what the spawner should know of it (its own uncommitted changes left behind, a
+    submodule not checked out).
+    """
+
+    path: str
+    cwd: str
+    branch: str
+    base: str
+    repo: str
+    vcs: str = "git"
+    carried: bool = False
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {**attrs.asdict(self), "notes": list(self.notes)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Workspace:
+        return cls(**{**data, "notes": tuple(data.get("notes") or ())})
+
+
+@attrs.frozen
+class WorkspaceMade:
+    """The answer of ``roost_make_workspace``: the workspace, or the refusal that says why
+    none could be made (its ``code`` is the error the spawn is refused with)."""
+
+    workspace: Workspace | None = None
+    refusal: Refusal | None = None
+
+
+@attrs.frozen
+class WorkspaceCommit:
+    """One commit of a workspace's branch: its short id and its subject line."""
+
+    id: str
+    subject: str
+
+
+@attrs.frozen
+class WorkspaceState:
+    """What a workspace holds now (``roost_describe_workspace``): what a report tells the
+    parent and what ``remove`` checks before it deletes anything.
+
+    ``exists`` False: the workspace's folder is gone (the other fields then say what the
+    branch still holds). ``head`` is the branch's last commit, ``commits`` its commits
+    since the base (newest first, at most a few; ``commit_count`` counts them all),
+    ``unmerged`` how many of them no other branch holds (work only this branch keeps),
+    ``diffstat`` the base-to-branch diffstat (``git diff --stat``: a line per file, the
+    summary last), ``uncommitted`` the changes not committed in the workspace (one short
+    status line each, ``M notes.txt``).
+    """
+
+    workspace: Workspace
+    exists: bool = True
+    head: str | None = None
+    commits: tuple[WorkspaceCommit, ...] = ()
+    commit_count: int = 0
+    unmerged: int = 0
+    diffstat: str = ""
+    uncommitted: tuple[str, ...] = ()
+
+    @property
+    def holds_work(self) -> bool:
+        """Whether removing it would lose something: commits no other branch holds, or
+        changes never committed."""
+        return self.unmerged > 0 or bool(self.uncommitted)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workspace": self.workspace.to_json(),
+            "exists": self.exists,
+            "head": self.head,
+            "commits": [{"id": commit.id, "subject": commit.subject} for commit in self.commits],
+            "commitCount": self.commit_count,
+            "unmerged": self.unmerged,
+            "diffstat": self.diffstat,
+            "uncommitted": list(self.uncommitted),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> WorkspaceState:
+        return cls(
+            workspace=Workspace.from_json(data["workspace"]),
+            exists=bool(data.get("exists", True)),
+            head=data.get("head"),
+            commits=tuple(WorkspaceCommit(str(c["id"]), str(c["subject"])) for c in data.get("commits") or ()),
+            commit_count=int(data.get("commitCount", 0)),
+            unmerged=int(data.get("unmerged", 0)),
+            diffstat=str(data.get("diffstat", "")),
+            uncommitted=tuple(data.get("uncommitted") or ()),
+        )
+
+
+@attrs.frozen
+class WorkspaceRemoval:
+    """The answer of ``roost_remove_workspace``: what was removed and what was kept.
+
+    ``removed`` the workspace's folder is gone, ``branch_deleted`` its branch is gone
+    (``tip`` was its last commit: ``git branch BRANCH TIP`` brings it back while git keeps
+    the commit), ``kept`` why something was left (work found that is not merged, a
+    folder git would not remove), None when nothing was.
+    """
+
+    removed: bool
+    branch_deleted: bool = False
+    tip: str | None = None
+    kept: str | None = None

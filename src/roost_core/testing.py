@@ -49,6 +49,8 @@ from roost_core.records import (
     TranscriptEntry,
     TreeUsage,
     WatchRequest,
+    Workspace,
+    WorkspaceRequest,
 )
 
 if TYPE_CHECKING:
@@ -74,6 +76,8 @@ __all__ = [
     "make_tool_result",
     "make_tree_usage",
     "make_watch_request",
+    "make_workspace",
+    "make_workspace_request",
     "roost_plugin_manager",
 ]
 
@@ -326,3 +330,16 @@ def make_watch_request(
 def make_tree_usage(tokens: int = 0, cost: float = 0.0, *, tree: str = "/s/lead.jsonl", jobs: int = 1) -> TreeUsage:
     """A :class:`TreeUsage`: what the tree ``tree`` has spent."""
     return TreeUsage(tree=tree, tokens=tokens, cost=cost, jobs=jobs)
+
+
+def make_workspace_request(cwd: str = "/nonexistent", name: str = "child", base: str = "head", state_dir: str = "") -> WorkspaceRequest:
+    """A :class:`WorkspaceRequest`: a workspace for the job ``name`` from the repository
+    ``cwd`` is in (none, by default: roost's git plugin then refuses ``not_a_repo``)."""
+    return WorkspaceRequest(cwd=cwd, name=name, base=base, state_dir=state_dir)
+
+
+def make_workspace(path: str = "/nonexistent/child", *, branch: str = "roost/child", base: str = "0" * 40, repo: str = "/nonexistent", **fields: Any) -> Workspace:
+    """A :class:`Workspace` as a plugin made it (``vcs`` git, a worktree that is gone, by
+    default); ``fields`` set ``cwd``, ``vcs``, ``carried``, ``notes``."""
+    fields.setdefault("cwd", path)
+    return Workspace(path=path, branch=branch, base=base, repo=repo, **fields)

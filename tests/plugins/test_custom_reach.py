@@ -51,7 +51,7 @@ def test_real_manager_loads_the_defaults_and_the_team_plugin() -> None:
     pm = make_plugin_manager(autoload=False, extra=[("team-reach", TrustedNames())])
     names = {name for name, _ in pm.list_name_plugin()}
     assert names == {
-        "reach", "limits", "envelope", "render", "tools", "handback", "broadcast", "delivery", "watch", "budget", "settle", "team-reach",
+        "reach", "limits", "envelope", "render", "tools", "handback", "broadcast", "delivery", "watch", "budget", "settle", "workspace", "team-reach",
         "scripted", "shell", "pi", "claude", "codex", "qwen", "opencode", "gemini",  # the hosts
     }
     assert decide_reach(pm, sender, trusted, "name", make_config()).allowed

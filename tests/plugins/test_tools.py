@@ -50,7 +50,7 @@ def test_three_tools_by_default(pm) -> None:
     assert send.parameters["properties"]["message"] == {"type": "string"}
     assert spawn.name == "roost_spawn"
     assert spawn.parameters["required"] == ["task"]
-    assert set(spawn.parameters["properties"]) == {"task", "name", "cwd", "model", "thinking"}
+    assert set(spawn.parameters["properties"]) == {"task", "name", "cwd", "model", "thinking", "workspace"}
     assert "arrives by itself" in spawn.description and "do not poll" in spawn.description
 
 

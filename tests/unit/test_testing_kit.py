@@ -21,6 +21,9 @@ from roost_core.records import (
     Settlement,
     ToolDef,
     WatchDecision,
+    WorkspaceMade,
+    WorkspaceRemoval,
+    WorkspaceState,
 )
 from roost_core.testing import (
     daemon_hooks,
@@ -40,6 +43,8 @@ from roost_core.testing import (
     make_tool_result,
     make_tree_usage,
     make_watch_request,
+    make_workspace,
+    make_workspace_request,
 )
 from roost_plugins import limits, reach
 
@@ -174,6 +179,9 @@ HOOK_CALLS = {
     "roost_decide_delivery": lambda: {"item": make_item(urgent=False), "config": make_config()},
     "roost_decide_watch": lambda: {"request": make_watch_request(), "config": make_config()},
     "roost_check_budget": lambda: {"usage": make_tree_usage(100), "config": make_config(agent_tree_tokens=50)},
+    "roost_make_workspace": lambda: {"request": make_workspace_request()},
+    "roost_describe_workspace": lambda: {"workspace": make_workspace()},
+    "roost_remove_workspace": lambda: {"workspace": make_workspace(), "force": False},
 }
 
 EXPECTED = {
@@ -197,6 +205,9 @@ EXPECTED = {
     "roost_decide_delivery": DeliveryDecision,
     "roost_decide_watch": WatchDecision,
     "roost_check_budget": list,
+    "roost_make_workspace": WorkspaceMade,
+    "roost_describe_workspace": WorkspaceState,
+    "roost_remove_workspace": WorkspaceRemoval,
 }
 
 

@@ -9,6 +9,7 @@ routes pairs every op with the service method that does it. The services:
 - :class:`~roost_core.daemon.delivery.Mailroom` and
   :class:`~roost_core.daemon.sending.SendDesk`: every agent item's path (no I/O);
 - :class:`~roost_core.daemon.jobmaker.JobMaker`: new jobs and their first items;
+- :class:`~roost_core.daemon.workspaces.Workspaces`: jobs' own workspaces (git worktrees);
 - :class:`~roost_core.daemon.watches.Watches`, :class:`~roost_core.daemon.handback.Handback`,
   :class:`~roost_core.daemon.budget.BudgetNotices`: what sessions are told by the daemon;
 - the ops: :class:`~roost_core.daemon.ops_jobs.JobOps`,
@@ -61,6 +62,7 @@ from roost_core.daemon.tools import ToolBox
 from roost_core.daemon.watch import Watchers
 from roost_core.daemon.watches import Watches
 from roost_core.daemon.workers import MONITOR_INTERVAL, Workers
+from roost_core.daemon.workspaces import Workspaces
 from roost_core.paths import Paths
 from roost_core.store import JobFiles, Journal
 
@@ -114,10 +116,11 @@ class Daemon:
         self.desk = SendDesk(
             self.tables, self.budgets, self.mailroom, self.receipts, self.jobs, self.foreground, pm, config, self.clock, ids=self.ledger.ids
         )
-        self.maker = JobMaker(paths, config, pm, self.registry, self.hosts, self.workers, self.mailroom, self.budgets)
+        self.workspaces = Workspaces(paths, pm)
+        self.maker = JobMaker(paths, config, pm, self.registry, self.hosts, self.workers, self.mailroom, self.budgets, self.workspaces)
         # What sessions are told by the daemon itself.
         self.watches = Watches(pm, config, self.registry, self.tables, self.desk, self.hosts, self.tasks)
-        self.handback = Handback(pm, self.registry, self.tables, self.desk, self.watches, self.clock, self.tasks)
+        self.handback = Handback(pm, self.registry, self.tables, self.desk, self.watches, self.clock, self.tasks, self.workspaces)
         self.workers.listener = self.handback  # (made after the workers: it delivers through the mailroom)
         self.budget_notices = BudgetNotices(pm, self.registry, self.budgets, self.tables, self.desk, self.tasks)
         # The ops.

@@ -18,6 +18,7 @@ from roost_core.daemon.sending import SendDesk, deliver_to
 from roost_core.daemon.tables import PeerTables
 from roost_core.daemon.tasks import Clock, Tasks
 from roost_core.daemon.watches import Watches
+from roost_core.daemon.workspaces import Workspaces
 from roost_core.protocol import (
     BAD_ARGS,
     NOT_STORED,
@@ -44,7 +45,9 @@ class Handback:
     the workers' :class:`~roost_core.daemon.workers.ExitListener`: a run a worker's exit
     cut short reports too."""
 
-    def __init__(self, pm: Any, registry: Registry, tables: PeerTables, desk: SendDesk, watches: Watches, clock: Clock, tasks: Tasks) -> None:
+    def __init__(
+        self, pm: Any, registry: Registry, tables: PeerTables, desk: SendDesk, watches: Watches, clock: Clock, tasks: Tasks, workspaces: Workspaces
+    ) -> None:
         self.pm = pm
         self.registry = registry
         self.jobs = registry.jobs
@@ -54,6 +57,8 @@ class Handback:
         self.watches = watches
         self.clock = clock
         self.tasks = tasks
+        #: What a child's own workspace holds, for its reports.
+        self.workspaces = workspaces
         #: Reports kept because the journal or the parent's queue could not take them:
         #: routed again by the monitor (once the journal writes again).
         self.reports_to_retry = False
@@ -99,7 +104,10 @@ class Handback:
         if not decision.report:
             self.mark_handed_back(job, run_key)
             return {"reported": False, "reason": decision.reason}
-        report = Report(child=child, state=run.state, result=run.result, question=run.question, error=run.error, id=report_id(self.desk.ids, job, run_key))
+        report = Report(
+            child=child, state=run.state, result=run.result, question=run.question, error=run.error, id=report_id(self.desk.ids, job, run_key),
+            workspace=await self.workspaces.state(job),
+        )
         faults.point("daemon.during_handback")
         route = await self.route_report(job, report)
         # Marked only once routed: a handback resent after a crash before this point is
@@ -119,7 +127,10 @@ class Handback:
         job.parent_streak = decision.streak
         if decision.report:
             # Its worker is started again for the items waiting (worker_gone): say so.
-            await self.route_report(job, Report(child=job.peer_info(), state="failed", error=job.error, reason="restarted", id=report_id(self.desk.ids, job, causes[0].seq)))
+            await self.route_report(job, Report(
+                child=job.peer_info(), state="failed", error=job.error, reason="restarted", id=report_id(self.desk.ids, job, causes[0].seq),
+                workspace=await self.workspaces.state(job),
+            ))
         self.mark_handed_back(job, causes[0].seq)
 
     def settle_run(self, job: Job, run: RunRecord) -> None:
@@ -254,6 +265,9 @@ class Handback:
             report = attrs.evolve(report, error=report.error or job.error, crashes=report.crashes or job.crashes)
         else:
             job.ended_reported = True
+        if reason != "removed" and report.workspace is None:
+            # A stop or a crash keeps the workspace: the parent hears what it holds.
+            report = attrs.evolve(report, workspace=await self.workspaces.state(job))
         await self.route_report(job, report)
 
 
@@ -261,7 +275,10 @@ def kept_report(report: Report) -> dict[str, Any]:
     """A report as its child keeps it (``undelivered_report``) until it can go: every
     field but the child (``Report(child=..., **kept)`` makes it again), so a field
     added to :class:`Report` is kept with no change here."""
-    return {name: value for name, value in attrs.asdict(report, recurse=False).items() if name != "child"}
+    kept = {name: value for name, value in attrs.asdict(report, recurse=False).items() if name != "child"}
+    if report.workspace is not None:
+        kept["workspace"] = report.workspace.to_json()  # the job record is JSON
+    return kept
 
 
 def report_id(ids: KeyedIds, job: Job, run: int | None) -> str | None:

@@ -4,8 +4,10 @@ and queueing an item on a job, durably."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from roost_core import identity, locks, names, policy
@@ -19,10 +21,12 @@ from roost_core.daemon.hostset import HostSet
 from roost_core.daemon.jobs import Job
 from roost_core.daemon.registry import Registry
 from roost_core.daemon.workers import Workers
+from roost_core.daemon.workspaces import Workspaces
 from roost_core.names import derived_name
 from roost_core.paths import Paths
 from roost_core.protocol import BAD_ARGS, CONFLICT, NAME_TAKEN, ProtocolError
 from roost_core.queue import Item
+from roost_core.records import Workspace
 
 log = logging.getLogger("roost.daemon")
 
@@ -40,6 +44,7 @@ class JobMaker:
         workers: Workers,
         mailroom: Mailroom,
         budgets: Budgets,
+        workspaces: Workspaces,
     ) -> None:
         self.paths = paths
         self.config = config
@@ -50,6 +55,7 @@ class JobMaker:
         self.workers = workers
         self.mailroom = mailroom
         self.budgets = budgets
+        self.workspaces = workspaces
 
     def default_host(self, project: dict[str, Any]) -> str:
         """The host of a ``start`` that names none: the project's ``defaultHost``, else the
@@ -159,6 +165,23 @@ class JobMaker:
         job.framed_name = policy.sanitize_name(self.pm, name)
         job.slot = slot
         return job
+
+    @contextlib.contextmanager
+    def workspace_dropped_on_error(self, job: Job, workspace: Workspace | None) -> Iterator[None]:
+        """A workspace made for ``job`` goes again when the job is not made after all: the
+        save failed, its task was not stored, or another job took its name while the
+        workspace was made (the name is checked again here: ``name_taken``)."""
+        if workspace is None:
+            yield
+            return
+        try:
+            if self.name_clashes(job.name, self.taken_names()):
+                raise ProtocolError(NAME_TAKEN, f"another job took the name {job.name!r} while its workspace was made: choose another name")
+            yield
+        except BaseException:
+            if job.id not in self.jobs:  # a job that was made keeps its workspace
+                self.workspaces.drop(workspace)
+            raise
 
     def new_session_file(self, host: str, job_id: str, cwd: str) -> str:
         """A new job's session path: where its host's agent will write it, else roost's."""

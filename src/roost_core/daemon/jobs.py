@@ -19,7 +19,7 @@ PERSISTED = (
     "worker_pid", "worker_create_time", "worker_mark", "host_pid", "crashes", "undelivered_report", "dialog",
     "dialog_options",
     "run_trace", "run_hops", "parent_streak", "ended_reported", "handback_run", "run_causes",
-    "run_broadcast_chain", "usage", "budget_told", "watchers", "stopped_from", "request_key",
+    "run_broadcast_chain", "usage", "budget_told", "watchers", "stopped_from", "request_key", "workspace",
 )
 
 
@@ -85,6 +85,9 @@ class Job(NotesChanges):
     #: The caller and key of the keyed ``start`` or ``spawn`` that made this job: asked
     #: again after a daemon died before answering, it finds this job, not a second one.
     request_key: str | None = None
+    #: The job's own workspace (``Workspace.to_json``: a git worktree on a branch of its
+    #: own), None when it works in the folder it was given (``daemon.workspaces``).
+    workspace: dict[str, Any] | None = None
     # Runtime only.
     #: ``name`` as envelopes frame it (``roost_sanitize_name``), set by the daemon when it
     #: makes or loads the job; lookups take it as well as the name as typed.
@@ -208,6 +211,7 @@ class Job(NotesChanges):
             "stoppedFrom": self.stopped_from,
             "usage": self.usage,
             "progress": self.progress,
+            "workspace": self.workspace,
             "created": self.created,
             "updated": self.updated,
         }
@@ -228,7 +232,7 @@ RECORD_TYPES: dict[str, tuple[type, ...]] = {
     "undelivered_report": (dict, type(None)), "dialog": (bool,), "dialog_options": (list, type(None)), "run_trace": _OPT_STR, "run_hops": (int,),
     "parent_streak": (int,), "ended_reported": (bool,), "handback_run": (int,), "run_causes": (list,),
     "run_broadcast_chain": (bool,), "usage": (dict, type(None)), "budget_told": (bool,), "watchers": (list,),
-    "stopped_from": _OPT_STR, "request_key": _OPT_STR,
+    "stopped_from": _OPT_STR, "request_key": _OPT_STR, "workspace": (dict, type(None)),
     "replySeq": (int,), "acked": (int,),
 }
 REQUIRED = ("id", "name", "host", "cwd", "session", "token", "task")

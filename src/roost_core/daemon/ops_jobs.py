@@ -83,7 +83,7 @@ class JobOps:
         request_key = self.maker.request_key(conn, args)
         made = await self.maker.job_of_request(request_key)
         if made is not None:
-            return {"id": made.id, "name": made.name, "host": made.host}
+            return {"id": made.id, "name": made.name, "host": made.host, "workspace": made.workspace}
         task = args["task"]
         if not task.strip():
             raise ProtocolError(BAD_ARGS, "start: task is empty")
@@ -101,17 +101,21 @@ class JobOps:
             session = self.maker.adoptable_session(session)
         model = args.get("model") or project.get("defaultModel")
         thinking = args.get("thinking") or project.get("defaultThinking")
+        name = self.maker.job_name(args.get("name"), task, chosen=session is None)
+        workspace = await self.maker.workspaces.make(args.get("workspace"), args.get("base"), cwd, name)
         job = self.maker.create_job(
             task=task,
-            name=self.maker.job_name(args.get("name"), task, chosen=session is None),
-            cwd=cwd,
+            name=name,
+            cwd=workspace.cwd if workspace is not None else cwd,
             host=host,
             scenario=scenario,
             model=model,
             thinking=thinking,
-            # A job that continues a session file is never warm: a slot has its own.
-            slot=self.workers.take_slot(host, cwd, model, thinking) if session is None else None,
+            # A job that continues a session file is never warm: a slot has its own; nor is
+            # one in a new workspace: a warm worker is made for a folder.
+            slot=self.workers.take_slot(host, cwd, model, thinking) if session is None and workspace is None else None,
         )
+        job.workspace = workspace.to_json() if workspace is not None else None
         if session is not None:
             # A foreground session moving to the background (the spec's "←"): the job
             # continues its file, its tree links and its seqs.
@@ -123,10 +127,10 @@ class JobOps:
             job.queue.reply_seq = max(session_seqs(self.hosts.get(host), session), default=0)
             job.queue.durable = job.queue.reply_seq
         job.request_key = request_key
-        with self.workers.slot_released_on_error(job):
+        with self.workers.slot_released_on_error(job), self.maker.workspace_dropped_on_error(job, workspace):
             self.maker.add_job(job)
             await self.maker.enqueue_task(job, task, trace=args.get("trace") or f"t-{job.id}-1")
-        result: dict[str, Any] = {"id": job.id, "name": job.name, "host": job.host}
+        result: dict[str, Any] = {"id": job.id, "name": job.name, "host": job.host, "workspace": job.workspace}
         if warning:
             # The CLI prints them on stderr: a broken project config must not pass unseen.
             result["warnings"] = [warning]
@@ -239,6 +243,11 @@ class JobOps:
 
     async def op_remove(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         job = self.registry.job_by_ref(args["job"])
+        force, keep = bool(args.get("force")), bool(args.get("keepWorkspace"))
+        if force and keep:
+            raise ProtocolError(BAD_ARGS, "remove: force drops the job's workspace and keepWorkspace keeps it: say one")
+        # Before anything goes: work in its workspace that no other branch holds refuses it.
+        await self.maker.workspaces.check_removal(job, force=force, keep=keep)
         if job.state != "stopped":
             await self.handback.report_ended(job, "removed")
         job.state = "stopped"
@@ -269,7 +278,8 @@ class JobOps:
             self.registry.job_files.delete(job.id)
         except OSError as exc:
             raise not_stored(exc, "the removal") from exc
-        return {"id": job.id, "removed": True, "dropped": len(dropped)}
+        workspace = await self.maker.workspaces.removal(job, force=force, keep=keep)
+        return {"id": job.id, "removed": True, "dropped": len(dropped), "workspace": workspace}
 
     async def op_log(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         """Where a job's transcript is, or a foreground peer's (by its id: a thread is

@@ -269,7 +269,7 @@ class Messaging:
         request_key = self.maker.request_key(conn, args)
         made = await self.maker.job_of_request(request_key)
         if made is not None:
-            return {"id": made.id, "name": made.name, "report": "a report will arrive by itself when it finishes"}
+            return {"id": made.id, "name": made.name, "report": "a report will arrive by itself when it finishes", "workspace": made.workspace}
         self.budgets.check(sender)
         parent_job = conn.job if conn.job is not None else self.tables.tree_record(sender.session)
         own_host = conn.job.host if conn.job is not None else conn.peer.host if conn.peer is not None else None
@@ -303,14 +303,17 @@ class Messaging:
         refusal = policy.check_spawn(self.pm, request, self.clock(), self.config)
         if refusal is not None:
             raise ProtocolError(refusal.code, refusal.message)
+        # The rule `start` keeps: a chosen name that is taken is refused (name_taken,
+        # naming a free one), so the model never holds a name that finds two jobs.
+        name = self.maker.job_name(args.get("name"), args["task"])
+        workspace = await self.maker.workspaces.make(args.get("workspace") or self.config.agent_workspace, args.get("base"), cwd, name)
         job = self.maker.create_job(
             task=args["task"],
-            # The rule `start` keeps: a chosen name that is taken is refused (name_taken,
-            # naming a free one), so the model never holds a name that finds two jobs.
-            name=self.maker.job_name(args.get("name"), args["task"]),
-            cwd=cwd,
+            name=name,
+            cwd=workspace.cwd if workspace is not None else cwd,
             host=host,
-            slot=self.workers.take_slot(host, cwd, model, thinking),
+            # A warm worker is made for a folder, and a new workspace's folder is new.
+            slot=self.workers.take_slot(host, cwd, model, thinking) if workspace is None else None,
             scenario=scenario,
             model=model,
             thinking=thinking,
@@ -321,11 +324,12 @@ class Messaging:
             spawned=True,
         )
         job.request_key = request_key
-        with self.workers.slot_released_on_error(job):
+        job.workspace = workspace.to_json() if workspace is not None else None
+        with self.workers.slot_released_on_error(job), self.maker.workspace_dropped_on_error(job, workspace):
             self.maker.add_job(job)
             policy.note_spawned(self.pm, request, self.clock())
             await self.maker.enqueue_task(job, args["task"], trace=trace or f"t-{job.id}-1", hops=hops + 1)
-        return {"id": job.id, "name": job.name, "report": "a report will arrive by itself when it finishes"}
+        return {"id": job.id, "name": job.name, "report": "a report will arrive by itself when it finishes", "workspace": job.workspace}
 
     def is_child_of(self, job: Job, parent: PeerInfo) -> bool:
         if parent.session is not None and job.parent_session == parent.session:

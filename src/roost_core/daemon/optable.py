@@ -14,6 +14,7 @@ import attrs
 
 from roost_core.daemon.ledger import KEY_CHARS
 from roost_core.protocol import MAX_SEEN, MAX_TEXT_BYTES, Field, compile_args
+from roost_core.records import WORKSPACE_BASES, WORKSPACE_KINDS
 
 NAME = 200
 #: A text that becomes a queued item (a reply, a task, a message) is at most TEXT
@@ -94,6 +95,8 @@ OPS: dict[str, Op] = {
             "thinking": Field(str, max_len=NAME),
             "trace": Field(str, max_len=NAME),
             "session": Field(str, max_len=PATH),
+            "workspace": Field(str, check=lambda v: None if v in WORKSPACE_KINDS else f"must be one of {', '.join(WORKSPACE_KINDS)}"),
+            "base": Field(str, check=lambda v: None if v in WORKSPACE_BASES else f"must be one of {', '.join(WORKSPACE_BASES)}"),
         },
         keyed=True,
     ),
@@ -104,7 +107,7 @@ OPS: dict[str, Op] = {
     "reply": Op({"job": Field(str, required=True, max_len=NAME), "text": Field(str, required=True, max_len=TEXT, max_bytes=MAX_TEXT_BYTES), "restart": Field(bool)}, keyed=True),
     "answer": Op({"job": Field(str, required=True, max_len=NAME), "text": Field(str, max_len=TEXT, max_bytes=MAX_TEXT_BYTES)}, keyed=True),
     "stop": Op({"job": Field(str, required=True, max_len=NAME)}),
-    "remove": Op({"job": Field(str, required=True, max_len=NAME)}),
+    "remove": Op({"job": Field(str, required=True, max_len=NAME), "force": Field(bool), "keepWorkspace": Field(bool)}),
     "log": Op({"job": Field(str, required=True, max_len=NAME), "entries": Field(bool)}),
     "worker_hello": Op(
         {
@@ -172,6 +175,8 @@ OPS: dict[str, Op] = {
             "thinking": Field(str, max_len=NAME),
             "host": Field(str, max_len=NAME),
             "scenario": Field((str, dict), max_len=TEXT),
+            "workspace": Field(str, check=lambda v: None if v in WORKSPACE_KINDS else f"must be one of {', '.join(WORKSPACE_KINDS)}"),
+            "base": Field(str, check=lambda v: None if v in WORKSPACE_BASES else f"must be one of {', '.join(WORKSPACE_BASES)}"),
         },
         who="bound",
         keyed=True,

@@ -18,6 +18,7 @@ from roost_core.records import (
     ReportDecision,
     ReportRoute,
     RunRecord,
+    WorkspaceState,
 )
 
 MAX_PARENT_STREAK = 3
@@ -48,7 +49,7 @@ def roost_format_report(report: Report) -> str | None:
     ``next:`` what the child does next, as it is (a parent that believed a failed or
     crashed child gone would spawn a second)."""
     if report.synthetic:
-        return "\n".join(_synthetic_lines(report))
+        return "\n".join([*_synthetic_lines(report), *_workspace_lines(report.workspace)])
     lines = [f"state: {report.state}"]
     if report.question:
         lines.append(f"question: {report.question}")
@@ -58,6 +59,7 @@ def roost_format_report(report: Report) -> str | None:
         lines.append("next: its worker was started again for the messages waiting for it; it reports again as usual")
     elif report.state == "failed":
         lines.append(f"next: {_FAILED_RUN}")
+    lines.extend(_workspace_lines(report.workspace))
     if report.result and report.result != report.question:
         lines.append("")
         lines.append(report.result)
@@ -68,6 +70,32 @@ def roost_format_report(report: Report) -> str | None:
 #: not be written...): the job stays, and the daemon's rule (a message or user reply
 #: wakes a failed job) holds for every host.
 _FAILED_RUN = "its run failed, the job stays; a message to it starts it again on the same session, and it reports again as usual"
+
+
+def _workspace_lines(state: WorkspaceState | None) -> list[str]:
+    """What a child's own workspace holds: its branch, its commits and the diffstat
+    against the base, what it left uncommitted, and how to take it (the parent's own git)."""
+    if state is None:
+        return []
+    workspace = state.workspace
+    lines = [f"branch: {workspace.branch} (base {workspace.base[:12]}, worktree {workspace.path}{'' if state.exists else ', removed'})"]
+    if state.head is None:
+        lines.append("commits: none (the branch is gone)")
+        return lines
+    lines.append(f"commits: {state.commit_count} since the base" + (f", {state.unmerged} on no other branch" if state.unmerged != state.commit_count else ""))
+    lines.extend(f"  {commit.id} {commit.subject}" for commit in state.commits)
+    if state.commit_count > len(state.commits):
+        lines.append(f"  ... {state.commit_count - len(state.commits)} more")
+    if state.diffstat:
+        lines.append("diffstat:")
+        lines.extend(f"  {line}" for line in state.diffstat.splitlines())
+    if state.uncommitted:
+        lines.append(f"uncommitted: {len(state.uncommitted)} change(s) not committed in the worktree")
+        lines.extend(f"  {line}" for line in state.uncommitted)
+    if state.unmerged:
+        lines.append(f"merge: git merge {workspace.branch} (from your checkout)")
+    return lines
+
 
 #: A crashed child that is not running: what starts it again (the daemon's rule: any
 #: message or user reply wakes a failed job, and its next run reports as usual).

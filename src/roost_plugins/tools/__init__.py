@@ -141,9 +141,16 @@ async def run_send(call: ToolCall) -> dict[str, Any]:
     return await call.roost.send(**call.args)
 
 
+#: ``roost_spawn``'s ``workspace``: the op's ``workspace`` and ``base`` in one parameter.
+WORKSPACES = {"shared": {"workspace": "shared"}, "worktree": {"workspace": "worktree"}, "worktree+carry": {"workspace": "worktree", "base": "carry"}}
+
+
 async def run_spawn(call: ToolCall) -> dict[str, Any]:
     """``roost_spawn``: a child of the caller (op ``spawn``; a host is the agent's choice)."""
-    return await call.roost.spawn(**call.args)
+    args = dict(call.args)
+    if "workspace" in args:
+        args.update(WORKSPACES[args.pop("workspace")])
+    return await call.roost.spawn(**args)
 
 
 @hookimpl
@@ -159,6 +166,9 @@ def roost_tool_definitions(config: Config, hosts: Sequence[str]) -> list[ToolDef
         "cwd": {"type": "string", "description": "absolute working directory"},
         "model": {"type": "string", "description": "default: your current model"},
         "thinking": {"type": "string", "description": "default: your thinking level"},
+        # One short parameter (the enum says the type): every request pays for it. The
+        # result and the report say the rest.
+        "workspace": {"enum": [*WORKSPACES], "description": "own git branch; +carry: your changes too" + ("; default worktree" if config.agent_workspace == "worktree" else "")},
     }
     choices = [name for name in config.agent_spawn_hosts if name in hosts]
     absent: dict[str, str] = {}
@@ -230,5 +240,16 @@ def roost_format_tool_result(result: ToolResult) -> str | None:
     if result.tool == "roost_send":
         return _send_text(result.data)
     if result.tool == "roost_spawn":
-        return f"spawned {_name(result.data.get('name'))} ({result.data.get('id')}); {result.data.get('report', 'a report will arrive by itself')}. Do not poll for it."
+        text = f"spawned {_name(result.data.get('name'))} ({result.data.get('id')}); {result.data.get('report', 'a report will arrive by itself')}. Do not poll for it."
+        return text + _workspace_text(result.data.get("workspace"))
     return _agents_text(result.data)
+
+
+def _workspace_text(workspace: Any) -> str:
+    """Where a spawned child works, when it has a workspace of its own."""
+    if not isinstance(workspace, dict):
+        return ""
+    lines = [f"\nit works in the worktree {workspace.get('path')} on branch {workspace.get('branch')} (from {str(workspace.get('base'))[:12]})"]
+    lines.extend(f"note: {note}" for note in workspace.get("notes") or ())
+    return "\n".join(lines)
+
