@@ -32,10 +32,10 @@ def test_the_ack_is_sent_from_the_peer_link_only():
 
 def test_only_the_peer_link_keeps_a_registered_connection():
     """A connection that registers (``peer_register``, ``worker_hello``) is opened by the
-    link; the only other long-lived connection is ``roost view``'s watch, which registers
-    nothing."""
+    link; the only other long-lived connections are the watches of ``roost view`` and
+    ``roost web``, which register nothing."""
     opened = sorted(str(path.relative_to(SRC)) for path in SRC.rglob("*.py") if "AsyncClient.open(" in path.read_text())
-    assert opened == ["peerlink.py", "view.py"]
+    assert opened == ["peerlink.py", "view.py", "web/server.py"]
     assert places(lambda method, arg: method == "call" and arg in ("peer_register", "worker_hello")) == ["peerlink.py", "worker/main.py"]
 
 
