@@ -135,9 +135,10 @@ def pi_tool(step: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
     if name == "sleep":
         return "bash", {"command": f"sleep {float(args.get('seconds', 0))}"}
     if name == "wait_for":
-        path = shlex.quote(str(args["path"]))
-        tries = int(float(args.get("timeout", WAIT_FOR_SECONDS)) / 0.05)
-        return "bash", {"command": f"for i in $(seq 1 {tries}); do [ -e {path} ] && echo found && exit 0; sleep 0.05; done; exit 1"}
+        # No command substitution: Gemini CLI blocks a command that has one ("Command
+        # injection detected"), and the slow tool would end at once.
+        wait = shlex.quote(f"until [ -e {shlex.quote(str(args['path']))} ]; do sleep 0.05; done")
+        return "bash", {"command": f"timeout {float(args.get('timeout', WAIT_FOR_SECONDS))} sh -c {wait} && echo found"}
     if name == "touch":
         return "bash", {"command": f"date +%s.%N > {shlex.quote(str(args['path']))}"}
     return name, args

@@ -330,6 +330,15 @@ def test_wrong_types_for_every_field_of_every_op(shared, record):
 JSON_TYPES = {"string": str, "integer": int, "number": float, "boolean": bool, "object": dict, "array": list}
 
 
+def type_of(prop: dict) -> type:
+    """A parameter's Python type: its JSON ``type``, or (an ``enum`` alone, which JSON
+    Schema allows and which costs fewer tokens) the type of its choices."""
+    if "type" in prop:
+        return JSON_TYPES[prop["type"]]
+    (kind,) = {type(choice) for choice in prop["enum"]}
+    return kind
+
+
 def test_wrong_types_inside_agent_tool_arguments(shared, record):
     """A tool call whose arguments are wrong is a failed tool result with ``bad_args``:
     for every tool the daemon offers, every parameter its declaration has (the one source
@@ -340,8 +349,8 @@ def test_wrong_types_inside_agent_tool_arguments(shared, record):
         assert {"roost_agents", "roost_send", "roost_spawn"} <= {tool["name"] for tool in tools}
         for tool in sorted(tools, key=lambda t: t["name"]):
             properties = tool["parameters"].get("properties", {})
-            required = {name: valid_value(name, JSON_TYPES[properties[name]["type"]]) for name in tool["parameters"].get("required", [])}
-            candidates = [(name, value) for name, prop in properties.items() for value in wrong_values(JSON_TYPES[prop["type"]]) if value is not None]
+            required = {name: valid_value(name, type_of(properties[name])) for name in tool["parameters"].get("required", [])}
+            candidates = [(name, value) for name, prop in properties.items() for value in wrong_values(type_of(prop)) if value is not None]
             candidates.append(("zz_unknown", 1))
             for name, value in candidates:
                 answer = conn.request({"id": 22, "op": "tool_call", "name": tool["name"], "args": {**required, name: value}})

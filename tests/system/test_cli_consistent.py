@@ -150,7 +150,7 @@ def test_start_says_what_happened_and_how_to_follow(cli):
     ]
     # The commands it names work as printed.
     assert cli("wait", "tidy").stdout.strip() == f"{job}: done"
-    assert cli.json("start", "json too", "--host", "scripted", "--scenario", json.dumps(QUIET)) == {"id": cli.json("jobs")[-1]["id"], "name": "json too", "host": "scripted"}
+    assert cli.json("start", "json too", "--host", "scripted", "--scenario", json.dumps(QUIET)) == {"id": cli.json("jobs")[-1]["id"], "name": "json too", "host": "scripted", "workspace": None}
 
 
 def test_jobs_table_has_a_header_cuts_at_words_and_finished_jobs_are_not_live(cli, daemon):

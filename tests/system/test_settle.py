@@ -74,11 +74,17 @@ def test_the_scripted_hosts_own_question_still_wins(daemon, tmp_path):
     assert row["question"] == "Pick a branch: main or dev."
 
 
-def test_a_config_edited_after_the_daemon_started_reaches_a_forked_worker(daemon, write_config, tmp_path):
+def test_a_plugin_blocked_in_the_config_reaches_forked_workers_at_the_next_daemon_start(daemon, write_config, tmp_path):
     # The fork server prepared its workers' plugins with settle; the user blocks it now.
+    # A worker runs the daemon's plugin set (its hello says the config), so the change
+    # waits for the next daemon start (roost daemon status says so), then holds there.
     first = daemon.start_job("ask", scenario=ASKER)
     assert daemon.wait_job(first)["state"] == "needs_input"
     write_config({"plugins": {"disable": ["settle"]}})
     second = daemon.start_job("ask again", scenario=ASKER)
-    row = daemon.wait_job(second)
+    assert daemon.wait_job(second)["state"] == "needs_input"
+    assert daemon.terminate() == 0
+    daemon.restart()
+    third = daemon.start_job("ask once more", scenario=ASKER)
+    row = daemon.wait_job(third)
     assert row["state"] == "done" and row["question"] is None
