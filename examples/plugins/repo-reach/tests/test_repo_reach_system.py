@@ -70,7 +70,7 @@ def test_default_reach_refuses_two_trees_in_one_repository(daemon_factory, tmp_p
     daemon = daemon_factory().start()  # roost_env blocks repo-reach
     outcome = two_sessions_talk(daemon, tmp_path, repo)
     ok, text, _ = outcome["by_name"]
-    assert not ok and text.startswith("error (not_found)"), text
+    assert not ok and text.startswith("error (unreachable)") and "agentExternalMessages" in text, text
     ok, text, _ = outcome["by_id"]
     assert not ok and text.startswith("error (unreachable)") and "agentExternalMessages" in text
     assert outcome["listing"] == [] and outcome["bob_transcript"] == []
@@ -101,7 +101,7 @@ def test_another_repository_stays_out_of_reach(daemon_factory, tmp_path, repo):
         async with fg(daemon, tmp_path, "alice", repo) as alice, fg(daemon, tmp_path, "carol", other) as carol:
             await carol.ensure_registered()
             _ok, text, _ = await send(alice, "carol", "hi")
-            assert text.startswith("error (not_found)"), text
+            assert text.startswith("error (unreachable)"), text
             _, _, listing = await alice.call_tool("roost_agents", {})
             assert listing["peers"] == []
 
@@ -123,7 +123,7 @@ def test_allow_listed_name_is_reachable_from_outside(daemon_factory, write_confi
             ok, text, data = await send(alice, "ci-bot", "is main green?")
             assert ok and data["relation"] == "external", text
             ok, text, _ = await send(alice, "stranger", "hi")
-            assert text.startswith("error (not_found)"), text
+            assert text.startswith("error (unreachable)"), text
             await in_thread(daemon.wait_job, bot)
 
     run_async(story)
@@ -138,7 +138,7 @@ def test_blocking_it_by_name_restores_the_default(daemon_factory, tmp_path, repo
     else:
         daemon = daemon_factory(**ENABLED).start("--disable-plugin", "repo-reach")
     outcome = two_sessions_talk(daemon, tmp_path, repo)
-    assert outcome["by_name"][1].startswith("error (not_found)")
+    assert outcome["by_name"][1].startswith("error (unreachable)")
     assert outcome["by_id"][1].startswith("error (unreachable)")
     assert outcome["bob_transcript"] == []
 
