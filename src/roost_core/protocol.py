@@ -72,6 +72,12 @@ PLUGIN_ERROR = "plugin_error"
 #: A keyed request whose key was used already for a request that asked something else
 #: (another receiver, another text): a key names one request (:mod:`roost_core.daemon.ledger`).
 KEY_REUSED = "key_reused"
+#: ``attach``: the job's host has no interactive interface (no ``attach`` in its HostSpec).
+NOT_ATTACHABLE = "not_attachable"
+#: ``attach``: another ``roost attach`` holds the job (its pid is said).
+ATTACHED_ELSEWHERE = "attached_elsewhere"
+#: ``attach --now``: the job's host cannot interrupt a run; attach without it waits.
+NOT_INTERRUPTIBLE = "not_interruptible"
 
 
 class ProtocolError(Exception):
