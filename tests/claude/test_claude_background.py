@@ -50,7 +50,8 @@ from fg import (  # noqa: E402
 )
 from pikit import roost_bin  # noqa: E402
 
-from roost_core.claude import WAKE_PROMPT, marked_seqs  # noqa: E402
+from roost_core.claude import WAKE_PROMPT  # noqa: E402
+from roost_core.hosts.handover import marked_seqs  # noqa: E402
 from roost_core.policy import NO_USER_AUTHORITY  # noqa: E402
 
 AUTHORITY_LINE = NO_USER_AUTHORITY.splitlines()[0]

@@ -10,16 +10,14 @@ import pytest
 
 from roost_core.claude import (
     WAKE_PROMPT,
-    marked_seqs,
-    marker,
     project_folder_name,
     prompt_uuid,
     seq_of_prompt_uuid,
     session_id_of,
 )
-from roost_core.claude.hook import hook_output, items_text, wants_items
 from roost_core.claude.transcript import TranscriptSeqs
 from roost_core.envelope_rules import NO_USER_AUTHORITY
+from roost_core.hosts.handover import hook_output, items_text, marked_seqs, marker, wants_items
 from roost_core.queue import Item
 
 SID = "11111111-2222-4333-8444-555555555555"

@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     return installcommand.run(
         args,
         name="claude",
-        hook="roost_core.claude.hook:main",
+        hook="roost_core.hookrelay:main",
         actions="roost_core.claude.install",
         what="roost MCP server and hooks",
         where=lambda result: f"{result['settings']} and {result['mcpConfig']}",

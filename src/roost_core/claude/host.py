@@ -18,7 +18,7 @@ What goes in, and how:
 
 The hooks (``roost claude hook EVENT``) and the job's MCP server (``roost mcp``, whose
 roost tools run through this worker) reach the host over a private bridge socket named in
-``ROOST_CLAUDE_BRIDGE``; only the Claude Code process and its descendants are served. The
+``ROOST_BRIDGE``; only the Claude Code process and its descendants are served. The
 job token never leaves the worker.
 
 An item counts as delivered once the transcript shows it (its ``uuid``, or its seq in a
@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 from roost_core.claude import (
-    BRIDGE_ENV,
     PERMISSION_TOOL,
     SERVER_NAME,
     TESTED_VERSIONS,
@@ -50,11 +49,12 @@ from roost_core.claude import (
     prompt_uuid,
     session_id_of,
 )
-from roost_core.claude.hook import EVENTS, hook_output, wants_items
+from roost_core.claude.hook import EVENTS
 from roost_core.claude.transcript import TranscriptSeqs, result_usage
 from roost_core.dialogs import PERMISSION_OPTIONS
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
 from roost_core.hosts.bridged import StreamingHost, result_outcome
+from roost_core.hosts.handover import BRIDGE_ENV, hook_output, wants_items
 from roost_core.queue import Item
 
 log = logging.getLogger("roost.claude")

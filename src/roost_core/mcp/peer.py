@@ -43,9 +43,9 @@ import anyio
 
 from roost_core import locks
 from roost_core.claude import config_dir
-from roost_core.claude.hook import hook_output, items_text, wants_items
 from roost_core.claude.transcript import TranscriptSeqs
 from roost_core.client import AsyncClient, DaemonUnavailable
+from roost_core.hosts.handover import hook_output, items_text, wants_items
 from roost_core.paths import Paths
 from roost_core.peerlink import LinkedPeer
 from roost_core.protocol import ProtocolError

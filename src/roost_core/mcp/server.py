@@ -13,7 +13,7 @@ Two modes, chosen by the environment:
   ``--host`` / ``ROOST_MCP_HOST``: Codex, Qwen Code), the server also answers its hooks
   (``roost claude hook``, ``roost codex hook``, ``roost qwen hook``) over a private
   socket, so items are pushed.
-- **job** (``ROOST_CLAUDE_BRIDGE`` set: a background job of a host that runs an agent
+- **job** (``ROOST_BRIDGE`` set: a background job of a host that runs an agent
   CLI, Claude Code, Codex or Qwen Code): the tools run through the job's worker over that
   bridge; the worker holds the job's identity.
 """
@@ -29,7 +29,8 @@ from typing import Any
 
 import anyio
 
-from roost_core.claude import BRIDGE_ENV, PERMISSION_TOOL
+from roost_core.claude import PERMISSION_TOOL
+from roost_core.hosts.handover import BRIDGE_ENV
 
 log = logging.getLogger("roost.mcp")
 
@@ -89,7 +90,7 @@ async def serve_stdio(server: Any) -> None:
 
 
 async def run_job_mode(bridge_path: str) -> None:
-    from roost_core.claude.bridge import AsyncBridgeClient
+    from roost_core.hosts.bridge import AsyncBridgeClient
 
     bridge = await AsyncBridgeClient.connect(bridge_path)
     tools = (await bridge.call("hello")).get("tools") or []
@@ -112,7 +113,7 @@ async def run_job_mode(bridge_path: str) -> None:
 async def ask_permission(bridge_path: str, args: dict[str, Any]) -> str:
     """Claude Code's permission prompt, asked of the worker on a connection of its own:
     it waits for the user, and the roost tools' calls must not wait behind it."""
-    from roost_core.claude.bridge import AsyncBridgeClient
+    from roost_core.hosts.bridge import AsyncBridgeClient
 
     bridge = await AsyncBridgeClient.connect(bridge_path)
     try:
@@ -189,7 +190,7 @@ async def run_foreground(args: argparse.Namespace) -> None:
 
 async def start_hook_bridge(tg: Any, peer: Any, paths: Any, client_pid: int) -> None:
     """Listen for the client's hooks (see ``roost_core.claude.hook``)."""
-    from roost_core.claude.bridge import BridgeServer, foreground_socket
+    from roost_core.hosts.bridge import BridgeServer, foreground_socket
 
     async def answer(frame: dict[str, Any]) -> dict[str, Any]:
         if frame.get("op") != "hook":
