@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from roost_core.claude.install import is_roost_hook
+from roost_plugins.claude.install import is_roost_hook
 
 
 def run(*args: str, env: dict[str, str], stdin: str = "") -> subprocess.CompletedProcess:

@@ -6,7 +6,7 @@ the default plugins of :mod:`roost_plugins.hosts`) exactly as a team's. The core
 :func:`registered_hosts` and names none of them; the code that runs each of roost's own
 hosts lives beside this module (``base``, ``process``, ``bridged``, ``scripted``,
 ``shell``, ``pi``; ``lazy`` names a plugin's pieces without importing them) and in
-:mod:`roost_core.claude`.
+:mod:`roost_plugins.claude`.
 """
 
 from __future__ import annotations

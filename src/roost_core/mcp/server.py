@@ -29,8 +29,8 @@ from typing import Any
 
 import anyio
 
-from roost_core.claude import PERMISSION_TOOL
 from roost_core.hosts.handover import BRIDGE_ENV
+from roost_plugins.claude import PERMISSION_TOOL
 
 log = logging.getLogger("roost.mcp")
 
@@ -189,7 +189,7 @@ async def run_foreground(args: argparse.Namespace) -> None:
 
 
 async def start_hook_bridge(tg: Any, peer: Any, paths: Any, client_pid: int) -> None:
-    """Listen for the client's hooks (see ``roost_core.claude.hook``)."""
+    """Listen for the client's hooks (see ``roost_plugins.claude.hook``)."""
     from roost_core.hosts.bridge import BridgeServer, foreground_socket
 
     async def answer(frame: dict[str, Any]) -> dict[str, Any]:

@@ -5,5 +5,5 @@
 another plugin may register a host under the name.
 
 The code that runs each host is in ``roost_core`` (:mod:`roost_core.hosts`,
-:mod:`roost_core.claude`); a plugin here only says what the host contributes.
+:mod:`roost_plugins.claude`); a plugin here only says what the host contributes.
 """

@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from roost_core.claude import PERMISSION_TOOL
 from roost_core.dialogs import PERMISSION_OPTIONS, choice_of
+from roost_plugins.claude import PERMISSION_TOOL
 
 #: The longest part of a tool's input a dialog shows.
 INPUT_CHARS = 1000

@@ -4,7 +4,7 @@ Claude Code writes each session to a JSONL file (``<config>/projects/<cwd>/<id>.
 appending as it goes. roost never writes into it; it reads which queue seqs are there:
 
 - a task or user reply is the ``user`` entry whose ``uuid`` roost chose
-  (:func:`roost_core.claude.prompt_uuid`);
+  (:func:`roost_plugins.claude.prompt_uuid`);
 - agent items handed over by a hook are a ``hook_additional_context`` attachment
   (``PostToolUse``, ``UserPromptSubmit``) or a ``hook_blocking_error`` attachment (a
   blocked ``Stop``) whose text starts with the marker line ``[roost seq ...]``;
@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from roost_core.claude import WAKE_PROMPT, seq_of_prompt_uuid
 from roost_core.hosts.handover import handed_items, marked_seqs
 from roost_core.hosts.process import SessionTail
 from roost_core.records import TranscriptEntry
+from roost_plugins.claude import WAKE_PROMPT, seq_of_prompt_uuid
 
 INBOX_SUFFIX = "__roost_inbox"
 
@@ -138,7 +138,7 @@ def seqs_in_transcript(path: str, session_id: str) -> set[int]:
 def seqs_in_session(path: str) -> set[int]:
     """The queue seqs the transcript ``path`` holds (its name is its session id);
     ``ValueError`` for a path that is not a Claude Code transcript's."""
-    from roost_core.claude import ClaudeError, session_id_of
+    from roost_plugins.claude import ClaudeError, session_id_of
 
     try:
         session_id = session_id_of(path)
