@@ -42,7 +42,7 @@ SHARED = (
     "roost_core/daemon/hostset.py",
 )
 #: The packages that belong to one host.
-HOST_PACKAGES = ("roost_plugins.claude", "roost_core.pi", "roost_core.hosts.pi", "roost_core.hosts.shell", "roost_core.hosts.scripted", "roost_plugins.hosts", "roost_plugins.codex", "roost_plugins.qwen", "roost_plugins.opencode")
+HOST_PACKAGES = ("roost_plugins.claude", "roost_plugins.pi", "roost_plugins.pi.host", "roost_core.hosts.shell", "roost_core.hosts.scripted", "roost_plugins.hosts", "roost_plugins.codex", "roost_plugins.qwen", "roost_plugins.opencode")
 #: The one host-specific import left in a shared module: ``roost start --scenario`` is
 #: parsed where the user's files are, by the scripted host's scenario loader.
 ALLOWED_IMPORTS = {("roost_core/cli.py", "roost_core.hosts.scripted", "load_scenario")}

@@ -46,7 +46,7 @@ PRELOAD = (
     "anyio._backends._asyncio",
     "roost_core.hosts.scripted",
     "roost_core.hosts.shell",
-    "roost_core.hosts.pi",
+    "roost_plugins.pi.host",
     # A worker builds its plugin manager when its first run settles (the settle hook);
     # preload() imports the default plugins too.
     "roost_core.plugins",

@@ -7,7 +7,7 @@ from roost_core import hookimpl
 from roost_core.hosts.lazy import host_factory, lazy_command
 from roost_core.records import HostSpec
 
-make_host = host_factory("roost_core.hosts.pi:PiHost")
+make_host = host_factory("roost_plugins.pi.host:PiHost")
 
 
 def missing() -> str | None:
@@ -20,6 +20,6 @@ def missing() -> str | None:
 @hookimpl
 def roost_register_hosts() -> list[HostSpec]:
     """Contribute ``pi``: pi writes roost's own session format (pi's v3 JSONL)."""
-    command = lazy_command("roost_core.pi.cli", help="install the roost extension into the pi coding agent")
+    command = lazy_command("roost_plugins.pi.cli", help="install the roost extension into the pi coding agent")
     # The agent a `roost start` without a host runs, and the one host with warm workers.
     return [HostSpec(name="pi", factory=make_host, unavailable=missing, command=command, default_agent=True, warm_pool=True)]
