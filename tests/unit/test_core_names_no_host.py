@@ -46,7 +46,6 @@ NOT_YET: dict[tuple[str, str], str] = {
     ("roost_core/mcp/server.py", "'CLAUDE_PROJECT_DIR'"): "Claude Code's working directory",
     ("roost_core/mcp/server.py", "'CLAUDE_CODE_SESSION_ID'"): "Claude Code's session",
     ("roost_core/mcp/server.py", "'CLAUDECODE'"): "Claude Code's session",
-    ("roost_core/mcp/server.py", "import roost_plugins.claude"): "Claude Code's permission tool's name",
     # Claude Code's own config key, validated by the core.
     ("roost_core/config.py", "'claudePermissionPrompts'"): "Claude Code's config key",
     ("roost_core/config.py", "'claudePermissionPrompts must be \"ask\" or \"none\"'"): "Claude Code's config key",

@@ -30,7 +30,6 @@ from typing import Any
 import anyio
 
 from roost_core.hosts.handover import BRIDGE_ENV
-from roost_plugins.claude import PERMISSION_TOOL
 
 log = logging.getLogger("roost.mcp")
 
@@ -40,6 +39,9 @@ INBOX_TOOL = {
     "description": "Take the agent messages and reports waiting for you (not from the user). Do not poll.",
     "parameters": {"type": "object", "properties": {}},
 }
+#: The key of a job's tool (in the worker's ``hello``) that the worker answers with a bridge
+#: op of its own (its value) on a connection of its own: a permission prompt's tool.
+BRIDGE_OP = "bridgeOp"
 MISSING_SDK = "mcp_missing: the MCP SDK is not installed; install roost with its MCP extra: pip install 'roost[mcp]'"
 
 
@@ -94,13 +96,15 @@ async def run_job_mode(bridge_path: str) -> None:
 
     bridge = await AsyncBridgeClient.connect(bridge_path)
     tools = (await bridge.call("hello")).get("tools") or []
+    # A tool that waits for the user (a host's permission prompt) names its own bridge op.
+    own_ops = {str(tool["name"]): str(tool[BRIDGE_OP]) for tool in tools if isinstance(tool, dict) and tool.get(BRIDGE_OP)}
 
     async def list_tools() -> list[dict[str, Any]]:
         return tools
 
     async def call_tool(name: str, args: dict[str, Any]) -> tuple[bool, str]:
-        if name == PERMISSION_TOOL:
-            return True, await ask_permission(bridge_path, args)
+        if name in own_ops:
+            return True, await ask_permission(bridge_path, own_ops[name], args)
         answer = await bridge.call("tool_call", name=name, args=args)
         return bool(answer.get("ok")), str(answer.get("text", ""))
 
@@ -110,14 +114,15 @@ async def run_job_mode(bridge_path: str) -> None:
         await bridge.aclose()
 
 
-async def ask_permission(bridge_path: str, args: dict[str, Any]) -> str:
-    """Claude Code's permission prompt, asked of the worker on a connection of its own:
-    it waits for the user, and the roost tools' calls must not wait behind it."""
+async def ask_permission(bridge_path: str, op: str, args: dict[str, Any]) -> str:
+    """A host's permission prompt (a tool call of its agent asking to run a tool), asked of
+    the worker with bridge op ``op`` on a connection of its own: it waits for the user,
+    and the roost tools' calls must not wait behind it."""
     from roost_core.hosts.bridge import AsyncBridgeClient
 
     bridge = await AsyncBridgeClient.connect(bridge_path)
     try:
-        answer = await bridge.call("permission", tool_name=args.get("tool_name"), input=args.get("input"), tool_use_id=args.get("tool_use_id"))
+        answer = await bridge.call(op, tool_name=args.get("tool_name"), input=args.get("input"), tool_use_id=args.get("tool_use_id"))
     finally:
         await bridge.aclose()
     return str(answer.get("text", ""))

@@ -22,6 +22,8 @@ INPUT_CHARS = 1000
 #: The tool as ``roost mcp`` lists it to a job's Claude Code (only when prompts are asked).
 TOOL = {
     "name": PERMISSION_TOOL,
+    # roost mcp calls the worker's ``permission`` op for it, on a connection of its own.
+    "bridgeOp": "permission",
     "description": "roost: asks the user to allow or deny a tool call (Claude Code's permission prompt tool). Not for the model.",
     "parameters": {
         "type": "object",
