@@ -101,8 +101,6 @@ NOT_YET: dict[tuple[str, str], str] = {
     ("roost_core/plugins.py", "'roost_plugins.hosts.qwen'"): "a default plugin's module",
     ("roost_core/plugins.py", "'roost_plugins.hosts.opencode'"): "a default plugin's module",
     ("roost_core/plugins.py", "'roost_plugins.hosts.gemini'"): "a default plugin's module",
-    # What the fork server imports for a fast worker start.
-    ("roost_core/worker/forkserver.py", "'roost_plugins.pi.host'"): "the warm host's module",
 }
 
 
