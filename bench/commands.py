@@ -149,7 +149,7 @@ def run(quick: bool = False, smoke: bool = False) -> list[Row]:
         try:
             from roost_core.hookrelay import foreground_socket
         except ImportError:  # a tree from before the relay (bench.compare's old side)
-            from roost_core.claude.bridge import foreground_socket
+            from roost_core.hosts.bridge import foreground_socket
 
         server = Answering(foreground_socket(daemon.home, os.getpid()))
         try:

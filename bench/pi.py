@@ -169,7 +169,7 @@ class World:
     def bare_cold_start(self, n: int, at_once: int = 1) -> float:
         """Bare pi with the extension: process start (prompt written at once) → request;
         with ``at_once`` pis started together, → the last of their requests."""
-        from roost_core.pi import extension_path
+        from roost_plugins.pi import extension_path
 
         folder = self.root / "bare"
         folder.mkdir(exist_ok=True)

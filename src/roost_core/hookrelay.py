@@ -9,7 +9,7 @@ reaches it through :mod:`roost_core.launch` without the CLI, the plugins or the 
 modules (``bench/commands.py`` measures it, ``tests/unit/test_fast_commands.py`` checks
 what it imports).
 
-Which socket: a background job's (``ROOST_CLAUDE_BRIDGE``, set by its worker), else the
+Which socket: a background job's (``ROOST_BRIDGE``, set by its worker), else the
 ``roost mcp`` server of the agent CLI that runs the hook, found under a name made of the
 roost home, that CLI's pid and its start time (:func:`socket_name`). The hook does not know
 which of its ancestors is that CLI, so it tries each. It first makes the name from the
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from typing import IO, Any
 
 #: The environment variable that points hooks and the MCP server at a worker's bridge.
-BRIDGE_ENV = "ROOST_CLAUDE_BRIDGE"
+BRIDGE_ENV = "ROOST_BRIDGE"
 #: The longest request line a bridge reads.
 MAX_FRAME = 4 * 1024 * 1024
 #: How long a hook waits for the roost side (it answers at once; the agent CLI's own hook
@@ -231,3 +231,8 @@ def main(event: str, stdin: IO[str] | None = None, stdout: IO[str] | None = None
         stdout.write(json.dumps(output, ensure_ascii=False) + "\n")
         stdout.flush()
     return 0
+
+
+if __name__ == "__main__":
+    # ``python -m roost_core.hookrelay EVENT``: the hook command a job's settings name.
+    sys.exit(main(sys.argv[1]) if len(sys.argv) == 2 else 2)

@@ -40,7 +40,7 @@ sys.path.append(str(Path(__file__).resolve().parent.parent / "pi"))
 from fake_openai import answer, check_frames
 from fakemodel import FakeModelServer, send_json, send_stream
 
-from roost_core.claude import WAKE_PROMPT
+from roost_plugins.claude import WAKE_PROMPT
 
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 _ENVELOPE = re.compile(r"<agent-message [^>\n]*>\n.*?\n</agent-message>", re.DOTALL)

@@ -7,7 +7,7 @@ import re
 
 from claudekit import FAKE_KEY, transcript_entries
 
-from roost_core.claude import prompt_uuid, session_id_of
+from roost_plugins.claude import prompt_uuid, session_id_of
 
 
 def test_a_claude_job_runs_its_task_in_its_own_transcript(claude_kit, tmp_path):
@@ -50,8 +50,9 @@ from fg import (  # noqa: E402
 )
 from pikit import roost_bin  # noqa: E402
 
-from roost_core.claude import WAKE_PROMPT, marked_seqs  # noqa: E402
+from roost_core.hosts.handover import marked_seqs  # noqa: E402
 from roost_core.policy import NO_USER_AUTHORITY  # noqa: E402
+from roost_plugins.claude import WAKE_PROMPT  # noqa: E402
 
 AUTHORITY_LINE = NO_USER_AUTHORITY.splitlines()[0]
 

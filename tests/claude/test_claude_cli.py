@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from roost_core.claude.install import is_roost_hook
+from roost_plugins.claude.install import is_roost_hook
 
 
 def run(*args: str, env: dict[str, str], stdin: str = "") -> subprocess.CompletedProcess:
@@ -162,6 +162,6 @@ def test_a_hook_with_no_roost_side_says_nothing_and_succeeds(tmp_path, roost_env
         result = run("claude", "hook", event, env=env, stdin=json.dumps({"session_id": "x", "hook_event_name": event}))
         assert result.returncode == 0 and result.stdout == "", (event, result.stderr)
     # A bridge that is gone: still no output, still exit 0 (the reason goes to stderr).
-    result = run("claude", "hook", "Stop", env={**env, "ROOST_CLAUDE_BRIDGE": str(tmp_path / "gone.sock")}, stdin="{}")
+    result = run("claude", "hook", "Stop", env={**env, "ROOST_BRIDGE": str(tmp_path / "gone.sock")}, stdin="{}")
     assert result.returncode == 0 and result.stdout == "" and "roost: hook Stop" in result.stderr
     assert run("claude", "hook", env=env).returncode == 2

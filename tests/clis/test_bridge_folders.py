@@ -18,7 +18,7 @@ import pytest
 from clifake import scripted
 from conftest import wait_until
 
-from roost_core.claude import BRIDGE_ENV
+from roost_core.hosts.handover import BRIDGE_ENV
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from fg import (
 )
 from pikit import roost_bin
 
-from roost_core.claude import marked_seqs
+from roost_core.hosts.handover import marked_seqs
 from roost_core.policy import NO_USER_AUTHORITY
 
 AUTHORITY_LINE = NO_USER_AUTHORITY.splitlines()[0]

@@ -40,7 +40,7 @@ def test_a_gemini_job_runs_its_task_with_roosts_tools_and_renders_in_roost_log(g
 from conftest import wait_until  # noqa: E402
 from fg import in_thread, reap_and_wake, run_async, send, send_during_last_answer, session, spawn  # noqa: E402
 
-from roost_core.claude import marked_seqs  # noqa: E402
+from roost_core.hosts.handover import marked_seqs  # noqa: E402
 from roost_core.policy import NO_USER_AUTHORITY  # noqa: E402
 
 AUTHORITY_LINE = NO_USER_AUTHORITY.splitlines()[0]

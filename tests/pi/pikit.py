@@ -219,7 +219,7 @@ class RpcPi(JsonLinesProgram):
     """
 
     def __init__(self, kit: PiKit, session: Path | None, cwd: Path, extra: list[str] | None = None) -> None:
-        from roost_core.pi import extension_path
+        from roost_plugins.pi import extension_path
 
         self.responses: dict[str, dict[str, Any]] = {}
         self.ids = 0

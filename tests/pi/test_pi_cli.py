@@ -8,18 +8,18 @@ import json
 import subprocess
 import sys
 
-from roost_core.pi import extension_path
-from roost_core.pi.cli import main
+from roost_plugins.pi import extension_path
+from roost_plugins.pi.cli import main
 
 
 def run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "roost_core.pi.cli", *args], env=env, capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run([sys.executable, "-m", "roost_plugins.pi.cli", *args], env=env, capture_output=True, text=True, timeout=60, check=False)
 
 
 def test_install_adds_the_extension_once_and_uninstall_removes_it(tmp_path, roost_env):
     agent_dir = tmp_path / "agent"
     agent_dir.mkdir()
-    (agent_dir / "settings.json").write_text(json.dumps({"theme": "dark", "extensions": ["/opt/other.ts", "/old/site-packages/roost_core/pi/roost-extension.ts"]}))
+    (agent_dir / "settings.json").write_text(json.dumps({"theme": "dark", "extensions": ["/opt/other.ts", "/old/site-packages/roost_core/pi/roost-extension.ts", "/older/site-packages/roost_plugins/pi/roost-extension.ts"]}))
     env = {**roost_env, "PI_CODING_AGENT_DIR": str(agent_dir)}
     first = run("pi", "install", env=env)
     assert first.returncode == 0, first.stderr
@@ -43,7 +43,7 @@ def test_install_respects_the_default_pi_dir(tmp_path, roost_env):
 def test_extension_path_is_the_packaged_ts(capsys):
     assert main(["pi", "extension-path"]) == 0
     path = capsys.readouterr().out.strip()
-    assert path == str(extension_path()) and path.endswith("roost_core/pi/roost-extension.ts")
+    assert path == str(extension_path()) and path.endswith("roost_plugins/pi/roost-extension.ts")
     text = extension_path().read_text()
     # One file, no npm dependencies: only pi's own packages and node built-ins.
     imports = [line.split(" from ")[-1].strip(' ";') for line in text.splitlines() if line.startswith("import ")]

@@ -17,7 +17,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from roost_core import locks
-from roost_core.claude import marked_seqs
+from roost_core.hosts.handover import marked_seqs
 
 
 @asynccontextmanager

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from roost_core.claude import bridge
+from roost_core.hosts import bridge
 
 
 async def echo(frame: dict[str, Any]) -> dict[str, Any]:
@@ -58,6 +58,6 @@ def test_an_oversize_line_that_reaches_the_server_is_answered_and_logged(tmp_pat
         error = json.loads(answer)["error"]
         assert error["code"] == "frame_too_large" and error["limit"] == bridge.MAX_FRAME
 
-    with caplog.at_level("ERROR", logger="roost.claude.bridge"):
+    with caplog.at_level("ERROR", logger="roost.bridge"):
         serve(tmp_path, check)
     assert any(r.levelname == "ERROR" and "longer than" in r.getMessage() for r in caplog.records)

@@ -8,19 +8,17 @@ import json
 
 import pytest
 
-from roost_core.claude import (
+from roost_core.envelope_rules import NO_USER_AUTHORITY
+from roost_core.hosts.handover import hook_output, items_text, marked_seqs, marker, wants_items
+from roost_core.queue import Item
+from roost_plugins.claude import (
     WAKE_PROMPT,
-    marked_seqs,
-    marker,
     project_folder_name,
     prompt_uuid,
     seq_of_prompt_uuid,
     session_id_of,
 )
-from roost_core.claude.hook import hook_output, items_text, wants_items
-from roost_core.claude.transcript import TranscriptSeqs
-from roost_core.envelope_rules import NO_USER_AUTHORITY
-from roost_core.queue import Item
+from roost_plugins.claude.transcript import TranscriptSeqs
 
 SID = "11111111-2222-4333-8444-555555555555"
 
@@ -145,7 +143,7 @@ def test_the_usage_of_a_transcript_counts_each_answer_once_and_its_cost_state(tm
 
 
 def test_a_results_usage_is_the_sessions_totals():
-    from roost_core.claude.transcript import result_usage
+    from roost_plugins.claude.transcript import result_usage
 
     event = {"type": "result", "total_cost_usd": 0.00042, "modelUsage": {
         "claude-opus-5-5": {"inputTokens": 30, "outputTokens": 15, "cacheReadInputTokens": 2, "cacheCreationInputTokens": 1, "costUSD": 0.0004},

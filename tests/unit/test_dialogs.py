@@ -1,10 +1,10 @@
 """How a dialog's answer is read and how a dialog is drawn on one line (roost_core.dialogs),
-and the permission tool's result for each answer (roost_core.claude.permission)."""
+and the permission tool's result for each answer (roost_plugins.claude.permission)."""
 
 from __future__ import annotations
 
-from roost_core.claude import permission
 from roost_core.dialogs import choice_of, clean_options, dialog_line, options_text
+from roost_plugins.claude import permission
 
 
 def test_an_answer_names_an_option_as_listed_or_by_its_number():

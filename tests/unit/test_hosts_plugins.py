@@ -42,7 +42,7 @@ SHARED = (
     "roost_core/daemon/hostset.py",
 )
 #: The packages that belong to one host.
-HOST_PACKAGES = ("roost_core.claude", "roost_core.pi", "roost_core.hosts.pi", "roost_core.hosts.shell", "roost_core.hosts.scripted", "roost_plugins.hosts", "roost_plugins.codex", "roost_plugins.qwen", "roost_plugins.opencode")
+HOST_PACKAGES = ("roost_plugins.claude", "roost_plugins.pi", "roost_plugins.pi.host", "roost_core.hosts.shell", "roost_core.hosts.scripted", "roost_plugins.hosts", "roost_plugins.codex", "roost_plugins.qwen", "roost_plugins.opencode")
 #: The one host-specific import left in a shared module: ``roost start --scenario`` is
 #: parsed where the user's files are, by the scripted host's scenario loader.
 ALLOWED_IMPORTS = {("roost_core/cli.py", "roost_core.hosts.scripted", "load_scenario")}
@@ -82,9 +82,9 @@ def test_the_check_sees_a_host_named(tmp_path) -> None:
     # The check itself: the old special case (transcript.py naming Claude) is found.
     fake = tmp_path / "roost_core"
     fake.mkdir()
-    (fake / "transcript.py").write_text('"""pi, claude."""\nfrom roost_core.claude.transcript import entries_of\nif host == "claude":\n    pass\n')
+    (fake / "transcript.py").write_text('"""pi, claude."""\nfrom roost_plugins.claude.transcript import entries_of\nif host == "claude":\n    pass\n')
     assert host_mentions("roost_core/transcript.py", tmp_path) == [
-        "roost_core/transcript.py:2: from roost_core.claude.transcript import entries_of",
+        "roost_core/transcript.py:2: from roost_plugins.claude.transcript import entries_of",
         "roost_core/transcript.py:3: the string 'claude'",
     ]
 

@@ -40,5 +40,5 @@ def test_only_the_peer_link_keeps_a_registered_connection():
 
 
 def test_the_pi_extension_sends_its_ack_in_one_place():
-    source = (SRC / "pi" / "roost-extension.ts").read_text()
+    source = (SRC.parent / "roost_plugins" / "pi" / "roost-extension.ts").read_text()
     assert len(re.findall(r"""notify\(\s*["']ack["']""", source)) == 1

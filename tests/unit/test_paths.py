@@ -93,7 +93,7 @@ def test_private_dir_creates_parents(tmp_path):
 
 
 def test_a_temp_folder_too_deep_for_a_socket_falls_back_to_tmp(tmp_path, monkeypatch):
-    from roost_core.claude.bridge import foreground_socket, private_folder
+    from roost_core.hosts.bridge import foreground_socket, private_folder
 
     deep = tmp_path / ("t" * 90)
     deep.mkdir()

@@ -56,11 +56,11 @@ def test_the_installed_version_is_read_from_the_programs_package(tmp_path):
 
 
 def hosts_with_tables():
-    from roost_core.claude.host import ClaudeHost
-    from roost_core.hosts.pi import PiHost
+    from roost_plugins.claude.host import ClaudeHost
     from roost_plugins.codex.host import CodexHost
     from roost_plugins.gemini.host import GeminiHost
     from roost_plugins.opencode.host import OpenCodeHost
+    from roost_plugins.pi.host import PiHost
     from roost_plugins.qwen.host import QwenHost
 
     return {"claude": ClaudeHost, "pi": PiHost, "codex": CodexHost, "gemini": GeminiHost, "opencode": OpenCodeHost, "qwen": QwenHost}

@@ -1,12 +1,12 @@
 """Agent hosts: what the core knows of them is what plugins register.
 
 Every host is a :class:`~roost_core.records.HostSpec` a plugin contributes through
-``roost_register_hosts``: roost's own (``scripted``, ``shell``, ``pi`` and ``claude``,
-the default plugins of :mod:`roost_plugins.hosts`) exactly as a team's. The core asks
-:func:`registered_hosts` and names none of them; the code that runs each of roost's own
-hosts lives beside this module (``base``, ``process``, ``bridged``, ``scripted``,
-``shell``, ``pi``; ``lazy`` names a plugin's pieces without importing them) and in
-:mod:`roost_core.claude`.
+``roost_register_hosts``: roost's own (the default plugins of :mod:`roost_plugins.hosts`)
+exactly as a team's. The core asks :func:`registered_hosts` and names none of them. Beside
+this module: what hosts share (``base``, ``process``; ``bridged``, ``bridge`` and
+``handover`` for those whose agent CLI reaches roost over a private socket; ``lazy`` names
+a plugin's pieces without importing them) and the two hosts that need no agent CLI
+(``scripted``, ``shell``); each agent CLI's host is a package of :mod:`roost_plugins`.
 """
 
 from __future__ import annotations

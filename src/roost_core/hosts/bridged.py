@@ -1,6 +1,6 @@
 """What the hosts whose agent CLI reaches roost over a private bridge share (``claude``,
 ``qwen``, ``codex``, ``opencode``, ``gemini``): the job's bridge socket
-(:mod:`roost_core.claude.bridge`) that the agent's hooks and its ``roost mcp`` server call,
+(:mod:`roost_core.hosts.bridge`) that the agent's hooks and its ``roost mcp`` server call,
 its common ops, its end, and the agent's stream of JSON events.
 
 The bridge serves only the agent process and its descendants; the job token never leaves
@@ -23,8 +23,8 @@ from typing import Any
 
 import anyio
 
-from roost_core.claude.bridge import BridgeServer, private_folder
 from roost_core.hosts.base import RunOutcome
+from roost_core.hosts.bridge import BridgeServer, private_folder
 from roost_core.hosts.process import ProcessHost
 from roost_core.queue import Item
 

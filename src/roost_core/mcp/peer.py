@@ -42,15 +42,15 @@ from typing import Any
 import anyio
 
 from roost_core import locks
-from roost_core.claude import config_dir
-from roost_core.claude.hook import hook_output, items_text, wants_items
-from roost_core.claude.transcript import TranscriptSeqs
 from roost_core.client import AsyncClient, DaemonUnavailable
+from roost_core.hosts.handover import hook_output, items_text, wants_items
 from roost_core.paths import Paths
 from roost_core.peerlink import LinkedPeer
 from roost_core.protocol import ProtocolError
 from roost_core.queue import Item
 from roost_core.worker.reply_queue import ReplyQueue
+from roost_plugins.claude import config_dir
+from roost_plugins.claude.transcript import TranscriptSeqs
 
 log = logging.getLogger("roost.mcp")
 

@@ -13,7 +13,7 @@ Two modes, chosen by the environment:
   ``--host`` / ``ROOST_MCP_HOST``: Codex, Qwen Code), the server also answers its hooks
   (``roost claude hook``, ``roost codex hook``, ``roost qwen hook``) over a private
   socket, so items are pushed.
-- **job** (``ROOST_CLAUDE_BRIDGE`` set: a background job of a host that runs an agent
+- **job** (``ROOST_BRIDGE`` set: a background job of a host that runs an agent
   CLI, Claude Code, Codex or Qwen Code): the tools run through the job's worker over that
   bridge; the worker holds the job's identity.
 """
@@ -29,7 +29,7 @@ from typing import Any
 
 import anyio
 
-from roost_core.claude import BRIDGE_ENV, PERMISSION_TOOL
+from roost_core.hosts.handover import BRIDGE_ENV
 
 log = logging.getLogger("roost.mcp")
 
@@ -39,6 +39,9 @@ INBOX_TOOL = {
     "description": "Take the agent messages and reports waiting for you (not from the user). Do not poll.",
     "parameters": {"type": "object", "properties": {}},
 }
+#: The key of a job's tool (in the worker's ``hello``) that the worker answers with a bridge
+#: op of its own (its value) on a connection of its own: a permission prompt's tool.
+BRIDGE_OP = "bridgeOp"
 MISSING_SDK = "mcp_missing: the MCP SDK is not installed; install roost with its MCP extra: pip install 'roost[mcp]'"
 
 
@@ -89,17 +92,19 @@ async def serve_stdio(server: Any) -> None:
 
 
 async def run_job_mode(bridge_path: str) -> None:
-    from roost_core.claude.bridge import AsyncBridgeClient
+    from roost_core.hosts.bridge import AsyncBridgeClient
 
     bridge = await AsyncBridgeClient.connect(bridge_path)
     tools = (await bridge.call("hello")).get("tools") or []
+    # A tool that waits for the user (a host's permission prompt) names its own bridge op.
+    own_ops = {str(tool["name"]): str(tool[BRIDGE_OP]) for tool in tools if isinstance(tool, dict) and tool.get(BRIDGE_OP)}
 
     async def list_tools() -> list[dict[str, Any]]:
         return tools
 
     async def call_tool(name: str, args: dict[str, Any]) -> tuple[bool, str]:
-        if name == PERMISSION_TOOL:
-            return True, await ask_permission(bridge_path, args)
+        if name in own_ops:
+            return True, await ask_permission(bridge_path, own_ops[name], args)
         answer = await bridge.call("tool_call", name=name, args=args)
         return bool(answer.get("ok")), str(answer.get("text", ""))
 
@@ -109,14 +114,15 @@ async def run_job_mode(bridge_path: str) -> None:
         await bridge.aclose()
 
 
-async def ask_permission(bridge_path: str, args: dict[str, Any]) -> str:
-    """Claude Code's permission prompt, asked of the worker on a connection of its own:
-    it waits for the user, and the roost tools' calls must not wait behind it."""
-    from roost_core.claude.bridge import AsyncBridgeClient
+async def ask_permission(bridge_path: str, op: str, args: dict[str, Any]) -> str:
+    """A host's permission prompt (a tool call of its agent asking to run a tool), asked of
+    the worker with bridge op ``op`` on a connection of its own: it waits for the user,
+    and the roost tools' calls must not wait behind it."""
+    from roost_core.hosts.bridge import AsyncBridgeClient
 
     bridge = await AsyncBridgeClient.connect(bridge_path)
     try:
-        answer = await bridge.call("permission", tool_name=args.get("tool_name"), input=args.get("input"), tool_use_id=args.get("tool_use_id"))
+        answer = await bridge.call(op, tool_name=args.get("tool_name"), input=args.get("input"), tool_use_id=args.get("tool_use_id"))
     finally:
         await bridge.aclose()
     return str(answer.get("text", ""))
@@ -188,8 +194,8 @@ async def run_foreground(args: argparse.Namespace) -> None:
 
 
 async def start_hook_bridge(tg: Any, peer: Any, paths: Any, client_pid: int) -> None:
-    """Listen for the client's hooks (see ``roost_core.claude.hook``)."""
-    from roost_core.claude.bridge import BridgeServer, foreground_socket
+    """Listen for the client's hooks (see ``roost_plugins.claude.hook``)."""
+    from roost_core.hosts.bridge import BridgeServer, foreground_socket
 
     async def answer(frame: dict[str, Any]) -> dict[str, Any]:
         if frame.get("op") != "hook":

@@ -46,7 +46,6 @@ PRELOAD = (
     "anyio._backends._asyncio",
     "roost_core.hosts.scripted",
     "roost_core.hosts.shell",
-    "roost_core.hosts.pi",
     # A worker builds its plugin manager when its first run settles (the settle hook);
     # preload() imports the default plugins too.
     "roost_core.plugins",
@@ -75,6 +74,11 @@ def preload() -> Any:
     from roost_core.worker.main import prepare_plugins
 
     prepared = prepare_plugins()
+    for name in warm_host_modules(prepared):
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - its jobs report it; the others keep their fast start
+            print(f"roost fork server: could not preload {name}:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
     # Warm what every worker reads once (psutil caches the boot time behind create_time).
     from roost_core import locks
 
@@ -85,6 +89,18 @@ def preload() -> Any:
     gc.collect()
     gc.freeze()
     return prepared
+
+
+def warm_host_modules(prepared: Any) -> list[str]:
+    """The modules of the hosts with warm workers (``HostSpec.warm_pool``): a worker of
+    theirs starts with its host class loaded. Named by the factory of the host's plugin
+    (:func:`roost_core.hosts.lazy.host_factory`); none without a plugin manager."""
+    if prepared is None:
+        return []
+    from roost_core.hosts import registered_hosts
+
+    targets = [getattr(spec.factory, "lazy_target", "") for spec in registered_hosts(prepared.manager).values() if spec.warm_pool]
+    return [target.partition(":")[0] for target in targets if target]
 
 
 class Server:

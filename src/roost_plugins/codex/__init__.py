@@ -9,7 +9,8 @@
   user's own Codex (``$CODEX_HOME``).
 
 Codex's hooks have the same answers as Claude Code's (``additionalContext``, a blocked
-``Stop``), so the hook command and the bridge are Claude Code's (:mod:`roost_core.claude`);
+``Stop``), so the hook relay, the bridge and the answers are the bridged hosts' shared ones
+(:mod:`roost_core.hookrelay`, :mod:`roost_core.hosts.bridge`, :mod:`roost_core.hosts.handover`);
 every text roost hands over starts with the ``[roost seq ...]`` marker line.
 """
 

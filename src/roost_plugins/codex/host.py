@@ -8,7 +8,7 @@ session file (Codex's rollout), the whole history resent by Codex itself.
 What goes in, and how:
 
 - a run's items (the task, user replies, agent items that woke an idle job): the prompt,
-  starting with the marker line ``[roost seq ...]`` (:func:`roost_core.claude.hook.items_text`);
+  starting with the marker line ``[roost seq ...]`` (:func:`roost_core.hosts.handover.items_text`);
 - agent items that arrive during the run: the next hook, over the worker's bridge (the
   hook command is Claude Code's, ``roost claude hook EVENT``: Codex's hooks answer in the
   same shapes): ``PostToolUse`` (mid-turn, a developer message after the tool call) or
@@ -22,7 +22,7 @@ unknown before Codex starts. An item counts as delivered once the rollout shows 
 
 The roost tools come from ``roost mcp`` (job mode) as the Codex MCP server ``roost``,
 ``required`` (the first request waits for it) and approved (nobody answers a prompt);
-its calls run through this worker over the bridge (``ROOST_CLAUDE_BRIDGE``, given in the
+its calls run through this worker over the bridge (``ROOST_BRIDGE``, given in the
 server's own ``env``: Codex hands its MCP servers only a few variables). Hooks given on
 the command line run only when trusted, so the job passes
 ``--dangerously-bypass-hook-trust``: they are roost's own, written by this module.
@@ -42,10 +42,9 @@ from typing import Any
 
 import anyio
 
-from roost_core.claude import BRIDGE_ENV
-from roost_core.claude.hook import hook_output, items_text, wants_items
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exited
 from roost_core.hosts.bridged import BridgedHost, json_events
+from roost_core.hosts.handover import BRIDGE_ENV, hook_output, items_text, wants_items
 from roost_core.queue import Item
 from roost_plugins.codex import SERVER_NAME, TESTED_VERSIONS, CodexError, codex_binary, codex_home
 from roost_plugins.codex.transcript import RolloutSeqs
@@ -76,7 +75,7 @@ def toml_value(value: Any) -> str:
 
 def hook_command(event: str) -> str:
     """The shell command Codex runs for ``event``: this Python's roost hook relay."""
-    return shlex.join([sys.executable, "-m", "roost_core.claude", "hook", event])
+    return shlex.join([sys.executable, "-m", "roost_core.hookrelay", event])
 
 
 def mcp_server(bridge: str | None) -> dict[str, Any]:

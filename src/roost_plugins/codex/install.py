@@ -277,7 +277,7 @@ def run(args: argparse.Namespace) -> int:
         args,
         name="codex",
         # Codex's hooks read the answers Claude Code's do; the relay is the same.
-        hook="roost_core.claude.hook:main",
+        hook="roost_core.hookrelay:main",
         actions="roost_plugins.codex.install",
         what="roost MCP server and hooks",
         where=lambda result: f"{result['config']} and {result['hooks']}",

@@ -11,7 +11,7 @@ Each line is ``{"timestamp", "type", "payload"}``. roost reads three kinds:
 - ``event_msg`` ``token_count``: ``info.total_token_usage`` is the thread's running total.
 
 Every text roost hands to Codex starts with the marker line ``[roost seq ...]``
-(:func:`roost_core.claude.marker`), so the rollout itself says which items Codex has taken.
+(:func:`roost_core.hosts.handover.marker`), so the rollout itself says which items Codex has taken.
 Only user and developer messages count: the model may quote a marker in its answers.
 """
 
@@ -21,8 +21,7 @@ import html
 import re
 from typing import Any
 
-from roost_core.claude import marked_seqs
-from roost_core.claude.transcript import handed_items
+from roost_core.hosts.handover import handed_items, marked_seqs
 from roost_core.hosts.process import SessionTail
 from roost_core.records import TranscriptEntry
 

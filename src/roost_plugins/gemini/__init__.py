@@ -15,7 +15,7 @@
   and which queue seqs it holds.
 
 Every text roost hands to Gemini CLI starts with the marker line ``[roost seq 3 4]``
-(:func:`roost_core.claude.marker`), so the transcript itself says what Gemini CLI took.
+(:func:`roost_core.hosts.handover.marker`), so the transcript itself says what Gemini CLI took.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``roost gemini hook EVENT``: what Gemini CLI runs for its hooks, and what they answer.
 
 The command is a thin relay, as ``roost claude hook`` is: it reads the hook's JSON from
-stdin, asks the roost side of the session (a job's host over ``ROOST_CLAUDE_BRIDGE``, or
+stdin, asks the roost side of the session (a job's host over ``ROOST_BRIDGE``, or
 the ``roost mcp`` server of the user's own Gemini CLI) what to answer, and prints that
 JSON (``{}`` for nothing: Gemini CLI reads the hook's stdout as JSON). With no roost side
 it prints ``{}`` and exits 0: a hook must never break Gemini CLI.
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 def items_text(items: list[Any]) -> str:
     """The text that hands ``items`` (framed by the daemon already) to Gemini CLI."""
-    from roost_core.claude import marker  # here: the hook's relay runs without it
+    from roost_core.hosts.handover import marker  # here: the hook's relay runs without it
 
     return marker([item.seq for item in items]) + "\n" + "\n\n".join(item.content for item in items)
 

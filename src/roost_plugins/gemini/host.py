@@ -20,7 +20,7 @@ What goes in, and how (every text starts with the marker line ``[roost seq ...]`
 
 The hooks (``roost gemini hook EVENT --bridge PATH``) and the job's MCP server
 (``roost mcp`` in job mode, whose roost tools run through this worker) reach the host over
-a private bridge socket (:class:`roost_core.claude.bridge.BridgeServer`: only the Gemini
+a private bridge socket (:class:`roost_core.hosts.bridge.BridgeServer`: only the Gemini
 CLI process and its descendants are served). The MCP server is trusted: Gemini CLI leaves
 an untrusted server's tools out of a headless run.
 
@@ -49,9 +49,9 @@ from typing import Any
 
 import anyio
 
-from roost_core.claude import BRIDGE_ENV
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exited
 from roost_core.hosts.bridged import BridgedHost, json_events
+from roost_core.hosts.handover import BRIDGE_ENV
 from roost_core.queue import Item
 from roost_core.settingsfile import SettingsFileError, read_object, write_object
 from roost_plugins.gemini import (

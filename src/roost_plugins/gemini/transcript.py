@@ -30,9 +30,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from roost_core.claude import marked_seqs
-from roost_core.claude.transcript import handed_items
 from roost_core.envelope_rules import NO_USER_AUTHORITY
+from roost_core.hosts.handover import handed_items, marked_seqs
 from roost_core.hosts.process import SessionTail
 from roost_core.records import TranscriptEntry
 

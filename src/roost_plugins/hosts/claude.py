@@ -8,10 +8,10 @@ from roost_core import hookimpl
 from roost_core.hosts.lazy import host_factory, lazy, lazy_command
 from roost_core.records import HostSpec
 
-make_host = host_factory("roost_core.claude.host:ClaudeHost")
-session_file = lazy("roost_core.claude:new_session_file")
-transcript_entries = lazy("roost_core.claude.transcript:entries_of")
-transcript_seqs = lazy("roost_core.claude.transcript:seqs_in_session")
+make_host = host_factory("roost_plugins.claude.host:ClaudeHost")
+session_file = lazy("roost_plugins.claude:new_session_file")
+transcript_entries = lazy("roost_plugins.claude.transcript:entries_of")
+transcript_seqs = lazy("roost_plugins.claude.transcript:seqs_in_session")
 
 
 def missing() -> str | None:
@@ -24,7 +24,7 @@ def missing() -> str | None:
 @hookimpl
 def roost_register_hosts() -> list[HostSpec]:
     """Contribute ``claude``."""
-    command = lazy_command("roost_core.claude.cli", help="put roost into Claude Code (MCP server and hooks), or run a hook")
+    command = lazy_command("roost_plugins.claude.cli", help="put roost into Claude Code (MCP server and hooks), or run a hook")
     return [
         HostSpec(
             name="claude",

@@ -40,10 +40,10 @@ from typing import Any
 
 import anyio
 
-from roost_core.claude import BRIDGE_ENV, marker
 from roost_core.dialogs import PERMISSION_OPTIONS, choice_of
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
 from roost_core.hosts.bridged import BridgedHost
+from roost_core.hosts.handover import BRIDGE_ENV, marker
 from roost_core.queue import Item
 from roost_plugins.opencode import (
     PLUGIN_BRIDGE_ENV,

@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         args,
         name="opencode",
         # The same relay as Claude Code's hooks: the session's roost mcp server answers.
-        hook="roost_core.claude.hook:main",
+        hook="roost_core.hookrelay:main",
         actions="roost_plugins.opencode.install",
         what="roost MCP server and plugin",
         program="roost_plugins.opencode:opencode_binary",

@@ -33,8 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from roost_core import platform
-from roost_core.claude import marker
-from roost_core.claude.transcript import handed_items
+from roost_core.hosts.handover import handed_items, marker
 from roost_core.records import AGENT_MESSAGE_TYPE, TranscriptEntry
 
 SESSION, HANDOVER, MESSAGE = "opencode-session", "opencode-handover", "opencode-message"

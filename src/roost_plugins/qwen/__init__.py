@@ -9,7 +9,7 @@
   and the hooks in the user's own Qwen Code settings.
 
 Every text roost hands to Qwen Code starts with the marker line ``[roost seq 3 4]``
-(:func:`roost_core.claude.marker`, shared with the Claude Code host) naming the queue seqs
+(:func:`roost_core.hosts.handover.marker`, shared with the Claude Code host) naming the queue seqs
 it carries, so the session file itself says what Qwen Code has taken.
 """
 

@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
         name="qwen",
         # Qwen Code's hooks speak Claude Code's protocol (event names, stdin, answers):
         # the same relay serves both, to a job's worker or a user's ``roost mcp --hooks``.
-        hook="roost_core.claude.hook:main",
+        hook="roost_core.hookrelay:main",
         actions="roost_plugins.qwen.install",
         what="roost MCP server and hooks",
         program="roost_plugins.qwen:qwen_binary",

@@ -19,7 +19,7 @@ What goes in, and how (docs/hosts.md, "Qwen Code as a background host"):
 
 The hook (``python -m roost_plugins.qwen hook EVENT``) and the job's MCP server (``roost
 mcp``, whose roost tools run through this worker) reach the host over the private bridge
-socket the Claude Code host uses (:mod:`roost_core.claude.bridge`); the job token never
+socket the Claude Code host uses (:mod:`roost_core.hosts.bridge`); the job token never
 leaves the worker. The hook and Qwen Code's side settings (no memory extraction, no
 follow-up suggestions: model calls on nobody's behalf) come from a settings file of the
 job's, given as Qwen Code's system defaults (``QWEN_CODE_SYSTEM_DEFAULTS_PATH``); hooks of
@@ -37,10 +37,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from roost_core.claude import BRIDGE_ENV
-from roost_core.claude.hook import hook_output, items_text
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
 from roost_core.hosts.bridged import StreamingHost, result_outcome
+from roost_core.hosts.handover import BRIDGE_ENV, hook_output, items_text
 from roost_core.queue import Item
 from roost_plugins.qwen import (
     ARGS_ENV,

@@ -20,9 +20,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from roost_core.claude import MARKER, marked_seqs
-from roost_core.claude.transcript import handed_items
 from roost_core.envelope_rules import NO_USER_AUTHORITY
+from roost_core.hosts.handover import MARKER, handed_items, marked_seqs
 from roost_core.hosts.process import SessionTail
 from roost_core.records import TranscriptEntry
 

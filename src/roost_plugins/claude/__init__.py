@@ -13,7 +13,8 @@
 Agent items never reach Claude Code as user input: they arrive as hook context (a
 ``system`` entry after a tool result), as the reason of a blocked stop, or as the result of
 ``roost_inbox``. Each such text starts with a marker line, ``[roost seq 3 4]``, that names
-the queue seqs it carries, so the transcript itself says what Claude Code has taken.
+the queue seqs it carries, so the transcript itself says what Claude Code has taken
+(:mod:`roost_core.hosts.handover`, which the bridged hosts share).
 """
 
 from __future__ import annotations
@@ -25,14 +26,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from roost_core.agentenv import agent_home, find_program
-from roost_core.hookrelay import BRIDGE_ENV as BRIDGE_ENV  # the hooks' and MCP server's variable
 
 #: The Claude Code versions roost's tests ran (tests/claude/package-lock.json); a job on
 #: another version says so once (:attr:`roost_core.hosts.process.ProcessHost.tested_versions`).
 TESTED_VERSIONS = ("2.1.332",)
 
-#: The first line of every text roost hands to Claude Code: which seqs it carries.
-MARKER = re.compile(r"^\[roost seq((?: \d+)+)\]$")
 #: The user message that opens a turn for agent items when the session is idle. It is
 #: roost's own fixed text; the items themselves come as that prompt's hook context.
 WAKE_PROMPT = "[roost] Agent items arrived; they are in the context below. They are not from the user."
@@ -55,17 +53,6 @@ STARTUP_WAIT_MS = "30000"
 
 class ClaudeError(RuntimeError):
     """Claude Code could not be started or did not behave as expected."""
-
-
-def marker(seqs: list[int]) -> str:
-    return "[roost seq " + " ".join(str(seq) for seq in seqs) + "]"
-
-
-def marked_seqs(text: str) -> list[int]:
-    """The seqs named by a marker on the first line of ``text`` (none without one)."""
-    first = text.split("\n", 1)[0].strip()
-    match = MARKER.match(first)
-    return [int(part) for part in match[1].split()] if match else []
 
 
 def claude_binary() -> str:

@@ -8,17 +8,17 @@ so routing keys on the same file a user's ``claude --resume ID`` would hold).
 What goes in, and how:
 
 - the task and user replies: stream-json user messages, each with a ``uuid`` made from its
-  queue seq (:func:`roost_core.claude.prompt_uuid`), which Claude Code keeps as the
+  queue seq (:func:`roost_plugins.claude.prompt_uuid`), which Claude Code keeps as the
   transcript entry's ``uuid``. A reply that arrives mid-run is written at the next tool
   boundary; Claude Code takes it into the same turn.
 - agent items: never as user input. They wait for the next hook: ``PostToolUse`` (mid-turn,
   as context after the tool result), ``Stop`` (the stop is blocked with them) or
   ``UserPromptSubmit``. An idle session is woken with roost's fixed prompt
-  (:data:`roost_core.claude.WAKE_PROMPT`) and gets the items as that prompt's context.
+  (:data:`roost_plugins.claude.WAKE_PROMPT`) and gets the items as that prompt's context.
 
 The hooks (``roost claude hook EVENT``) and the job's MCP server (``roost mcp``, whose
 roost tools run through this worker) reach the host over a private bridge socket named in
-``ROOST_CLAUDE_BRIDGE``; only the Claude Code process and its descendants are served. The
+``ROOST_BRIDGE``; only the Claude Code process and its descendants are served. The
 job token never leaves the worker.
 
 An item counts as delivered once the transcript shows it (its ``uuid``, or its seq in a
@@ -38,8 +38,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from roost_core.claude import (
-    BRIDGE_ENV,
+from roost_core.dialogs import PERMISSION_OPTIONS
+from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
+from roost_core.hosts.bridged import StreamingHost, result_outcome
+from roost_core.hosts.handover import BRIDGE_ENV, hook_output, wants_items
+from roost_core.queue import Item
+from roost_plugins.claude import (
     PERMISSION_TOOL,
     SERVER_NAME,
     TESTED_VERSIONS,
@@ -50,12 +54,8 @@ from roost_core.claude import (
     prompt_uuid,
     session_id_of,
 )
-from roost_core.claude.hook import EVENTS, hook_output, wants_items
-from roost_core.claude.transcript import TranscriptSeqs, result_usage
-from roost_core.dialogs import PERMISSION_OPTIONS
-from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
-from roost_core.hosts.bridged import StreamingHost, result_outcome
-from roost_core.queue import Item
+from roost_plugins.claude.hook import EVENTS
+from roost_plugins.claude.transcript import TranscriptSeqs, result_usage
 
 log = logging.getLogger("roost.claude")
 
@@ -68,7 +68,7 @@ EFFORTS = ("low", "medium", "high", "xhigh", "max")
 
 def hook_command(event: str) -> str:
     """The shell command Claude Code runs for ``event``: this Python's roost."""
-    return " ".join(shlex.quote(part) for part in (sys.executable, "-m", "roost_core.claude", "hook", event))
+    return " ".join(shlex.quote(part) for part in (sys.executable, "-m", "roost_plugins.claude", "hook", event))
 
 
 def mcp_server_config() -> dict[str, Any]:

@@ -301,7 +301,7 @@ class PiHost(ProcessHost):
         finally:
             os.umask(old_umask)
         os.chmod(sock_path, 0o600)
-        from roost_core.pi import extension_path
+        from roost_plugins.pi import extension_path
 
         argv = [pi_binary(), "--mode", "rpc", "--session", self.job.session, "-e", str(extension_path())]
         if self.job.model:

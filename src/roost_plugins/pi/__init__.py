@@ -1,7 +1,7 @@
 """roost for the pi coding agent: the bundled pi extension and its install commands.
 
 The extension (``roost-extension.ts``, package data) is a thin bridge: a foreground pi
-joins as a peer through it, and a background pi job (``roost_core.hosts.pi``) talks to its
+joins as a peer through it, and a background pi job (``roost_plugins.pi.host``) talks to its
 own worker through it. See ``docs/pi.md``.
 """
 

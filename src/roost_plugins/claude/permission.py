@@ -14,14 +14,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from roost_core.claude import PERMISSION_TOOL
 from roost_core.dialogs import PERMISSION_OPTIONS, choice_of
+from roost_plugins.claude import PERMISSION_TOOL
 
 #: The longest part of a tool's input a dialog shows.
 INPUT_CHARS = 1000
 #: The tool as ``roost mcp`` lists it to a job's Claude Code (only when prompts are asked).
 TOOL = {
     "name": PERMISSION_TOOL,
+    # roost mcp calls the worker's ``permission`` op for it, on a connection of its own.
+    "bridgeOp": "permission",
     "description": "roost: asks the user to allow or deny a tool call (Claude Code's permission prompt tool). Not for the model.",
     "parameters": {
         "type": "object",

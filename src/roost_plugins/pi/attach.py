@@ -14,7 +14,7 @@ def attach_plan(job: JobInfo) -> AttachPlan:
     """``pi --session FILE -e <roost's extension>`` with the job's model and thinking
     level (pi dedupes the extension when the user installed it too)."""
     from roost_core.agentenv import find_program
-    from roost_core.pi import extension_path
+    from roost_plugins.pi import extension_path
 
     argv = [find_program("ROOST_PI_BIN", "pi", "pi", RuntimeError), "--session", job.session, "-e", str(extension_path())]
     if job.model:

@@ -8,7 +8,7 @@ setting as it was:
   set), which Claude Code starts in every session;
 - ``CLAUDE_CODE_MCP_STARTUP_WAIT_MS`` in the ``env`` of ``~/.claude/settings.json``
   (unless the user set it), so the first model call waits for the server
-  (:data:`roost_core.claude.STARTUP_WAIT_ENV` says why);
+  (:data:`roost_plugins.claude.STARTUP_WAIT_ENV` says why);
 - the hooks ``SessionStart``, ``UserPromptSubmit``, ``PostToolUse`` and ``Stop``
   (``roost claude hook EVENT``) in ``~/.claude/settings.json``;
 - ``mcp__roost`` in that file's ``permissions.allow``: roost's tools are governed by
@@ -32,8 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from roost_core import installcommand
-from roost_core.claude import SERVER_NAME, STARTUP_WAIT_ENV, STARTUP_WAIT_MS, config_dir
-from roost_core.claude.hook import EVENTS
 from roost_core.installcommand import roost_command
 from roost_core.installrecord import Found, forget, remember
 from roost_core.settingsfile import (
@@ -48,6 +46,8 @@ from roost_core.settingsfile import (
     without_hooks,
     write_all,
 )
+from roost_plugins.claude import SERVER_NAME, STARTUP_WAIT_ENV, STARTUP_WAIT_MS, config_dir
+from roost_plugins.claude.hook import EVENTS
 
 PERMISSION = f"mcp__{SERVER_NAME}"
 
@@ -72,7 +72,7 @@ def hook_command(event: str) -> str:
 
 def is_roost_hook(command: Any) -> bool:
     """Ours: ``... claude hook EVENT`` run by a roost (this or another install)."""
-    return installcommand.is_roost_hook(command, "claude", events=EVENTS, runners=("roost_core.cli", "roost_core.claude"))
+    return installcommand.is_roost_hook(command, "claude", events=EVENTS, runners=("roost_core.cli", "roost_plugins.claude", "roost_core.claude"))
 
 
 def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:

@@ -5,7 +5,8 @@ the session (a job's host, or the ``roost mcp`` server of the user's Claude Code
 bridge what to answer, and prints that. With no roost side for this session (roost not in
 use there, no daemon) it prints nothing and exits 0: a hook must never break Claude Code.
 
-What the roost side answers (:func:`hook_output`), for agent items waiting for the session:
+What the roost side answers (:func:`roost_core.hosts.handover.hook_output`), for agent
+items waiting for the session:
 
 - ``PostToolUse``: ``additionalContext``, which Claude Code puts after the tool result,
   before the next model call (mid-turn delivery);
@@ -15,42 +16,15 @@ What the roost side answers (:func:`hook_output`), for agent items waiting for t
   gets its items with the user's next prompt);
 - ``SessionStart``: nothing; the roost side learns the session's id and transcript.
 
-Every text starts with the marker line ``[roost seq ...]`` (see ``roost_core.claude``).
+Every text starts with the marker line ``[roost seq ...]`` (see :mod:`roost_core.hosts.handover`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from roost_core.claude import marker
-from roost_core.envelope_rules import one_notice
-
 #: The events ``roost claude install`` registers.
 EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop")
-
-
-def items_text(items: list[Any]) -> str:
-    """The text that hands ``items`` (framed by the daemon already) to Claude Code: they
-    reach its model together, so with the notice once, after the last
-    (:func:`roost_core.envelope_rules.one_notice`)."""
-    return marker([item.seq for item in items]) + "\n" + "\n\n".join(one_notice([item.content for item in items]))
-
-
-def wants_items(event: str, data: dict[str, Any]) -> bool:
-    """Whether this hook can hand agent items over."""
-    if event == "Stop":
-        return not data.get("stop_hook_active")
-    return event in ("PostToolUse", "UserPromptSubmit")
-
-
-def hook_output(event: str, items: list[Any]) -> dict[str, Any] | None:
-    """The hook's answer that hands ``items`` over (None: nothing to say)."""
-    if not items:
-        return None
-    text = items_text(items)
-    if event == "Stop":
-        return {"decision": "block", "reason": text}
-    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
 
 
 def main(event: str, stdin: Any = None, stdout: Any = None) -> int:

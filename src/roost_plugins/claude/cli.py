@@ -9,7 +9,7 @@ from roost_core import installcommand
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``roost claude``'s arguments (the claude host's command, ``roost_plugins.hosts.claude``)."""
-    from roost_core.claude.hook import EVENTS
+    from roost_plugins.claude.hook import EVENTS
 
     installcommand.add_arguments(
         parser,
@@ -24,14 +24,14 @@ def run(args: argparse.Namespace) -> int:
     return installcommand.run(
         args,
         name="claude",
-        hook="roost_core.claude.hook:main",
-        actions="roost_core.claude.install",
+        hook="roost_core.hookrelay:main",
+        actions="roost_plugins.claude.install",
         what="roost MCP server and hooks",
         where=lambda result: f"{result['settings']} and {result['mcpConfig']}",
     )
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m roost_core.claude ...``: the same commands without the whole CLI (the
+    """``python -m roost_plugins.claude ...``: the same commands without the whole CLI (the
     hooks of a background job run this, so they start fast)."""
     return installcommand.main("claude", add_arguments, run, argv)

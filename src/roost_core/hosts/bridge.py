@@ -1,13 +1,13 @@
-"""The private channel between Claude Code's short-lived helpers and the long-lived roost
-process that speaks for its session.
+"""The private channel between an agent CLI's short-lived helpers and the long-lived roost
+process that speaks for its session (the bridged hosts', :mod:`roost_core.hosts.bridged`).
 
-Claude Code runs a hook as a new process for every event, and a stdio MCP server as its
+An agent CLI runs a hook as a new process for every event, and a stdio MCP server as its
 child. Both reach the roost side of the session over a Unix socket: a background job's
-host (the socket is in ``ROOST_CLAUDE_BRIDGE``) or, for a user's own Claude Code, the
-``roost mcp`` server it started (the socket is named after that Claude Code process, see
+host (the socket is in ``ROOST_BRIDGE``) or, for a user's own agent CLI, the ``roost mcp``
+server it started (the socket is named after that agent process, see
 :func:`roost_core.hookrelay.foreground_socket`). The socket is 0600 in a 0700 folder, and
-the listener asks the kernel who connected: only the Claude Code process and its
-descendants are served.
+the listener asks the kernel who connected: only the agent process and its descendants
+are served.
 
 Frames are JSON lines: ``{"id", "op", ...}`` in, ``{"id", "ok", "result" | "error"}`` out.
 """
@@ -34,7 +34,7 @@ from roost_core import locks, platform
 from roost_core.hookrelay import MAX_FRAME, checked_line, foreground_socket, request
 from roost_core.worker.proctree import MARK_VARIABLE
 
-log = logging.getLogger("roost.claude.bridge")
+log = logging.getLogger("roost.bridge")
 
 MAX_SOCKET_PATH = 107
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from roost_core.installrecord import Found, forget, remember
-from roost_core.pi import EXTENSION_NAME, extension_path
 from roost_core.settingsfile import (
     SettingsFileError,
     SettingsWriteError,
@@ -27,6 +26,7 @@ from roost_core.settingsfile import (
     uninstall_change,
     write_all,
 )
+from roost_plugins.pi import EXTENSION_NAME, extension_path
 
 
 def pi_agent_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -40,13 +40,14 @@ def settings_path(env: Mapping[str, str] | None = None) -> Path:
 
 
 def is_roost_extension(entry: Any) -> bool:
-    """Ours: this install's path, or a roost extension of another (older) install."""
+    """Ours: this install's path, or a roost extension of another (older) install: under
+    ``roost_plugins/pi`` or, where roost kept it before, ``roost_core/pi``."""
     if not isinstance(entry, str):
         return False
     if entry == str(extension_path()):
         return True
     parts = Path(entry).parts
-    return Path(entry).name == EXTENSION_NAME and len(parts) >= 3 and parts[-3:-1] == ("roost_core", "pi")
+    return Path(entry).name == EXTENSION_NAME and len(parts) >= 3 and parts[-3:-1] in (("roost_plugins", "pi"), ("roost_core", "pi"))
 
 
 def install(env: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -134,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m roost_core.pi.cli`` — the same commands, and ``daemon socket``, without
+    """``python -m roost_plugins.pi.cli`` — the same commands, and ``daemon socket``, without
     the whole CLI."""
     from roost_core.cli_support import socket_command
 

@@ -4,7 +4,7 @@ Claude Code writes each session to a JSONL file (``<config>/projects/<cwd>/<id>.
 appending as it goes. roost never writes into it; it reads which queue seqs are there:
 
 - a task or user reply is the ``user`` entry whose ``uuid`` roost chose
-  (:func:`roost_core.claude.prompt_uuid`);
+  (:func:`roost_plugins.claude.prompt_uuid`);
 - agent items handed over by a hook are a ``hook_additional_context`` attachment
   (``PostToolUse``, ``UserPromptSubmit``) or a ``hook_blocking_error`` attachment (a
   blocked ``Stop``) whose text starts with the marker line ``[roost seq ...]``;
@@ -16,12 +16,12 @@ never a tool output or a prompt, so a peer cannot fake one by getting it printed
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from roost_core.claude import WAKE_PROMPT, marked_seqs, seq_of_prompt_uuid
+from roost_core.hosts.handover import handed_items, marked_seqs
 from roost_core.hosts.process import SessionTail
-from roost_core.records import AGENT_MESSAGE_TYPE, TranscriptEntry
+from roost_core.records import TranscriptEntry
+from roost_plugins.claude import WAKE_PROMPT, seq_of_prompt_uuid
 
 INBOX_SUFFIX = "__roost_inbox"
 
@@ -138,7 +138,7 @@ def seqs_in_transcript(path: str, session_id: str) -> set[int]:
 def seqs_in_session(path: str) -> set[int]:
     """The queue seqs the transcript ``path`` holds (its name is its session id);
     ``ValueError`` for a path that is not a Claude Code transcript's."""
-    from roost_core.claude import ClaudeError, session_id_of
+    from roost_plugins.claude import ClaudeError, session_id_of
 
     try:
         session_id = session_id_of(path)
@@ -148,26 +148,6 @@ def seqs_in_session(path: str) -> set[int]:
 
 
 # ---------------------------------------------------------------------- for people (roost log)
-
-_ENVELOPE = re.compile(
-    r'<agent-message from="([^"<>]*)" id="([^"<>]*)" relation="([^"<>]*)" kind="([^"<>]*)"'
-    r'(?: msg="([^"<>]*)")?(?: reply-to="([^"<>]*)")?>\n.*?\n</agent-message>',
-    re.DOTALL,
-)
-
-
-def handed_items(text: str) -> list[TranscriptEntry]:
-    """The agent items of one roost hand-over (marker line, then framed items)."""
-    seqs = marked_seqs(text)
-    if not seqs:
-        return []
-    entries = []
-    for index, match in enumerate(_ENVELOPE.finditer(text)):
-        details = {"seq": seqs[index] if index < len(seqs) else None, "fromName": match[1], "from": match[2], "relation": match[3], "kind": match[4]}
-        # The message's own id and the one it answers, as pi's entries carry them.
-        details.update({key: value for key, value in (("id", match[5]), ("replyTo", match[6])) if value})
-        entries.append(TranscriptEntry(type="custom_message", text=match[0], custom_type=AGENT_MESSAGE_TYPE, details=details, raw={}))
-    return entries
 
 
 def entries_of(raw: dict[str, Any]) -> list[TranscriptEntry]:
