@@ -77,6 +77,7 @@ class OpenCodeKit(CliWorld):
         assert self.fake is not None, "start_fake first"
         limit = {"context": 128000, "output": 4096}
         config: dict[str, Any] = {
+            "$schema": "https://opencode.ai/config.json",  # else OpenCode writes it into the file
             "autoupdate": False,
             "share": "disabled",
             "model": f"fake/{model}",

@@ -56,7 +56,11 @@ from roost_plugins.opencode import (
     OpenCodeError,
     opencode_binary,
 )
-from roost_plugins.opencode.confighome import USER_CONFIG_HOME_ENV, job_config_home, user_config_home
+from roost_plugins.opencode.confighome import (
+    USER_CONFIG_HOME_ENV,
+    job_config_home,
+    user_config_home,
+)
 from roost_plugins.opencode.http import HttpError, Server
 from roost_plugins.opencode.transcript import (
     SessionFile,
