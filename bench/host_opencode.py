@@ -16,6 +16,12 @@ the request is written to the fake receiving the child's task (the worker starts
 ``opencode serve``, waits for it to listen, makes the session and posts the task; the
 session's MCP servers include ``roost mcp``). Each child is removed afterwards. The first
 sample of each is not counted (the store's first creation, caches).
+
+Two worlds, two rows: *seeded* (the kit's, as above) and *offline*: the user's config
+folder holds ``opencode.json`` only (its OpenCode never installed its plugin package
+there) and npm's registry is a closed port of 127.0.0.1 (``npm_config_registry``), for
+bare OpenCode and roost's jobs alike. A job that waited for OpenCode's npm install into
+that folder (any plugin makes OpenCode wait; roost's job loads one) shows here.
 """
 
 from __future__ import annotations
@@ -35,12 +41,14 @@ from bench.common import REPO, RoostDaemon, Row, find_agent, fmt_time, median, p
 
 KIT = REPO / "tests" / "clis"
 TIMEOUT = 180.0
+#: An npm registry nobody answers on (the discard port).
+CLOSED_REGISTRY = "http://127.0.0.1:9"
 
 
 class World:
     """The kit's OpenCode world, the fake model, and a daemon that runs its jobs there."""
 
-    def __init__(self, binary: str) -> None:
+    def __init__(self, binary: str, *, offline: bool = False) -> None:
         for path in (KIT, KIT.parent, KIT.parent / "pi"):
             if str(path) not in sys.path:
                 sys.path.insert(0, str(path))
@@ -49,12 +57,14 @@ class World:
         self.root = Path(tempfile.mkdtemp(prefix="rb-opencode-"))
         self.kit = OpenCodeKit(self.root, binary)
         self.fake = self.kit.start_fake({"default": {"steps": [{"say": "ok: {input}"}]}}, servers=("roost",))
-        self.kit.configure()
+        if offline:
+            self.kit.env["npm_config_registry"] = CLOSED_REGISTRY
+        self.kit.configure(seed=not offline)
         self.arrived: dict[str, float] = {}
         self.lock = threading.Lock()
         self.fake.log = self._log  # type: ignore[method-assign]
         self.daemon = RoostDaemon(label="opencode")
-        self.daemon.env.update({k: v for k, v in self.kit.env.items() if k.startswith(("XDG_", "OPENCODE_")) or k in ("HOME", "TMPDIR")})
+        self.daemon.env.update({k: v for k, v in self.kit.env.items() if k.startswith(("XDG_", "OPENCODE_", "npm_")) or k in ("HOME", "TMPDIR")})
         self.daemon.env["ROOST_OPENCODE_BIN"] = binary
 
     def _log(self, body: dict[str, Any], reply: dict[str, Any], **fields: Any) -> None:
@@ -120,34 +130,44 @@ class World:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def measure(world: World, count: int) -> tuple[list[float], list[float]]:
+    """``count`` + 1 samples of bare OpenCode and of roost's spawn, alternating so both
+    see the same load; the first of each is not counted."""
+    bare: list[float] = []
+    spawned: list[float] = []
+    try:
+        world.daemon.start()
+        for n in range(count + 1):
+            bare.append(world.bare(n))
+            spawned.extend(anyio.run(world.spawns, [f"mark-spawn-{n}"]))
+    finally:
+        world.close()
+    return bare[1:], spawned[1:]
+
+
+def row(name: str, what: str, count: int, bare: list[float], spawned: list[float]) -> Row:
+    return Row(
+        name,
+        f"spawn → child's first model request (its task), {what}, p50 of {count} (p90 {fmt_time(percentile(spawned, 90))}); "
+        f"baseline: bare `opencode run` start → the same request (p90 {fmt_time(percentile(bare, 90))})",
+        fmt_time(median(spawned)),
+        fmt_time(median(bare)),
+        median(spawned) / median(bare),
+        "—",
+        None,
+        raw={"roost": spawned, "bare": bare},
+    )
+
+
 def run(quick: bool = False, smoke: bool = False) -> list[Row]:
     binary = find_agent("ROOST_OPENCODE_BIN", "opencode", on_path=False)
     if binary is None:
         print("opencode: skipped (not installed: run scripts/install-opencode.sh or set ROOST_OPENCODE_BIN)", flush=True)
         return []
     count = 1 if smoke else 2 if quick else 8
-    world = World(binary)
-    bare: list[float] = []
-    spawned: list[float] = []
-    try:
-        world.daemon.start()
-        # Alternating, so both see the same load; the first of each is not counted.
-        for n in range(count + 1):
-            bare.append(world.bare(n))
-            spawned.extend(anyio.run(world.spawns, [f"mark-spawn-{n}"]))
-    finally:
-        world.close()
-    bare, spawned = bare[1:], spawned[1:]
+    bare, spawned = measure(World(binary), count)
+    offline_bare, offline_spawned = measure(World(binary, offline=True), count)
     return [
-        Row(
-            "opencode",
-            f"spawn → child's first model request (its task), p50 of {count} (p90 {fmt_time(percentile(spawned, 90))}); "
-            f"baseline: bare `opencode run` start → the same request (p90 {fmt_time(percentile(bare, 90))})",
-            fmt_time(median(spawned)),
-            fmt_time(median(bare)),
-            median(spawned) / median(bare),
-            "—",
-            None,
-            raw={"roost": spawned, "bare": bare},
-        )
+        row("opencode", "config folder seeded", count, bare, spawned),
+        row("opencode offline", "config folder never installed, no npm registry", count, offline_bare, offline_spawned),
     ]

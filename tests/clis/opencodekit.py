@@ -64,16 +64,20 @@ class OpenCodeKit(CliWorld):
         self.fake = FakeChat(scenario, self.root / "chat.jsonl", dialect="opencode", servers=servers).start()
         return self.fake
 
-    def configure(self, *, mcp: bool = False, plugin: dict[str, str] | None = None, model: str = "fake-model", permission: dict[str, str] | None = None) -> None:
+    def configure(self, *, mcp: bool = False, plugin: dict[str, str] | None = None, model: str = "fake-model", permission: dict[str, str] | None = None,
+                  seed: bool = True) -> None:
         """Write opencode.json (the fake provider with MODEL as its default model,
         ``small_model`` the fake's title model, the ping MCP server when MCP) and seed the
         config folder; PLUGIN (the ``ROOST_TEST_*`` variables of ``opencode_plugin.js``)
         installs that plugin. The fakes route a request by its model id (a scenario's
         ``models``), so a tree whose hosts share one scenario gives OpenCode a MODEL of its own.
-        PERMISSION replaces the ``permission`` config (default: everything allowed)."""
+        PERMISSION replaces the ``permission`` config (default: everything allowed). Without
+        SEED the folder holds opencode.json only, as a user's whose OpenCode never installed
+        its plugin package there."""
         assert self.fake is not None, "start_fake first"
         limit = {"context": 128000, "output": 4096}
         config: dict[str, Any] = {
+            "$schema": "https://opencode.ai/config.json",  # else OpenCode writes it into the file
             "autoupdate": False,
             "share": "disabled",
             "model": f"fake/{model}",
@@ -91,10 +95,11 @@ class OpenCodeKit(CliWorld):
             config["mcp"] = {"pingsrv": {"type": "local", "command": [command, *args], "environment": env}}
         self.config_dir.mkdir(exist_ok=True)
         (self.config_dir / "opencode.json").write_text(json.dumps(config))
-        dependencies = {"@opencode-ai/plugin": PLUGIN_VERSION}
-        (self.config_dir / "package.json").write_text(json.dumps({"dependencies": dependencies}))
-        (self.config_dir / "package-lock.json").write_text(json.dumps({"packages": {"": {"dependencies": dependencies}}}))
-        (self.config_dir / "node_modules").mkdir(exist_ok=True)
+        if seed:
+            dependencies = {"@opencode-ai/plugin": PLUGIN_VERSION}
+            (self.config_dir / "package.json").write_text(json.dumps({"dependencies": dependencies}))
+            (self.config_dir / "package-lock.json").write_text(json.dumps({"packages": {"": {"dependencies": dependencies}}}))
+            (self.config_dir / "node_modules").mkdir(exist_ok=True)
         if plugin is not None:
             (self.config_dir / "plugins").mkdir(exist_ok=True)
             shutil.copy(HERE / "opencode_plugin.js", self.config_dir / "plugins" / "roost_test.js")

@@ -90,6 +90,37 @@ def test_a_job_runs_its_task_in_an_opencode_session_and_renders_in_roost_log(wor
     wait_until(lambda: not opencode_processes(world), 60, what="no process of the job's OpenCode")
 
 
+def folder_state(folder):
+    """Every path under ``folder`` with its kind and bytes (what a write would change)."""
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else "folder" for p in sorted(folder.rglob("*"))}
+
+
+def test_a_job_never_installs_into_the_users_opencode_folder_yet_runs_with_its_config(world):
+    """OpenCode npm-installs its plugin package into the folders it reads config from and,
+    once any plugin is loaded (roost's is), waits for those installs: with no registry a
+    job waited ~75 s for an install into the user's folder. The job's OpenCode reads the
+    user's opencode.json (its provider and model are the only ones) through a config home
+    of its own, and writes nothing into the user's folder; its shell commands still see
+    the user's XDG_CONFIG_HOME."""
+    seen = world.work / "xdg-config-home.txt"
+    world.env["npm_config_registry"] = "http://127.0.0.1:9"  # no registry answers
+    fake = world.start_fake({"default": {"steps": [{"shell": f"printf %s \"$XDG_CONFIG_HOME\" > {seen}"}, {"say": "used the user's model"}]}},
+                            servers=("pingsrv", "roost"))
+    world.configure(model="users-own-model", seed=False)
+    world.roost_env.update({k: v for k, v in world.env.items() if k.startswith(("XDG_", "OPENCODE_", "npm_"))})
+    daemon = world.daemon_factory().start()
+    before = folder_state(world.config_dir)
+    started = roost(world, "start", "go", "--host", "opencode", "--cwd", str(world.work), "--json")
+    assert started.returncode == 0, started.stderr
+    row = daemon.wait_job(json.loads(started.stdout)["id"], timeout=240)
+    assert row["state"] == "done" and row["summary"] == "used the user's model", row
+    assert {r["body"]["model"] for r in fake.requests() if not r["reply"].get("side")} == {"users-own-model"}
+    assert seen.read_text() == world.env["XDG_CONFIG_HOME"]
+    assert folder_state(world.config_dir) == before
+    logs = "".join(path.read_text() for path in (world.data_dir / "log").glob("*.log"))
+    assert f"dir={world.config_dir}" not in logs, [line for line in logs.splitlines() if "install" in line]
+
+
 # ---------------------------------------------------------------------------- a parent's child
 
 def asked_for(fake, path):

@@ -4,7 +4,9 @@ The worker starts ``opencode serve --hostname 127.0.0.1 --port P`` (a free port,
 password of its own in ``OPENCODE_SERVER_PASSWORD``: nothing else on the machine may
 drive it), with ``OPENCODE_CONFIG_CONTENT`` adding to the user's own config the MCP
 server ``roost`` (``roost mcp`` in job mode: the tools run through this worker over a
-private bridge socket) and roost's plugin (``roost_plugin.js``). It makes one OpenCode
+private bridge socket) and roost's plugin (``roost_plugin.js``), and with a config home of
+its own that shows the user's (:mod:`roost_plugins.opencode.confighome`: OpenCode would
+otherwise wait for an npm install into the user's config folder). It makes one OpenCode
 session (``POST /session``) and names it in the job's session file
 (:mod:`roost_plugins.opencode.transcript`); a restarted worker starts the server again and
 goes on in that session.
@@ -32,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import secrets
 import socket
 import sys
@@ -53,6 +56,11 @@ from roost_plugins.opencode import (
     OpenCodeError,
     opencode_binary,
 )
+from roost_plugins.opencode.confighome import (
+    USER_CONFIG_HOME_ENV,
+    job_config_home,
+    user_config_home,
+)
 from roost_plugins.opencode.http import HttpError, Server
 from roost_plugins.opencode.transcript import (
     SessionFile,
@@ -65,8 +73,7 @@ from roost_plugins.opencode.transcript import (
 
 log = logging.getLogger("roost.opencode")
 
-#: How long ``opencode serve`` may take to say it listens (its first start in a new
-#: config folder installs its plugin package from npm unless the folder is seeded).
+#: How long ``opencode serve`` may take to say it listens.
 START_TIMEOUT = 120.0
 #: What a job's session may not do: ask the user a question or switch to plan mode
 #: (nobody is there to answer); ``opencode run`` denies the same.
@@ -144,6 +151,11 @@ class OpenCodeHost(BridgedHost):
             "OPENCODE_CONFIG_CONTENT": json.dumps(job_config(str(self.bridge.path), self.job.model)),
             PLUGIN_BRIDGE_ENV: str(self.bridge.path),
         }
+        assert self.bridge_dir is not None
+        user_home = user_config_home(os.environ)
+        home = job_config_home(self.bridge_dir / "config", user_home)
+        if home is not None:
+            env.update({"XDG_CONFIG_HOME": str(home), USER_CONFIG_HOME_ENV: str(user_home)})
         argv = [opencode_binary(), "serve", "--hostname", "127.0.0.1", "--port", str(port)]
         process = await self.start_process(argv, env)
         self.gone = False

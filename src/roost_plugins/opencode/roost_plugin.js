@@ -5,7 +5,8 @@
 // this OpenCode process and its children are served). After each tool call the plugin
 // asks it what waits; the answer's text starts with roost's marker line, "[roost seq N]",
 // and is pushed onto the tool's result, which OpenCode stores and sends with the next
-// model call.
+// model call. It also gives the agent's shell commands the user's own XDG_CONFIG_HOME
+// (ROOST_OPENCODE_USER_CONFIG_HOME) where the job's OpenCode runs with roost's.
 //
 // In a user's own OpenCode, `roost opencode install` writes a copy of this file into
 // OpenCode's plugins folder with HOOK set to its `roost opencode hook PostToolUse`
@@ -97,7 +98,13 @@ export const RoostPlugin = async () => {
   }
   // A job loads roost's own file; an installed copy leaves the job to it.
   if (HOOK) return {};
+  // A job's OpenCode runs with a config home of roost's (it links the user's entries):
+  // the agent's shell commands get the user's own back, so what they write lands there.
+  const userConfigHome = process.env.ROOST_OPENCODE_USER_CONFIG_HOME;
   return {
+    "shell.env": async (input, output) => {
+      if (userConfigHome) output.env.XDG_CONFIG_HOME = userConfigHome;
+    },
     "tool.execute.after": async (input, output) => {
       const frame = { id: 1, op: "hook", event: "tool.execute.after", input: { sessionID: input.sessionID, callID: input.callID, tool: input.tool } };
       const answer = await ask(bridge, frame);
