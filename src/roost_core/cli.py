@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from roost_core import __version__, view
+from roost_core import attach as attach_cli
 from roost_core import mcp as mcp_cli
 from roost_core import web as web_cli
 from roost_core.cli_support import (
@@ -159,6 +160,7 @@ def build_parser(*, with_hosts: bool = True) -> argparse.ArgumentParser:
 
     sub.add_parser("demo", help="play a small scenario end to end on a fresh temp home")
     view.add_parser(sub)
+    attach_cli.add_parser(sub)
     web_cli.add_parser(sub)
     mcp_cli.add_parser(sub)
     if with_hosts:
@@ -631,6 +633,7 @@ COMMANDS = {
     "plugins": cmd_plugins,
     "dead": cmd_dead,
     "view": view.run,
+    "attach": attach_cli.run,
     "web": web_cli.run,
     "mcp": mcp_cli.run,
     "demo": cmd_demo,

@@ -82,6 +82,12 @@ WORKSPACE_FAILED = "workspace_failed"
 #: ``remove``: the job's workspace holds work no other branch holds (commits, or changes
 #: never committed); ``force`` drops it, ``keepWorkspace`` keeps it.
 UNMERGED_WORK = "unmerged_work"
+#: ``attach``: the job's host has no interactive interface (no ``attach`` in its HostSpec).
+NOT_ATTACHABLE = "not_attachable"
+#: ``attach``: another ``roost attach`` holds the job (its pid is said).
+ATTACHED_ELSEWHERE = "attached_elsewhere"
+#: ``attach --now``: the job's host cannot interrupt a run; attach without it waits.
+NOT_INTERRUPTIBLE = "not_interruptible"
 
 
 class ProtocolError(Exception):

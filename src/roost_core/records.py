@@ -263,6 +263,14 @@ class HostSpec:
     to run without a model (roost's ``scripted``). ``warm_pool`` True lets the daemon keep
     warm workers of the host whose process adopts a job's session when one is taken
     (``piPool*`` settings; roost's ``pi``, through pi's ``switch_session``).
+
+    How ``roost attach`` opens a job's session in the host's own interactive interface
+    (:mod:`roost_core.attach`): ``attach``, when set, is called in the ``roost attach``
+    process as ``attach(job)`` (a :class:`~roost_core.hosts.base.JobInfo`) and returns an
+    :class:`AttachPlan`, the command run in the user's terminal; without it the host has no
+    interactive interface and ``attach`` is refused ``not_attachable``.
+    ``attach_interrupts`` True means the host's worker can interrupt a run the way the
+    CLI's own interrupt does (``roost attach --now``; the host's ``interrupt()``).
     """
 
     name: str
@@ -278,6 +286,19 @@ class HostSpec:
     default_agent: bool = False
     stand_in: bool = False
     warm_pool: bool = False
+    attach: Any = None
+    attach_interrupts: bool = False
+
+
+@attrs.frozen
+class AttachPlan:
+    """What ``roost attach`` runs in the user's terminal for a job (a host's ``attach``):
+    ``argv``, with ``env`` added to its environment, in the job's cwd. The roost side of
+    the interactive session (pi's extension, ``roost mcp``) reads ``ROOST_ATTACH_JOB`` and
+    ``ROOST_ATTACH_TOKEN`` (set by ``roost attach``) and registers as the job itself."""
+
+    argv: list[str]
+    env: dict[str, str] = attrs.field(factory=dict)
 
 
 # --------------------------------------------------------------------------- spawn and hand-back

@@ -55,6 +55,8 @@ def _line(row: dict[str, Any], indent: str, meta: str = "", root: bool = False) 
     text = f"{indent}{live} {row['name'][:28]} ({row['id']}){host}  {label(row['state'], row.get('activity'))}"
     if meta:
         text += f"  {meta}"
+    if row.get("attached"):
+        text += f"  [attached: roost attach pid {row['attached']['pid']}]"
     spent = usage_text(row.get("usage"))
     if spent:
         text += f"  [{spent}]"

@@ -45,7 +45,7 @@ STATE_STYLES = {
     "connected": "cyan",
     "not running": "dim",
 }
-TREE_HELP = "↑↓/jk select  ⏎/l log  r reply  a answer  s stop  g group  q quit"
+TREE_HELP = "↑↓/jk select  ⏎/l log  r reply  a answer  s stop  t attach  g group  q quit"
 LOG_HELP = "↑↓/jk scroll  PgUp/PgDn  g/G top/end  r reply  Esc/q back"
 
 
@@ -587,6 +587,8 @@ class LiveView:
         self.log_receipts_of: str | None = None
         self.tg: Any = None
         self.exit_code = 0
+        #: The job ``t`` chose to attach: the view ends, ``roost attach`` runs, the view comes back.
+        self.attach_to: str | None = None
 
     def draw(self) -> None:
         from rich.console import Group
@@ -712,6 +714,8 @@ class LiveView:
         else:
             if key == "q":
                 return "quit"
+            if key == "t":
+                return self.attach_key()
             await self.handle_tree_key(key)
         self.draw()
         return None
@@ -748,6 +752,16 @@ class LiveView:
                 view.flash = f"{row['name']} is a foreground session; only jobs can be stopped here"
             else:
                 view.prompt = "stop"
+
+    def attach_key(self) -> str | None:
+        """``t``: leave the view to attach the selected job (``roost attach``); the view
+        comes back when the attached CLI exits (:func:`run_live`)."""
+        row = self.view.current()
+        if row is None or row["kind"] != "job":
+            self.view.flash = "only a job can be attached (t); a foreground session is in its own terminal"
+            return None
+        self.attach_to = row["id"]
+        return "quit"
 
     def start_reply(self, row: dict[str, Any]) -> None:
         if row["kind"] != "job":
@@ -951,12 +965,21 @@ def run_live(args: argparse.Namespace) -> int:
     paths = resolve_paths()
     # Start the daemon if none answers, before the screen is taken over.
     connect(paths).close()
-    view = View(group=args.group, select=args.select)
-    console = Console(highlight=False)
-    with console.screen(hide_cursor=True) as screen, cbreak(sys.stdin.fileno()):
-        live = LiveView(view, console, screen, paths)
-        live.draw()
-        return anyio.run(live.main)
+    select = args.select
+    while True:
+        view = View(group=args.group, select=select)
+        console = Console(highlight=False)
+        with console.screen(hide_cursor=True) as screen, cbreak(sys.stdin.fileno()):
+            live = LiveView(view, console, screen, paths)
+            live.draw()
+            code = anyio.run(live.main)
+        if live.attach_to is None:
+            return code
+        # ``t``: the terminal is the attached CLI's until it exits, then the view's again.
+        import subprocess
+
+        subprocess.call([sys.executable, "-m", "roost_core.cli", "attach", live.attach_to])
+        select = live.attach_to
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -64,7 +64,7 @@ def test_the_routes_pair_every_op_with_a_service_method(tmp_path: Path) -> None:
     daemon = Daemon(paths, config, make_plugin_manager(config), durable=False)
     routes = daemon.dispatcher.routes
     assert list(routes) == list(OPS)
-    services = {daemon.job_ops, daemon.worker_ops, daemon.messaging, daemon.daemon_ops, daemon.handback}
+    services = {daemon.job_ops, daemon.worker_ops, daemon.messaging, daemon.daemon_ops, daemon.handback, daemon.attachments}
     for name, route in routes.items():
         assert route.op is OPS[name]
         for method in (route.handle, route.accept, route.after):

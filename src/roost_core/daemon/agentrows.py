@@ -47,7 +47,9 @@ class AgentRows:
                     # A foreground session says which agent it runs (pi, claude), for display.
                     "host": (fg.host if fg is not None and fg.host else peer.host),
                     "state": peer.state,
-                    "live": peer.live,
+                    # Attached: its session runs in a terminal (roost attach), not a worker.
+                    "live": peer.live or bool(job and job.attach),
+                    "attached": job.attach.shown() if job and job.attach else None,
                     "cwd": peer.cwd,
                     "session": peer.session,
                     "status": peer.status,

@@ -85,6 +85,8 @@ class Connection:
         self.peer: ForegroundPeer | None = None
         #: A warm worker's slot (``warm_hello``), until a job adopts it.
         self.warm: Any = None
+        #: The job this connection holds attached (``roost attach``: ``daemon.attach``).
+        self.attaching: Job | None = None
         self.watching = False
         self.closed = False
         #: Set once the connection is gone and its output written (or given up).

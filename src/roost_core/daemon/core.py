@@ -36,6 +36,7 @@ from roost_core.config import Config
 from roost_core.daemon import changes
 from roost_core.daemon.accept import Refuser
 from roost_core.daemon.agentrows import AgentRows
+from roost_core.daemon.attach import Attachments
 from roost_core.daemon.budget import BudgetNotices
 from roost_core.daemon.budgets import Budgets
 from roost_core.daemon.connection import Connection
@@ -144,6 +145,10 @@ class Daemon:
             paths, config, pm, registry=self.registry, persistence=self.persistence, workers=self.workers, job_ops=self.job_ops,
             connections=self.connections, refuser=self.refuser, stopping=self.stopping, clock=self.clock, live_config=self.live_config,
         )
+        self.attachments = Attachments(
+            registry=self.registry, workers=self.workers, mailroom=self.mailroom, hosts=self.hosts, tools=self.tools, watchers=self.watchers,
+        )
+        self.messaging.attachments = self.attachments  # (made after it: it binds attached sessions)
         self.worker_ops.user_config = self.live_config.worker_view
         self.dispatcher = Dispatcher(self.routes(), self.ledger)
         self._next_retry = 0.0
@@ -190,6 +195,8 @@ class Daemon:
             Route("stop", OPS["stop"], jobs.op_stop),
             Route("remove", OPS["remove"], jobs.op_remove),
             Route("log", OPS["log"], jobs.op_log),
+            Route("attach", OPS["attach"], self.attachments.op_attach),
+            Route("detach", OPS["detach"], self.attachments.op_detach),
             Route("worker_hello", OPS["worker_hello"], worker.op_worker_hello, after=worker.after_hello),
             Route("warm_hello", OPS["warm_hello"], worker.op_warm_hello),
             Route("warm_ready", OPS["warm_ready"], worker.op_warm_ready),
@@ -232,6 +239,8 @@ class Daemon:
     def peer_disconnected(self, conn: Connection) -> None:
         """A connection is gone (``daemon.wire``)."""
         self.messaging.peer_disconnected(conn)
+        if conn.attaching is not None:
+            self.attachments.holder_gone(conn)
 
     def before_output(self) -> None:
         """What must be on disk before any byte of a pass reaches a client (the wire

@@ -433,7 +433,8 @@ def receiver_of(job: Job, item: Item, wake: bool) -> Receiver:
         return Receiver.CONNECTED
     if job.state == "stopped" and item.kind != "reply":
         return Receiver.STOPPED
-    if job.worker_pid is not None:
+    if job.worker_pid is not None or job.attach is not None:
+        # (Attached: pushed once the interactive session has registered.)
         return Receiver.STARTING
     return Receiver.ASLEEP if wake else Receiver.NOT_WOKEN
 

@@ -119,6 +119,8 @@ class Job(NotesChanges):
     #: forgotten when a shown field moves (NotesChanges), so a peer table built again
     #: after another record's change makes no new entry for this one.
     kept_info: tuple[bool, PeerInfo] | None = attrs.field(default=None, init=False, repr=False)
+    #: The ``roost attach`` holding this job (``daemon.attach.Attachment``), or None.
+    attach: Any = None
     #: ``dialog`` as the tree's foreground sessions were last told it (daemon.dialognotices).
     dialog_told: bool = attrs.field(default=False, init=False, repr=False)
 
@@ -200,6 +202,7 @@ class Job(NotesChanges):
             "background": self.background,
             "backgroundShown": self.background_shown,
             "dialog": self.dialog,
+            "attached": self.attach.shown() if self.attach is not None else None,
             "dialogOptions": self.dialog_options if self.dialog else None,
             "pending": len(self.queue.items),
             "parentSession": self.parent_session,

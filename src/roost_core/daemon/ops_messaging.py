@@ -101,6 +101,9 @@ class Messaging:
         self.maker = maker
         self.tasks = tasks
         self.clock = clock
+        #: Binds a ``peer_register`` with ``roost attach``'s token to its job (set when the
+        #: daemon is assembled: ``daemon.attach.Attachments``).
+        self.attachments: Any = None
 
     async def op_tools(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
         """The agent tools, and the notice every agent item ends with (an extension gives a
@@ -133,6 +136,9 @@ class Messaging:
         return {"ok": result.ok, "text": policy.format_tool_result(self.pm, result), "data": result.data, "code": result.code}
 
     async def op_peer_register(self, conn: Connection, args: dict[str, Any]) -> dict[str, Any]:
+        if "attach" in args and self.attachments is not None:
+            # An attached job's interactive session: the job itself, not a new peer.
+            return dict(self.attachments.bind(conn, args))
         if conn.job is not None:
             raise ProtocolError(CONFLICT, "a worker connection cannot register as a foreground peer")
         pid = args["pid"]
@@ -192,7 +198,11 @@ class Messaging:
         }
 
     def after_register(self, conn: Connection) -> None:
-        """Push again what a previous connection of this peer had not acked."""
+        """Push again what a previous connection of this peer had not acked (an attached
+        job's session: what waits in the job's queue)."""
+        if conn.job is not None and self.attachments is not None:
+            self.attachments.after_bind(conn)
+            return
         peer = conn.peer
         if peer is not None:
             # Everything in flight is pushed now, in order: nothing waits behind a held push.

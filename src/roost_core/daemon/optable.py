@@ -109,6 +109,9 @@ OPS: dict[str, Op] = {
     "stop": Op({"job": Field(str, required=True, max_len=NAME)}),
     "remove": Op({"job": Field(str, required=True, max_len=NAME), "force": Field(bool), "keepWorkspace": Field(bool)}),
     "log": Op({"job": Field(str, required=True, max_len=NAME), "entries": Field(bool)}),
+    # ``roost attach``: the connection holds the job until it closes or says ``detach``.
+    "attach": Op({"job": Field(str, required=True, max_len=NAME), "now": Field(bool)}),
+    "detach": Op({"job": Field(str, required=True, max_len=NAME)}),
     "worker_hello": Op(
         {
             "job": Field(str, required=True, max_len=NAME),
@@ -153,6 +156,8 @@ OPS: dict[str, Op] = {
             "sessionId": Field(str, max_len=NAME),
             "lastSeq": Field(int, check=lambda v: None if v >= 0 else "must be >= 0"),
             "host": Field(str, max_len=NAME),
+            # ``roost attach``'s one-time token: the registration is the attached job's.
+            "attach": Field(str, max_len=NAME),
         },
     ),
     "peers": Op({"watch": Field(str, max_len=NAME)}, who="bound"),

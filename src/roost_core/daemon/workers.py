@@ -52,7 +52,8 @@ class ExitListener(Protocol):
 
 class Workers:
     """Every job's worker process and the warm slots (see the module docstring).
-    ``listener`` is set when the daemon is assembled (it is built after this)."""
+    ``listener`` is set when the daemon is assembled (it is built after this). Long: a
+    worker's start, its exit and the warm slots share one bookkeeping of processes."""
 
     #: Starts workers through the warm fork server; ``serve`` sets it (None: ``Popen``).
     spawner: Spawner | None = None
@@ -198,7 +199,7 @@ class Workers:
         """:meth:`start_worker`, or, when no process can be made now (no fds, no
         processes), a log line and another try from the monitor; its items wait. None
         while the daemon is ending every worker to stop."""
-        if self.ending_all:
+        if self.ending_all or job.attach is not None:  # attached: the session is the terminal's
             return False
         try:
             self.start_worker(job)
@@ -274,6 +275,8 @@ class Workers:
         job.dialog_options = None
         job.background = 0
         job.background_shown = []
+        if job.attach is not None:  # the session file is free for roost attach's CLI
+            job.attach.released.set()
         if not clean:
             job.crashes += 1
             if job.state == "running":

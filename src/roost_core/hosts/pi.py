@@ -622,6 +622,11 @@ class PiHost(ProcessHost):
             text = ((await self.command({"type": "get_last_assistant_text"})).get("data") or {}).get("text") or ""
         return self.outcome(items, text)
 
+    async def interrupt(self) -> None:
+        """Interrupt the run as pi's own Escape does (RPC ``abort``): the turn ends with an
+        aborted answer, and the run settles."""
+        await self.command({"type": "abort"})
+
     async def steer_together(self, items: list[Item]) -> None:
         """Agent items for an idle pi, as one prompt: the extension appends all but the last
         to the session and the last starts the turn, so the model reads them in one request

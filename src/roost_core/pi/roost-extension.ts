@@ -12,6 +12,12 @@
  *   message_end. A session roost has been part of before registers at once on every later
  *   session_start (startup, resume, fork, reload), so what is held for it (a child's
  *   report) arrives without a tool call; any other session holds no daemon connection.
+ *   **Attached** (`ROOST_ATTACH_TOKEN` set by `roost attach`): the same, but the session is a
+ *   background job's, opened here by the user; it registers at once with the token, and the
+ *   daemon binds it to the job (same id, queue, relations). The job's items come as
+ *   `deliver` events as above (a user reply as a user message tagged with its seq, as the
+ *   bridge tags one), and each run that took any in hands back to the job's parent
+ *   (`handback`), as the job's worker would.
  * - **Bridge** (`ROOST_PI_BRIDGE` set: a background job run by a roost worker): it talks
  *   only to its own worker over that private Unix socket. The worker holds the job's
  *   authenticated daemon connection; this process never sees the job token.
@@ -375,7 +381,7 @@ function hasPeerMarker(entries: readonly unknown[]): boolean {
  * `wanted` once any session of this pi has become a peer (every later session_start then
  * registers), and the daemon socket once found.
  */
-const processState: { wanted: boolean; socket?: string; startTime?: Promise<number | null>; bridge?: string } = ((globalThis as any).__roostPiState ??= { wanted: false });
+const processState: { wanted: boolean; socket?: string; startTime?: Promise<number | null>; bridge?: string; attach?: string } = ((globalThis as any).__roostPiState ??= { wanted: false });
 
 export default async function roost(pi: ExtensionAPI) {
 	// Kept for the process: a background pi switched to another session (a warm pi taking
@@ -384,6 +390,10 @@ export default async function roost(pi: ExtensionAPI) {
 	const bridgePath = processState.bridge;
 	// Tools and scripts this pi starts must not find the worker's private channel.
 	delete process.env.ROOST_PI_BRIDGE;
+	// Nor `roost attach`'s token: only this session registers with it.
+	if (process.env.ROOST_ATTACH_TOKEN) processState.attach = process.env.ROOST_ATTACH_TOKEN;
+	const attachToken: string | undefined = processState.attach;
+	delete process.env.ROOST_ATTACH_TOKEN;
 	const registered = new Set<string>();
 	let ctxRef: ExtensionContext | undefined;
 	/** The no-user-authority notice every agent item ends with, as the worker (bridge hello)
@@ -602,6 +612,10 @@ export default async function roost(pi: ExtensionAPI) {
 		let copies: number[] = [];
 		/** The tree's sessions on a dialog, as the last `dialogs` event listed them. */
 		let waitingDialogs: Json[] = [];
+		/** Attached: the seqs of the job's user replies sent as user messages pi has not ended. */
+		const replyTags: Json[] = [];
+		/** Attached: the items taken in since the last run ended (the next run's causes). */
+		let runCauses: Json[] = [];
 
 		const eligible = async (ctx: ExtensionContext): Promise<string | null> => {
 			if (!ctx.hasUI) return "this pi has no UI";
@@ -650,6 +664,7 @@ export default async function roost(pi: ExtensionAPI) {
 			// The daemon numbers what it sends after what we hold, so a new daemon's seqs
 			// go on where the old one's stopped (and are never taken for resends).
 			lastSeq: lastSeq,
+			...(attachToken ? { attach: attachToken } : {}),
 		});
 
 		const ensurePeer = (ctx: ExtensionContext): Promise<string> => {
@@ -670,8 +685,9 @@ export default async function roost(pi: ExtensionAPI) {
 				const answer = await conn.call("peer_register", args);
 				registeredName = args.name;
 				peerId = String(answer.id);
-				// Remembered in the file: any later pi on this session registers at once.
-				if (!hasPeerMarker(ctx.sessionManager.getEntries())) pi.appendEntry(PEER_ENTRY, { peer: peerId });
+				// Remembered in the file: any later pi on this session registers at once
+				// (not a job's attached session: its worker holds it once it detaches).
+				if (!attachToken && !hasPeerMarker(ctx.sessionManager.getEntries())) pi.appendEntry(PEER_ENTRY, { peer: peerId });
 				ctx.ui.setStatus(STATUS_KEY, `✉ roost ${peerId}`);
 				return peerId;
 			})();
@@ -753,6 +769,15 @@ export default async function roost(pi: ExtensionAPI) {
 			}
 			if (typeof frame.id === "string") seenIds.add(frame.id);
 			awaitingEnd.add(seq);
+			if (attachToken && frame.kind === "reply") {
+				// The job's user reply (attached): the user's own message, its seq tagged onto
+				// the same session-file line (as the bridge does), so the worker that takes the
+				// session back drops it.
+				replyTags.push({ seq, kind: "reply" });
+				if (ctxRef ? ctxRef.isIdle() : true) pi.sendUserMessage(String(frame.content ?? ""));
+				else pi.sendUserMessage(String(frame.content ?? ""), { deliverAs: "steer" });
+				return;
+			}
 			inject({ seq, kind: String(frame.kind ?? "message"), content: String(frame.content ?? ""), from: frame.from, fromName: frame.fromName, relation: frame.relation, trace: frame.trace, hops: frame.hops, id: frame.id, replyTo: frame.replyTo, replyQuote: frame.replyQuote, scope: frame.scope, delivery: frame.delivery });
 		};
 
@@ -812,7 +837,7 @@ export default async function roost(pi: ExtensionAPI) {
 			// child's report) arrives by itself; so does every session of a pi that has
 			// been a peer. Fired twice on new_session: registering the same session again
 			// is a no-op.
-			const joins = processState.wanted || roostSession(ctx.sessionManager.getEntries());
+			const joins = !!attachToken || processState.wanted || roostSession(ctx.sessionManager.getEntries());
 			if (joins && (!peer || ctx.sessionManager.getSessionId() !== sessionId)) {
 				peer = null;
 				ensurePeer(ctx).catch((err) => ctx.ui.notify(errorText(err), "warning"));
@@ -824,14 +849,42 @@ export default async function roost(pi: ExtensionAPI) {
 		pi.on("agent_start", (_event, ctx) => {
 			ctxRef = ctx;
 			followName(ctx);
+			// Attached: the job runs (as its worker would say), in the user's terminal.
+			if (attachToken && peerId && link && !link.closed) link.notify("job_status", { state: "running" });
+		});
+
+		pi.on("agent_end", (event, ctx) => {
+			ctxRef = ctx;
+			if (!attachToken || !peerId || !link || link.closed) return;
+			// The run is over: handed back with what caused it, as the job's worker hands
+			// a run back (the daemon's handback plugin decides whether the parent hears).
+			const messages = ((event as Json).messages ?? []) as Json[];
+			const last = [...messages].reverse().find((m) => m?.role === "assistant") ?? {};
+			const text = textOf(last.content);
+			const causes = runCauses;
+			runCauses = [];
+			const state = causes.some((cause) => cause.kind === "reply") ? "done" : "idle";
+			if (causes.length > 0) {
+				link.call("handback", { result: text.slice(0, 6000), state, causes, run: causes[0].seq }).catch(() => undefined);
+			} else {
+				const summary = text.split("\n").map((line) => line.trim()).find((line) => line) ?? null;
+				link.notify("job_status", { state, settled: true, summary: summary ? summary.slice(0, 200) : null });
+			}
 		});
 
 		pi.on("message_end", (event, ctx) => {
 			ctxRef = ctx;
 			const message = event.message as Json;
+			if (message.role === "user" && replyTags.length > 0) {
+				const tag = replyTags.shift()!;
+				runCauses.push({ seq: tag.seq, kind: "reply", sender: null, joined: runCauses.length > 0 });
+				ack(tag.seq, "ended");
+				return { message: { ...message, roost: tag } as any };
+			}
 			if (message.role !== "custom" || message.customType !== MESSAGE_TYPE) return undefined;
 			const seq = Number(message.details?.seq);
 			if (!awaitingEnd.has(seq)) return undefined;
+			if (attachToken) runCauses.push({ seq, kind: String(message.details?.kind ?? "message"), sender: message.details?.from ?? null, joined: runCauses.length > 0 });
 			ack(seq, "ended");
 			return undefined;
 		});

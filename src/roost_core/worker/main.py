@@ -256,6 +256,23 @@ class Worker:
             self.adopted.set()
         elif name == "shutdown":
             self.stop(str(event.get("reason", "shutdown")))
+            if event.get("interrupt") and self.run_scope is not None:
+                await self.interrupt_run()
+
+    async def interrupt_run(self) -> None:
+        """``roost attach --now``: the run is interrupted the way the agent CLI's own
+        interrupt does it (the host's ``interrupt``); it then settles and hands back as
+        any run does, and the worker lets go of the session."""
+        interrupt = getattr(self.host, "interrupt", None)
+        if not callable(interrupt):
+            log.warning("this host cannot interrupt a run: the attach waits for it to settle")
+            return
+        log.info("interrupting the run: the user attaches now")
+        try:
+            with anyio.move_on_after(10):
+                await interrupt()
+        except Exception:  # the run then ends by itself, and the attach waits for it
+            log.exception("the interrupt failed")
 
     def take_identity(self, event: dict[str, Any]) -> None:
         """``adopt`` for another job than the slot's (a wake): become that job (its id and

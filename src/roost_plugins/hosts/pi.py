@@ -4,10 +4,11 @@ install | uninstall | extension-path`` puts roost's extension into the user's ow
 from __future__ import annotations
 
 from roost_core import hookimpl
-from roost_core.hosts.lazy import host_factory, lazy_command
+from roost_core.hosts.lazy import host_factory, lazy, lazy_command
 from roost_core.records import HostSpec
 
 make_host = host_factory("roost_core.hosts.pi:PiHost")
+attach = lazy("roost_core.pi.attach:attach_plan")
 
 
 def missing() -> str | None:
@@ -22,4 +23,4 @@ def roost_register_hosts() -> list[HostSpec]:
     """Contribute ``pi``: pi writes roost's own session format (pi's v3 JSONL)."""
     command = lazy_command("roost_core.pi.cli", help="install the roost extension into the pi coding agent")
     # The agent a `roost start` without a host runs, and the one host with warm workers.
-    return [HostSpec(name="pi", factory=make_host, unavailable=missing, command=command, default_agent=True, warm_pool=True)]
+    return [HostSpec(name="pi", factory=make_host, unavailable=missing, command=command, default_agent=True, warm_pool=True, attach=attach, attach_interrupts=True)]
