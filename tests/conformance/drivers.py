@@ -29,13 +29,18 @@ def _text(content: Any) -> str:
     return json.dumps(content)
 
 
-def chat_inputs(messages: list[dict[str, Any]]) -> list[ModelInput]:
-    """A chat-completions request's messages (pi, OpenCode, Qwen Code)."""
+def chat_inputs(messages: list[dict[str, Any]], *, escaped_tool_output: bool = False) -> list[ModelInput]:
+    """A chat-completions request's messages (pi, OpenCode, Qwen Code). With
+    ``escaped_tool_output`` (Qwen Code, which escapes ``<`` and ``>`` in a hook's context
+    added to a tool's output) a tool's output is read unescaped, as the host's own
+    transcript reader reads it."""
     out = []
     for message in messages:
         role = str(message.get("role"))
         role = "system" if role == "developer" else role
         text = _text(message.get("content"))
+        if role == "tool" and escaped_tool_output:
+            text = text.replace("&lt;", "<").replace("&gt;", ">")
         if text:
             out.append(ModelInput(role, text))
         for call in message.get("tool_calls") or []:
@@ -294,7 +299,7 @@ class QwenDriver(HostDriver):
         return {"host": self.name, "cwd": str(self.work)}
 
     def model_requests(self) -> list[list[ModelInput]]:
-        return [chat_inputs(r["body"].get("messages") or []) for r in scripted_requests(self.fake)]
+        return [chat_inputs(r["body"].get("messages") or [], escaped_tool_output=True) for r in scripted_requests(self.fake)]
 
     def cleanup(self) -> None:
         self.kit.cleanup()
