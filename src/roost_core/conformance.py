@@ -8,13 +8,25 @@ parametrises that fixture over every registered host whose agent program is inst
 a plugin author runs the same scenarios on their host by importing them into a test
 module and providing the fixture::
 
-    from roost_core.conformance import HostUnderTest, SCENARIOS
-    from roost_core.testing import HostDriver
+    from roost_core.conformance import SCENARIOS, HostUnderTest, RoostDaemon
 
     globals().update(SCENARIOS)  # test_a_task_..., test_b_..., ...
 
     @pytest.fixture
-    def conformance_host(tmp_path, ...) -> HostUnderTest: ...
+    def conformance_host(tmp_path):
+        env = {**os.environ, "ROOST_HOME": str(tmp_path / "roost")}
+        driver = OurDriver()  # a roost_core.testing.HostDriver
+        driver.setup(tmp_path, env)
+        daemons = []
+
+        def daemon():
+            daemons.append(RoostDaemon(env))
+            return daemons[-1]
+
+        yield HostUnderTest(driver, env, tmp_path, daemon)
+        for daemon in daemons:
+            daemon.cleanup()
+        driver.cleanup()
 
 The scenarios (the names say what each checks; a failure names the host's defect):
 
@@ -45,7 +57,7 @@ import attrs
 
 from roost_core.envelope_rules import NO_USER_AUTHORITY
 
-__all__ = ["NOTICE_LINE", "SCENARIOS", "HostDriver", "HostUnderTest", "ModelInput"]
+__all__ = ["NOTICE_LINE", "SCENARIOS", "HostDriver", "HostUnderTest", "ModelInput", "RoostDaemon"]
 
 #: The notice's first line: what shows that the notice is in a text.
 NOTICE_LINE = NO_USER_AUTHORITY.splitlines()[0]
@@ -150,6 +162,65 @@ class HostUnderTest:
     def wait_model_has(self, token: str, timeout: float = STEP_TIMEOUT) -> None:
         """Until a model request holds ``token``."""
         wait(lambda: self.holding(token), timeout, f"a model request holding {token!r} on {self.name}")
+
+
+class RoostDaemon:
+    """A roost daemon for a plugin author's conformance run (roost's own suite passes its
+    ``tests/conftest.py`` handles): started on ``env`` (its ``ROOST_HOME`` a test's own
+    folder), asked over its socket, and stopped with every worker by :meth:`cleanup`."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        from roost_core.paths import resolve_paths
+
+        self.env = env
+        self.paths = resolve_paths(env)
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> RoostDaemon:
+        from roost_core.client import wait_for_daemon
+
+        self.paths.ensure()
+        with open(self.paths.daemon_log, "ab") as log:
+            self.process = subprocess.Popen([sys.executable, "-m", "roost_core.daemon"], env=self.env, stdin=subprocess.DEVNULL,
+                                            stdout=log, stderr=log, start_new_session=True)
+        wait_for_daemon(self.paths, timeout=60, process=self.process)
+        return self
+
+    def call(self, op: str, **args: Any) -> dict[str, Any]:
+        from roost_core.client import Client
+
+        with Client(self.paths.socket, timeout=STEP_TIMEOUT) as conn:
+            return dict(conn.call(op, **args))
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return dict(next(row for row in self.call("jobs")["jobs"] if row["id"] == job_id))
+
+    def record(self, job_id: str) -> dict[str, Any]:
+        return dict(json.loads((self.paths.jobs_dir / f"{job_id}.json").read_text()))
+
+    def wait_job(self, job_id: str, *states: str, timeout: float = STEP_TIMEOUT) -> dict[str, Any]:
+        """The job's row once it is in ``states`` (any settled state) with nothing pending."""
+        states = states or ("idle", "needs_input", "done", "failed", "stopped")
+
+        def settled() -> dict[str, Any] | None:
+            row = self.job(job_id)
+            return row if row["state"] in states and (row["pending"] == 0 or row["state"] == "stopped") else None
+
+        return dict(wait(settled, timeout, f"job {job_id} in {states}"))
+
+    def cleanup(self) -> None:
+        """Stop the daemon and every job of it."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        for row in self.call("jobs")["jobs"]:
+            if row.get("live"):
+                self.call("stop", job=row["id"])
+        self.call("daemon_stop")
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(5)
 
 
 # ------------------------------------------------------------------------------ helpers

@@ -40,7 +40,7 @@ import attrs
 import pytest
 
 from roost_core.config import Config
-from roost_core.conformance import HostDriver, HostUnderTest, ModelInput
+from roost_core.conformance import HostDriver, HostUnderTest, ModelInput, RoostDaemon
 from roost_core.records import (
     OutgoingItem,
     PeerInfo,
@@ -66,6 +66,7 @@ __all__ = [
     "HostDriver",
     "HostUnderTest",
     "ModelInput",
+    "RoostDaemon",
     "daemon_hooks",
     "load_plugin",
     "make_candidates",

@@ -61,7 +61,7 @@ def table(found: dict[tuple[str, str], tuple[str, str]]) -> str:
             if note:
                 notes.append(f"- {letter} × {host}: {note}")
         lines.append(f"| {letter}. {title} | " + " | ".join(cells) + " |")
-    return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
+    return "\n".join(lines + (["", *notes] if notes else [])) + "\n"
 
 
 def main(argv: list[str]) -> int:
