@@ -44,6 +44,7 @@ f. a child's report reaches its parent once.
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -424,40 +425,49 @@ def test_e_kill9_of_the_worker_mid_tool_the_session_goes_on_nothing_twice_nothin
     import psutil
 
     host = conformance_host
-    gate = host.tmp / "gate"  # never opened: the tool runs until the kill
+    started = host.tmp / "tool-started"
+    gate = host.tmp / "gate"  # opened only at the end: the tool runs until the kill
     task, more = token("task"), token("more")
+    # The slow tool says it runs (the kill must come mid-tool: killed before the agent
+    # wrote the task to its transcript, the task is rightly handed over again, and would
+    # take the slow run again), then waits for the gate (no command substitution: Gemini
+    # CLI refuses a shell command that holds one).
+    slow_tool = f"touch {shlex.quote(str(started))} && while [ ! -e {shlex.quote(str(gate))} ]; do sleep 0.05; done"
     daemon = host.begin({
         # Only the task alone takes the slow run: a host may hand the reply over as the
         # killed run's next input, or beside the task in one input, or after the task with
         # the interrupted tool call dropped; none of those runs the slow tool again.
-        "run": [{"match": f"^slow {task}$", "steps": [{"wait_for": str(gate)}, {"say": "carried on"}]}],
+        "run": [{"match": f"^slow {task}$", "steps": [{"shell": slow_tool}, {"say": "carried on"}]}],
         "default": {"steps": [{"say": "carried on"}]},
     })
     job = host.start(f"slow {task}", "conf-e")
-    host.wait_model_has(task)
-    row = wait(lambda: (r := daemon.job(job))["workerPid"] and r, STEP_TIMEOUT, "the worker's pid")
-    session = daemon.record(job)["session"]
-    worker = psutil.Process(row["workerPid"])
-    everything = [worker, *worker.children(recursive=True)]
-    worker.kill()
+    try:
+        wait(started.exists, STEP_TIMEOUT, f"the slow tool running on {host.name}")
+        row = wait(lambda: (r := daemon.job(job))["workerPid"] and r, STEP_TIMEOUT, "the worker's pid")
+        session = daemon.record(job)["session"]
+        worker = psutil.Process(row["workerPid"])
+        everything = [worker, *worker.children(recursive=True)]
+        worker.kill()
 
-    def gone() -> bool:
-        return not [p for p in everything if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        def gone() -> bool:
+            return not [p for p in everything if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
-    wait(gone, 60, "every process of the killed worker gone")
-    daemon.wait_job(job, timeout=STEP_TIMEOUT)
-    replied = host.roost("reply", job, more)
-    assert replied.returncode == 0, replied.stderr
-    host.wait_model_has(more)
-    row = daemon.wait_job(job, timeout=STEP_TIMEOUT)
-    assert row["state"] == "done", row
-    assert daemon.record(job)["session"] == session, "the job went on in another session"
-    last = host.driver.model_requests()[-1]
-    assert once_in(last, task).role == "user" and once_in(last, more).role == "user"
-    lines = host.log_lines(job)
-    assert lines.count(f"› you: slow {task}") == 1 and lines.count(f"› you: {more}") == 1, lines
-    assert lines[-1] == "assistant: carried on", lines
-    assert gone()
+        wait(gone, 60, "every process of the killed worker gone")
+        daemon.wait_job(job, timeout=STEP_TIMEOUT)
+        replied = host.roost("reply", job, more)
+        assert replied.returncode == 0, replied.stderr
+        host.wait_model_has(more)
+        row = daemon.wait_job(job, timeout=STEP_TIMEOUT)
+        assert row["state"] == "done", row
+        assert daemon.record(job)["session"] == session, "the job went on in another session"
+        last = host.driver.model_requests()[-1]
+        assert once_in(last, task).role == "user" and once_in(last, more).role == "user"
+        lines = host.log_lines(job)
+        assert lines.count(f"› you: slow {task}") == 1 and lines.count(f"› you: {more}") == 1, lines
+        assert lines[-1] == "assistant: carried on", lines
+        assert gone()
+    finally:
+        gate.write_text("go")  # a slow tool left running (the test failed) ends
 
 
 def test_f_a_child_reports_to_its_parent_once(conformance_host: HostUnderTest) -> None:
