@@ -22,6 +22,11 @@ every send and listing, and says whether it may keep your reach decisions::
     hooks = daemon_hooks(roost_plugin_manager(OurReach(), defaults=True))
     assert hooks.decide_reach(make_peer(), make_peer(id="b2"), "name", make_config()).allowed
     assert not hooks.reach_pure  # OurReach reads a file: not marked roost_core.pure
+
+A host plugin runs roost's host conformance suite (:mod:`roost_core.conformance`) on its
+host through a :class:`HostDriver` its test kit implements: how to make the fake model
+server for it, which arguments start a job on it, how to read what the model received
+(as :class:`ModelInput` pieces). See :mod:`roost_core.conformance` for the fixture.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import attrs
 import pytest
 
 from roost_core.config import Config
+from roost_core.conformance import HostDriver, HostUnderTest, ModelInput, RoostDaemon
 from roost_core.records import (
     OutgoingItem,
     PeerInfo,
@@ -59,6 +65,10 @@ if TYPE_CHECKING:
     from roost_core.policy import CompiledHooks
 
 __all__ = [
+    "HostDriver",
+    "HostUnderTest",
+    "ModelInput",
+    "RoostDaemon",
     "daemon_hooks",
     "load_plugin",
     "make_candidates",

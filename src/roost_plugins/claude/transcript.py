@@ -4,7 +4,9 @@ Claude Code writes each session to a JSONL file (``<config>/projects/<cwd>/<id>.
 appending as it goes. roost never writes into it; it reads which queue seqs are there:
 
 - a task or user reply is the ``user`` entry whose ``uuid`` roost chose
-  (:func:`roost_plugins.claude.prompt_uuid`);
+  (:func:`roost_plugins.claude.prompt_uuid`), or, for a reply Claude Code took into a running
+  turn ("The user sent a new message while you were working"), the ``queued_command``
+  attachment whose ``source_uuid`` is that uuid (no ``user`` entry is written for it);
 - agent items handed over by a hook are a ``hook_additional_context`` attachment
   (``PostToolUse``, ``UserPromptSubmit``) or a ``hook_blocking_error`` attachment (a
   blocked ``Stop``) whose text starts with the marker line ``[roost seq ...]``;
@@ -110,6 +112,9 @@ class TranscriptSeqs:
             if attachment.get("type") == "hook_blocking_error":
                 blocking = attachment.get("blockingError") or {}
                 return marked_seqs(str(blocking.get("blockingError") or ""))
+            if attachment.get("type") == "queued_command":
+                own = seq_of_prompt_uuid(self.session_id, str(attachment.get("source_uuid") or ""))
+                return [] if own is None else [own]
             return []
         if kind != "user":
             return []
@@ -152,8 +157,10 @@ def seqs_in_session(path: str) -> set[int]:
 
 def entries_of(raw: dict[str, Any]) -> list[TranscriptEntry]:
     """One Claude Code line as the entries the render plugin knows (pi's shapes): user and
-    assistant messages, tool results, and roost's hand-overs as agent messages. Claude
-    Code's own bookkeeping (attachments, queue operations, request blobs) is not shown."""
+    assistant messages (a user message taken into a running turn too, which Claude Code
+    writes as a ``queued_command`` attachment), tool results, and roost's hand-overs as
+    agent messages. Claude Code's own bookkeeping (other attachments, queue operations,
+    request blobs) is not shown."""
     kind = raw.get("type")
     message = raw.get("message") or {}
     content = message.get("content")
@@ -186,4 +193,9 @@ def entries_of(raw: dict[str, Any]) -> list[TranscriptEntry]:
             return [entry for text in attachment.get("content") or [] if isinstance(text, str) for entry in handed_items(text)]
         if attachment.get("type") == "hook_blocking_error":
             return handed_items(str((attachment.get("blockingError") or {}).get("blockingError") or ""))
+        if attachment.get("type") == "queued_command" and attachment.get("commandMode") == "prompt" and not raw.get("isMeta"):
+            # The user's message taken into a running turn: Claude Code writes no user
+            # entry for it, only this.
+            text = entry_text(attachment.get("prompt"))
+            return [] if not text or text == WAKE_PROMPT else [TranscriptEntry(type="message", role="user", text=text, raw=raw)]
     return []
