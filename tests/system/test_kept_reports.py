@@ -41,5 +41,5 @@ def test_a_kept_report_reaches_a_no_session_parent_once_when_it_registers_twice(
         sent = back.request({"id": 3, "op": "send", "to": kid, "message": "thanks", "key": "after-retries"})
         assert sent["ok"], sent
         reports = [event for event in back.events if event.get("event") == "deliver" and event.get("kind") == "report"]
-        assert len(reports) == 1, reports
+        assert len(reports) == 1, [(event["seq"], event.get("id")) for event in reports]
         assert "kid done" in reports[0]["content"]

@@ -83,6 +83,10 @@ class Connection:
         self.pid, self.uid = credentials
         self.job: Job | None = None
         self.peer: ForegroundPeer | None = None
+        #: The last ``peer_register`` named the peer this connection already spoke for
+        #: (a name change, a second ``session_start``): what it has in flight was pushed
+        #: here already, and is not pushed twice.
+        self.registered_again = False
         #: A warm worker's slot (``warm_hello``), until a job adopts it.
         self.warm: Any = None
         #: The job this connection holds attached (``roost attach``: ``daemon.attach``).

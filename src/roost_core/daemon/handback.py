@@ -62,6 +62,10 @@ class Handback:
         #: Reports kept because the journal or the parent's queue could not take them:
         #: routed again by the monitor (once the journal writes again).
         self.reports_to_retry = False
+        #: Children whose kept report is being routed again: a second retry (two
+        #: registrations of the parent, one after the other) leaves it to the first, which
+        #: may still wait for its push's record, so the parent gets one copy.
+        self.retrying: set[str] = set()
 
     def run_restarted(self, job: Job) -> None:
         """The worker of ``job`` died in a run and was started again: the run that died is
@@ -239,15 +243,24 @@ class Handback:
             if (session is not None and job.parent_session == session) or (
                 peer_id is not None and job.parent_session is None and job.parent_peer == peer_id
             ):
-                report = Report(child=job.peer_info(), **kept)
-                await self.route_report(job, report)
+                await self.route_kept(job, kept)
 
     async def retry_all_undelivered(self) -> None:
         """Route again every kept report (after the disk or a parent's queue had no room)."""
         for job in self.registry.jobs_keeping_reports():
             kept = job.undelivered_report
             if kept is not None and job.id in self.jobs:
-                await self.route_report(job, Report(child=job.peer_info(), **kept))
+                await self.route_kept(job, kept)
+
+    async def route_kept(self, job: Job, kept: dict[str, Any]) -> None:
+        """Route the report ``job`` keeps, unless a retry routes it already."""
+        if job.id in self.retrying:
+            return
+        self.retrying.add(job.id)
+        try:
+            await self.route_report(job, Report(child=job.peer_info(), **kept))
+        finally:
+            self.retrying.discard(job.id)
 
     async def report_ended(self, job: Job, reason: str) -> None:
         """The synthetic report of a spawned child whose run will not report: stopped or

@@ -187,6 +187,7 @@ class Messaging:
         # Number what this peer gets after what it holds (a new daemon starts at 0).
         peer.seq = max(peer.seq, args.get("lastSeq") or 0)
         peer.host = args.get("host") if args.get("host") in self.hosts else None
+        conn.registered_again = peer.conn is conn and conn.peer is peer
         peer.conn = conn
         conn.peer = peer
         self.watchers.touch()
@@ -204,6 +205,10 @@ class Messaging:
             self.attachments.after_bind(conn)
             return
         peer = conn.peer
+        if peer is not None and conn.registered_again:
+            # Its items in flight went out on this connection already, in order.
+            self.tasks.soon(lambda: self.handback.retry_undelivered(session=peer.session, peer_id=peer.id))
+            return
         if peer is not None:
             # Everything in flight is pushed now, in order: nothing waits behind a held push.
             peer.queued_pushes.clear()
