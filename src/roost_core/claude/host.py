@@ -54,7 +54,7 @@ from roost_core.claude.hook import EVENTS, hook_output, wants_items
 from roost_core.claude.transcript import TranscriptSeqs, result_usage
 from roost_core.dialogs import PERMISSION_OPTIONS
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
-from roost_core.hosts.bridged import StreamingHost, result_outcome
+from roost_core.hosts.bridged import StreamingHost, response_id, result_outcome
 from roost_core.queue import Item
 
 log = logging.getLogger("roost.claude")
@@ -174,7 +174,9 @@ class ClaudeHost(StreamingHost):
             tokens, cost = result_usage(event)
             self.result_usage = (max(tokens, self.result_usage[0]), max(cost, self.result_usage[1]))
         if kind == "assistant":
-            self.model_answered()
+            # Each content block (text, thinking, a tool call) is an event of its own,
+            # with its model response's id.
+            self.model_answered(response_id(event))
         self.scan()
         self.notify()
 
