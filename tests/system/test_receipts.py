@@ -200,3 +200,26 @@ def test_a_restart_keeps_the_receipt_of_an_item_still_queued(daemon, tmp_path):
     daemon.restart()
     received = daemon.call("log", job=kid)["received"]
     assert [(r["preview"], r["state"], r["sender"], r["seen"]) for r in received] == [("while stopped", "queued", lead_id, None)]
+
+
+def test_an_answer_by_reply_to_stamps_seen_when_no_host_told_it_first(daemon_factory, write_config, tmp_path):
+    """An answer naming the item's id shows its receiver's model had the item: a receipt
+    whose host told no ``seen`` first (a foreground session never does; a job's host may
+    tell it after the answer) says ``seen`` with the answer's time, never skips it."""
+    write_config({"agentExternalMessages": True})  # two foreground peers: no tree joins them
+    daemon = daemon_factory().start()
+
+    async def story():
+        async with session(daemon, tmp_path, "lead") as lead, session(daemon, tmp_path, "peer") as peer:
+            await lead.ensure_registered()
+            await peer.ensure_registered()
+            ok, text, data = await send(lead, peer.peer_id, "what is 2+2?")
+            assert ok and data["result"] == "delivered", text
+            await in_thread(wait_until, lambda: any(e["kind"] == "message" for e in peer.delivered), what="the question")
+            assert (await receipt_in(lead, "what is 2+2?", "acknowledged"))["seen"] is None
+            ok, text, _ = await peer.call_tool("roost_send", {"to": lead.peer_id, "message": "4", "reply_to": data["id"]})
+            assert ok, text
+            answered = await receipt_in(lead, "what is 2+2?", "answered")
+            assert answered["seen"] == answered["answered"] >= answered["created"], answered
+
+    run_async(story)

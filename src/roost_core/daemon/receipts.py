@@ -286,6 +286,12 @@ class Receipts:
             return None
         receipt.state = after
         receipt.answered = receipt.updated = time.time() if when is None else when
+        if receipt.seen is None:
+            # The answer names the item's id, which only the item told: its model had it
+            # in a request. Its host's ``seen`` may come after the answer (a host reads the
+            # model's output and serves its tool call side by side), or never: a receipt
+            # never skips seen.
+            receipt.seen = receipt.answered
         self.keep(receipt)
         if self.changed is not None:
             self.changed(receipt)

@@ -39,7 +39,7 @@ log = logging.getLogger("roost.bridge")
 MAX_SOCKET_PATH = 107
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
-__all__ = ["MAX_FRAME", "AsyncBridgeClient", "BridgeServer", "checked_line", "foreground_socket", "private_folder", "request"]
+__all__ = ["MAX_FRAME", "AsyncBridgeClient", "BridgeClosed", "BridgeServer", "checked_line", "foreground_socket", "private_folder", "request"]
 
 
 def private_folder() -> Path:
@@ -74,7 +74,13 @@ def peer_pid(stream: Any) -> int | None:
 
 
 class BridgeServer:
-    """Serves ``handler`` on a Unix socket to the descendants of one process."""
+    """Serves ``handler`` on a Unix socket to the descendants of one process.
+
+    A host serves it for the length of a run (:meth:`serve`, cancelled at the run's end),
+    but an agent process may outlive runs, and its MCP server keeps one connection for its
+    whole life: a connection that waits between requests when the serving ends is kept
+    (:attr:`kept`) and served again by the next :meth:`serve`, so what it asks between runs
+    is answered in the next one, never dropped."""
 
     def __init__(self, path: Path, handler: Handler, owner: Callable[[], int | None]) -> None:
         self.path = path
@@ -83,6 +89,9 @@ class BridgeServer:
         #: process may start after the listener).
         self.owner = owner
         self.listener: Any = None
+        #: Trusted connections whose serving ended between requests, each with the part
+        #: of a request read so far.
+        self.kept: list[tuple[Any, bytes]] = []
 
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -96,9 +105,13 @@ class BridgeServer:
         os.chmod(self.path, 0o600)
 
     async def serve(self) -> None:
-        """Accept connections until cancelled; each one is served in its own task."""
+        """Serve the kept connections again and accept new ones until cancelled; each one
+        is served in its own task."""
         assert self.listener is not None
         async with anyio.create_task_group() as tg:
+            kept, self.kept = self.kept, []
+            for stream, buffer in kept:
+                tg.start_soon(self.serve_one, stream, buffer, True)
             while True:
                 stream = await self.listener.accept()
                 tg.start_soon(self.serve_one, stream)
@@ -108,14 +121,21 @@ class BridgeServer:
         pid = peer_pid(stream)
         return owner is not None and pid is not None and locks.is_descendant(pid, owner)
 
-    async def serve_one(self, stream: Any) -> None:
-        async with stream:
-            if not self.trusted(stream):
+    async def serve_one(self, stream: Any, buffer: bytes = b"", checked: bool = False) -> None:
+        """Answer ``stream``'s requests until it closes. Cancelled while it waits for its
+        next request, it is kept for the next :meth:`serve`; cancelled while a request is
+        answered, it is closed (its caller sees the connection end, not a lost answer)."""
+        kept = False
+        try:
+            if not checked and not self.trusted(stream):
                 return
-            buffer = b""
             while True:
                 try:
                     data = await stream.receive(256 * 1024)
+                except anyio.get_cancelled_exc_class():
+                    self.kept.append((stream, buffer))
+                    kept = True
+                    raise
                 except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
                     return
                 buffer += data
@@ -135,6 +155,10 @@ class BridgeServer:
                             await stream.send(json.dumps(answer, ensure_ascii=False).encode() + b"\n")
                         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
                             return
+        finally:
+            if not kept:
+                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                    await stream.aclose()
 
     async def answer(self, line: bytes) -> dict[str, Any]:
         try:
@@ -151,12 +175,20 @@ class BridgeServer:
             return {"id": frame.get("id"), "ok": False, "error": {"code": "internal", "message": str(exc)}}
 
     async def close(self) -> None:
+        kept, self.kept = self.kept, []
+        for stream, _ in kept:
+            with contextlib.suppress(Exception):
+                await stream.aclose()
         if self.listener is not None:
             with contextlib.suppress(Exception):
                 await self.listener.aclose()
             self.listener = None
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
+
+
+class BridgeClosed(RuntimeError):
+    """The worker's end of the bridge closed before it answered (the worker ended)."""
 
 
 class AsyncBridgeClient:
@@ -176,10 +208,13 @@ class AsyncBridgeClient:
         # One request at a time: answers come back in order on one connection.
         async with self.lock:
             self.ids += 1
-            await self.stream.send(checked_line({"id": self.ids, "op": op, **args}))
-            while b"\n" not in self.buffer:
-                data = await self.stream.receive(256 * 1024)
-                self.buffer += data
+            try:
+                await self.stream.send(checked_line({"id": self.ids, "op": op, **args}))
+                while b"\n" not in self.buffer:
+                    data = await self.stream.receive(256 * 1024)
+                    self.buffer += data
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+                raise BridgeClosed(f"bridge_closed: the roost worker closed the bridge before answering {op!r} ({type(exc).__name__})") from exc
             line, self.buffer = self.buffer.split(b"\n", 1)
         answer = json.loads(line)
         if not answer.get("ok"):

@@ -57,12 +57,16 @@ class BridgedHost(ProcessHost):
         self.bridge: BridgeServer | None = None
         #: The private folder the bridge's socket is in (and the job's side files).
         self.bridge_dir: Path | None = None
-        #: Seqs of the agent items handed to the agent (in a hook's output, a prompt)
-        #: whose model call has not answered yet: the agent's next model answer is that
-        #: call's answer, so they were in it; and those answered that the transcript does
-        #: not show yet (seen once it does: a hand-over that never reached it is made again).
-        self.handed_seqs: list[int] = []
+        #: The agent items handed to the agent (in a hook's output, a prompt) whose model
+        #: request has not been answered yet, each with the model response that was
+        #: streaming when it was handed over (:attr:`answering`); and the seqs of those
+        #: answered that the transcript does not show yet (seen once it does: a
+        #: hand-over that never reached it is made again).
+        self.handed_over: list[tuple[int, str | None]] = []
         self.answered_seqs: list[int] = []
+        #: The id of the model response the agent streams or streamed last, where its CLI
+        #: tells it (None: it does not).
+        self.answering: str | None = None
 
     async def open_bridge(self) -> None:
         """Make the private folder and listen on its ``bridge.sock`` (whose path the agent
@@ -87,16 +91,24 @@ class BridgedHost(ProcessHost):
     # ------------------------------------------------------------------ seen receipts
 
     def hand_over(self, items: list[Item]) -> None:
-        """``items`` go to the agent now (a hook's output, a prompt): its next model call
+        """``items`` go to the agent now (a hook's output, a prompt): its next model request
         holds the agent items among them."""
-        self.handed_seqs.extend(item.seq for item in items if item.kind != "reply")
+        self.handed_over.extend((item.seq, self.answering) for item in items if item.kind != "reply")
 
-    def model_answered(self) -> None:
-        """The agent wrote a model answer (an ``assistant`` event). It tells of no request
-        as it goes out: its answer is the first sign that what was handed over was in it."""
-        if self.handed_seqs:
-            self.answered_seqs.extend(self.handed_seqs)
-            self.handed_seqs = []
+    def model_answered(self, response: str | None = None) -> None:
+        """The agent wrote a model output (text, a tool call, thinking) of the model
+        response ``response`` (its id, where the CLI tells it). No CLI tells of a request
+        as it goes out: the first output of a response that began after a hand-over is
+        the sign that the hand-over was in its request, whatever that output is. An
+        output of the response that was streaming when the items were handed over (a tool
+        call beside the one whose hook handed them over) is not: its request went out
+        before. Without ids, the host calls this only for outputs no earlier request
+        can have made."""
+        if response is not None:
+            self.answering = response
+        answered = [seq for seq, at in self.handed_over if response is None or at != response]
+        self.answered_seqs.extend(answered)
+        self.handed_over = [(seq, at) for seq, at in self.handed_over if seq not in answered]
 
     def tell_seen(self) -> None:
         """The answered hand-overs the transcript shows are seen (the agent may write the
@@ -204,6 +216,14 @@ class StreamingHost(BridgedHost):
     def on_event(self, event: dict[str, Any]) -> None:
         """One event the agent wrote."""
         raise NotImplementedError
+
+
+def response_id(event: dict[str, Any]) -> str | None:
+    """The model response id of a stream-json ``assistant`` event (``message.id``; Claude
+    Code and Qwen Code write one event per content block, each with its response's id)."""
+    message = event.get("message")
+    value = message.get("id") if isinstance(message, dict) else None
+    return value if isinstance(value, str) and value else None
 
 
 def result_outcome(agent: str, items: list[Item], result: dict[str, Any] | None, error_keys: tuple[str, ...]) -> RunOutcome:

@@ -76,7 +76,7 @@ def build_server(list_tools: Any, call_tool: Any) -> Any:
             ok, text = await call_tool(params.name, dict(params.arguments or {}))
         except Exception as exc:  # the model reads the error; the server stays up
             log.exception("tool %s failed", params.name)
-            ok, text = False, f"error: {exc}"
+            ok, text = False, f"error: {exc or type(exc).__name__}"
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=not ok)
 
     return Server("roost", version=__version__, on_list_tools=on_list_tools, on_call_tool=on_call_tool)

@@ -40,7 +40,7 @@ from typing import Any
 
 from roost_core.dialogs import PERMISSION_OPTIONS
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
-from roost_core.hosts.bridged import StreamingHost, result_outcome
+from roost_core.hosts.bridged import StreamingHost, response_id, result_outcome
 from roost_core.hosts.handover import BRIDGE_ENV, hook_output, wants_items
 from roost_core.queue import Item
 from roost_plugins.claude import (
@@ -174,7 +174,9 @@ class ClaudeHost(StreamingHost):
             tokens, cost = result_usage(event)
             self.result_usage = (max(tokens, self.result_usage[0]), max(cost, self.result_usage[1]))
         if kind == "assistant":
-            self.model_answered()
+            # Each content block (text, thinking, a tool call) is an event of its own,
+            # with its model response's id.
+            self.model_answered(response_id(event))
         self.scan()
         self.notify()
 

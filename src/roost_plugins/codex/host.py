@@ -55,6 +55,8 @@ log = logging.getLogger("roost.codex")
 EFFORTS = ("minimal", "low", "medium", "high", "xhigh")
 #: How long Codex waits for the roost MCP server before its first request.
 MCP_STARTUP_SECONDS = 60
+#: The ``codex exec --json`` item types that are the model's output (not ``error``).
+MODEL_OUTPUTS = {"agent_message", "reasoning", "command_execution", "file_change", "mcp_tool_call", "web_search", "todo_list"}
 #: After Codex exited, how long its last events may take to be read.
 STDOUT_DRAIN = 5.0
 
@@ -153,6 +155,8 @@ class CodexHost(BridgedHost):
         self.turn_done = False
         #: Whether this run's items held a user reply (the task is one): it ends ``done``.
         self.replied = False
+        #: Ids of this exec's items that have started (a tool call's, before it runs).
+        self.started_items: set[str] = set()
         #: Set when Codex's stdout ends (it exited, or closed it).
         self.stdout_done = anyio.Event()
 
@@ -278,6 +282,7 @@ class CodexHost(BridgedHost):
         self.hand_over(items)
         self.replied = self.replied or any(item.kind == "reply" for item in items)
         self.last_error, self.turn_failure, self.turn_done, self.last_text = "", "", False, ""
+        self.started_items = set()
         assert self.bridge is not None
         # The hooks Codex runs find the bridge in its environment.
         process = await self.start_process(self.argv(items_text(items)), {BRIDGE_ENV: str(self.bridge.path)})
@@ -322,16 +327,29 @@ class CodexHost(BridgedHost):
         finally:
             self.stdout_done.set()
 
+    def model_output(self, kind: str, item: dict[str, Any]) -> None:
+        """An item event of Codex: where it begins a model output (a text, thinking, a
+        tool call), what was handed over before was in the request it answers
+        (:meth:`model_answered`). A tool call's item is counted when it starts: it
+        completes after its own ``PostToolUse`` hook, which may hand items over that the
+        request before could not hold. Codex tells no response id: two tool calls of one
+        response are told apart from two responses only by this order."""
+        if item.get("type") not in MODEL_OUTPUTS:
+            return
+        item_id = str(item.get("id") or "")
+        if kind == "item.started" or item_id not in self.started_items:
+            self.model_answered()
+        if kind == "item.started":
+            self.started_items.add(item_id)
+
     def on_event(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
         if kind == "thread.started":
             self.thread = str(event.get("thread_id") or self.thread)
-        elif kind == "item.completed":
+        elif kind in ("item.started", "item.completed"):
             item = event.get("item") or {}
-            if item.get("type") == "agent_message":
-                # A model answer: what was handed over was in the call it answers (a tool
-                # call's item may complete after the next hook, so only the text counts).
-                self.model_answered()
+            self.model_output(kind, item)
+            if kind == "item.completed" and item.get("type") == "agent_message":
                 self.last_text = str(item.get("text") or "")
         elif kind == "turn.completed":
             self.turn_done = True

@@ -286,7 +286,7 @@ class GeminiHost(BridgedHost):
         async for event in json_events(process):
             kind = event.get("type")
             if kind == "message" and event.get("role") == "assistant":
-                self.model_answered()  # what was handed over was in the call it answers
+                self.model_answered()  # what was handed over was in the request it answers
                 # Deltas of one answer are joined; a new answer starts a new text.
                 if joining and event.get("delta") and self.texts:
                     self.texts[-1] += str(event.get("content") or "")
@@ -295,6 +295,11 @@ class GeminiHost(BridgedHost):
                 joining = bool(event.get("delta"))
                 continue
             joining = False
+            if kind == "tool_use":
+                # A tool call is a model output too. Gemini CLI runs a response's tool
+                # calls once it has streamed them all, so no hook of a sibling call has
+                # handed anything over before this event.
+                self.model_answered()
             if kind == "result":
                 self.result = event
             elif kind == "error" and event.get("severity") != "warning":

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices
-from roost_core.hosts.bridged import StreamingHost, result_outcome
+from roost_core.hosts.bridged import StreamingHost, response_id, result_outcome
 from roost_core.hosts.handover import BRIDGE_ENV, hook_output, items_text
 from roost_core.queue import Item
 from roost_plugins.qwen import (
@@ -143,10 +143,10 @@ class QwenHost(StreamingHost):
     # ------------------------------------------------------------------ plumbing
 
     def on_event(self, event: dict[str, Any]) -> None:
-        """An ``assistant`` event answers a model call (what was handed over was in it);
+        """An ``assistant`` event is a model output (:meth:`model_answered`, by its response id);
         a ``result`` ends a prompt. Qwen Code's other events are not read."""
         if event.get("type") == "assistant":
-            self.model_answered()
+            self.model_answered(response_id(event))
             self.scan()
             return
         if event.get("type") != "result":
