@@ -205,8 +205,9 @@ def test_a_receipt_only_moves_forward(tmp_path, state: str, sighting: Sighting) 
 
 def test_receipts_see_answer_tally_and_come_back_from_their_records(tmp_path) -> None:
     """Seen before the ack stays seen; only the receiver's reply back to its sender answers
-    (per receiver of a broadcast's one id); the counts per receiver; a restart's receipts
-    from the journal."""
+    (per receiver of a broadcast's one id), and an answer stamps seen when nothing did
+    before (the model had the item: the answer names its id); the counts per receiver; a
+    restart's receipts from the journal."""
     written: list[dict] = []
     receipts = Receipts(tmp_path / "dead.jsonl", durable=False)
     receipts.write = written.append
@@ -221,7 +222,7 @@ def test_receipts_see_answer_tally_and_come_back_from_their_records(tmp_path) ->
     assert receipts.answer("m00000001", "nobody", "lead") is None
     assert receipts.answer("m00000001", "kid2", "someone else") is None
     states = {(r["to"], r["seq"]): (r["state"], r["seen"] is not None, r["answered"] is not None) for r in receipts.sent_by("lead")}
-    assert states == {("kid1", 4): ("answered", True, True), ("kid2", 9): ("queued", False, False), ("kid2", 10): ("answered", False, True)}
+    assert states == {("kid1", 4): ("answered", True, True), ("kid2", 9): ("queued", False, False), ("kid2", 10): ("answered", True, True)}
     assert receipts.tally("lead") == {"kid1": {"answered": 1}, "kid2": {"queued": 1, "answered": 1}}
     assert [r["seq"] for r in receipts.received_by("kid2")] == [9, 10]
     # Three records (a seen, two answers): read back, the last of each item wins.
