@@ -11,7 +11,8 @@ import pytest
 from clikit import Cli
 from conftest import wait_until
 
-GAVE_UP = "worker crashed 4 times; giving up"
+#: The error of a job given up on names why its last worker ended, from its log.
+GAVE_UP = "worker crashed 4 times; giving up: roost_plugins.pi.host.PiError: pi did not start (no hello from the roost extension); see the job log"
 
 
 @pytest.fixture

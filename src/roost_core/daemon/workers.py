@@ -277,12 +277,15 @@ class Workers:
         job.background_shown = []
         if job.attach is not None:  # the session file is free for roost attach's CLI
             job.attach.released.set()
+        # Why it died, in its own log's words: the log line, and the error of a job given
+        # up on (and so its report), say what to fix (every start appends to one log).
+        why = last_line(self.paths.jobs_dir / f"{job.id}.log") if not clean else ""
         if not clean:
             job.crashes += 1
             if job.state == "running":
                 job.state = "failed"
                 job.error = f"worker died during a run ({describe_exit(code)})"
-            log.warning("worker of %s died (%s)", job.id, describe_exit(code))
+            log.warning("worker of %s died (%s)%s", job.id, describe_exit(code), why)
         self.registry.save(job)
         gave_up = False
         if job.queue.items and job.state != "stopped":
@@ -294,7 +297,7 @@ class Workers:
                     self.listener.run_restarted(job)
                 return
             job.state = "failed"
-            job.error = f"worker crashed {job.crashes} times; giving up"
+            job.error = f"worker crashed {job.crashes} times; giving up{why}"
             self.registry.save(job)
             gave_up = True
         if not clean and (in_a_run or gave_up) and self.listener is not None:
@@ -461,13 +464,21 @@ def given_up(job: Job) -> bool:
     return job.crashes > MAX_CRASH_RESTARTS
 
 
+#: How much of a worker's log's end is read for why it ended (a job's log grows with
+#: every start; what the last one said is at its end).
+LAST_LINE_BYTES = 16384
+
+
 def last_line(path: Path) -> str:
     """``: <why a worker's log says it ended>`` (its last ``...Error: ...`` line, else its
-    last line), or nothing."""
+    last line, among the last :data:`LAST_LINE_BYTES` of the log), or nothing."""
     try:
-        lines = [line.strip(" |+-") for line in path.read_text(errors="replace").splitlines()]
+        with path.open("rb") as log_file:
+            log_file.seek(max(0, log_file.seek(0, os.SEEK_END) - LAST_LINE_BYTES))
+            tail = log_file.read().decode(errors="replace")
     except OSError:
         return ""
+    lines = [line.strip(" |+-") for line in tail.splitlines()]
     lines = [line for line in lines if line]
     errors = [line for line in lines if "Error: " in line]
     chosen = errors[-1] if errors else lines[-1] if lines else ""
