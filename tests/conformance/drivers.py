@@ -89,11 +89,23 @@ def responses_inputs(items: list[dict[str, Any]]) -> list[ModelInput]:
 def gemini_inputs(contents: list[dict[str, Any]]) -> list[ModelInput]:
     """A Gemini API request's ``contents`` (Gemini CLI): each part one input. A tool's
     response (with the context an ``AfterTool`` hook adds, escaped by the CLI) is read
-    unescaped, as a model reads it."""
+    unescaped, as a model reads it.
+
+    A ``--resume`` of Gemini CLI 0.61.0 replays every earlier tool response twice, the
+    same part (same call id) twice in one content: its history rebuilds it from the
+    ``gemini`` record's ``toolCalls[].result`` and again from the ``user`` record of the
+    response it also keeps (``convertSessionToClientHistory``). Any tool's, with or
+    without a hook's context: the CLI's own replay, not a second hand-over (one call's
+    response is made once), so it is read once."""
     out = []
     for content in contents:
         role = "assistant" if content.get("role") == "model" else "user"
+        parts: list[dict[str, Any]] = []
         for part in content.get("parts") or []:
+            if "functionResponse" in part and part in parts:
+                continue
+            parts.append(part)
+        for part in parts:
             if "text" in part and not part.get("thought"):
                 out.append(ModelInput(role, str(part["text"])))
             elif "functionCall" in part:
