@@ -421,6 +421,18 @@ def test_d_seen_when_the_model_has_the_item_and_answered_by_reply_to(conformance
     assert answered["seen"] is not None and answered["answered"] >= answered["seen"], answered
 
 
+def carries_mark(process: Any) -> bool:
+    """Whether ``process`` (psutil) was started with a worker mark; one gone counts."""
+    import psutil
+
+    from roost_core.worker.proctree import MARK_VARIABLE
+
+    try:
+        return MARK_VARIABLE in process.environ()
+    except psutil.NoSuchProcess:
+        return True
+
+
 def test_e_kill9_of_the_worker_mid_tool_the_session_goes_on_nothing_twice_nothing_lost(conformance_host: HostUnderTest) -> None:
     import psutil
 
@@ -447,6 +459,10 @@ def test_e_kill9_of_the_worker_mid_tool_the_session_goes_on_nothing_twice_nothin
         session = daemon.record(job)["session"]
         worker = psutil.Process(row["workerPid"])
         everything = [worker, *worker.children(recursive=True)]
+        # The daemon finds a dead worker's leftovers by the mark in their starting
+        # environment: a process the host starts with an environment of its own must keep it.
+        unmarked = [p.cmdline() for p in everything[1:] if not carries_mark(p)]
+        assert not unmarked, f"processes of the worker without its mark: {unmarked}"
         worker.kill()
 
         def gone() -> bool:

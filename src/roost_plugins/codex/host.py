@@ -46,6 +46,7 @@ from roost_core.hosts.base import JobInfo, RunOutcome, WorkerServices, until_exi
 from roost_core.hosts.bridged import BridgedHost, json_events
 from roost_core.hosts.handover import BRIDGE_ENV, hook_output, items_text, wants_items
 from roost_core.queue import Item
+from roost_core.worker.proctree import MARK_VARIABLE
 from roost_plugins.codex import SERVER_NAME, TESTED_VERSIONS, CodexError, codex_binary, codex_home
 from roost_plugins.codex.transcript import RolloutSeqs
 
@@ -91,6 +92,11 @@ def mcp_server(bridge: str | None) -> dict[str, Any]:
     }
     if bridge is not None:
         server["env"] = {BRIDGE_ENV: bridge}
+        # Codex starts an MCP server with a cleared environment: without the worker's
+        # mark it would outlive a killed worker, unseen by the daemon's clean-up.
+        mark = os.environ.get(MARK_VARIABLE)
+        if mark:
+            server["env"][MARK_VARIABLE] = mark
         # The first request waits for the server (else Codex waits ~1 s, then goes on
         # without its tools).
         server["required"] = True
